@@ -1,0 +1,157 @@
+//! The demo job: chute's main path end to end on any server.
+//!
+//! Creates `chute_demo.conditions` (time timestamptz, dev_id int,
+//! data1..data5 float8, index on time) partitioned by day, generates rows in
+//! process and loads them with binary COPY, then measures what landed. It
+//! owns its schema, so it can drop and recreate the table on every run
+//! without touching anything of the user's.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chute_core::encode::CopyWriter;
+use chute_core::generate::Conditions;
+use futures_util::SinkExt;
+
+use crate::ConnectOptions;
+
+/// The schema the demo owns.
+pub const DEMO_SCHEMA: &str = "chute_demo";
+const FLUSH_BYTES: usize = 1 << 20;
+
+#[derive(Debug, Clone)]
+pub struct DemoSpec {
+    pub rows: u64,
+    pub devices: u32,
+    pub days: u32,
+    pub seed: u64,
+    /// Midnight UTC that ends the data, in microseconds since the Unix epoch.
+    pub end_micros: i64,
+}
+
+/// What the demo measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DemoReport {
+    pub table: String,
+    pub rows: u64,
+    pub seconds: f64,
+    pub rows_per_second: f64,
+    pub partitions: i64,
+    pub partitions_used: i64,
+    pub table_bytes: i64,
+    pub server_version: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error(transparent)]
+    Connect(#[from] crate::ConnectError),
+    #[error("{step}: {source}")]
+    Sql { step: &'static str, source: tokio_postgres::Error },
+}
+
+fn sql(step: &'static str) -> impl FnOnce(tokio_postgres::Error) -> DemoError {
+    move |source| DemoError::Sql { step, source }
+}
+
+/// Runs the demo; `progress` is told the rows sent so far now and then.
+pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, mut progress: impl FnMut(u64)) -> Result<DemoReport, DemoError> {
+    let client = opts.connect().await?;
+    let day = 86_400_000_000i64;
+    let start = spec.end_micros - i64::from(spec.days) * day;
+    let mut ddl = format!(
+        "DROP TABLE IF EXISTS {DEMO_SCHEMA}.conditions;
+         CREATE SCHEMA IF NOT EXISTS {DEMO_SCHEMA};
+         CREATE TABLE {DEMO_SCHEMA}.conditions (time timestamptz NOT NULL, dev_id int NOT NULL,
+             data1 float8, data2 float8, data3 float8, data4 float8, data5 float8) PARTITION BY RANGE (time);
+         CREATE INDEX ON {DEMO_SCHEMA}.conditions (time);"
+    );
+    for d in 0..spec.days {
+        let from = start + i64::from(d) * day;
+        ddl.push_str(&format!(
+            "CREATE TABLE {DEMO_SCHEMA}.conditions_p{} PARTITION OF {DEMO_SCHEMA}.conditions
+                 FOR VALUES FROM (to_timestamp({})) TO (to_timestamp({}));",
+            ymd(from),
+            from / 1_000_000,
+            (from + day) / 1_000_000
+        ));
+    }
+    client.batch_execute(&ddl).await.map_err(sql("creating chute_demo.conditions"))?;
+
+    let ticks = spec.rows.div_ceil(u64::from(spec.devices.max(1))).max(1);
+    let generator = Conditions {
+        start_micros: start,
+        step_micros: (i64::from(spec.days) * day / ticks as i64).max(1),
+        devices: spec.devices.max(1),
+        fields: 5,
+        seed: spec.seed,
+    };
+    let began = Instant::now();
+    let sink = client
+        .copy_in::<_, Bytes>(&format!("COPY {DEMO_SCHEMA}.conditions FROM STDIN (FORMAT binary)"))
+        .await
+        .map_err(sql("starting COPY"))?;
+    futures_util::pin_mut!(sink);
+    let mut buf = Vec::with_capacity(FLUSH_BYTES + 4096);
+    CopyWriter::start(&mut buf);
+    let batch = 50_000u64;
+    let mut sent = 0;
+    let mut last_report = Instant::now();
+    while sent < spec.rows {
+        let to = (sent + batch).min(spec.rows);
+        generator.for_each_row(sent, to, |time, dev, data| {
+            let mut w = CopyWriter::resume(&mut buf);
+            w.row(7);
+            w.timestamp_unix_micros(time);
+            w.int4(dev);
+            for v in data {
+                w.float8(*v);
+            }
+        });
+        sent = to;
+        if sent == spec.rows {
+            CopyWriter::resume(&mut buf).finish();
+        }
+        if buf.len() >= FLUSH_BYTES || sent == spec.rows {
+            sink.send(Bytes::from(std::mem::take(&mut buf))).await.map_err(sql("sending rows"))?;
+            buf.reserve(FLUSH_BYTES + 4096);
+        }
+        if last_report.elapsed() > Duration::from_millis(200) {
+            progress(sent);
+            last_report = Instant::now();
+        }
+    }
+    let rows = sink.finish().await.map_err(sql("finishing COPY"))?;
+    let seconds = began.elapsed().as_secs_f64();
+    progress(rows);
+
+    client.batch_execute(&format!("ANALYZE {DEMO_SCHEMA}.conditions")).await.map_err(sql("ANALYZE"))?;
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT (SELECT count(*) FROM pg_partition_tree('{DEMO_SCHEMA}.conditions') WHERE isleaf),
+                        (SELECT count(DISTINCT tableoid) FROM {DEMO_SCHEMA}.conditions),
+                        (SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::int8 FROM pg_partition_tree('{DEMO_SCHEMA}.conditions')),
+                        current_setting('server_version')"
+            ),
+            &[],
+        )
+        .await
+        .map_err(sql("measuring the table"))?;
+    Ok(DemoReport {
+        table: format!("{DEMO_SCHEMA}.conditions"),
+        rows,
+        seconds,
+        rows_per_second: rows as f64 / seconds.max(1e-9),
+        partitions: row.get(0),
+        partitions_used: row.get(1),
+        table_bytes: row.get(2),
+        server_version: row.get(3),
+    })
+}
+
+/// `YYYYMMDD` of a UTC instant, for partition names.
+fn ymd(micros: i64) -> String {
+    let ts = jiff::Timestamp::from_microsecond(micros).expect("demo times are in range");
+    ts.strftime("%Y%m%d").to_string()
+}

@@ -1,0 +1,9 @@
+//! chute-engine: everything chute does that touches a database, a file or a
+//! process: connecting like libpq, the embedded server, the catalog, the one
+//! DDL executor and the load pipeline. Pure logic lives in `chute-core`.
+
+pub mod connect;
+pub mod demo;
+pub mod local;
+
+pub use connect::{ConnectError, ConnectOptions};

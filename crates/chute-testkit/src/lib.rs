@@ -1,0 +1,200 @@
+//! The test fixture: private PostgreSQL clusters for integration tests.
+//!
+//! Tests run against real servers, never mocks. Each test binary starts one
+//! shared cluster on first use ([`shared`]) in a temp directory, listening on
+//! a unix socket there, with durability off for speed; each test gets a fresh
+//! database of its own ([`TestCluster::fresh_db`]). Tests that restart a
+//! server, or need several, start owned clusters ([`TestCluster::start`]) that
+//! stop when dropped.
+//!
+//! Rust never drops statics, so a watchdog process (in its own process group,
+//! so a Ctrl-C of the test run does not kill it first) waits for the test
+//! process to end and then stops the shared cluster and removes its directory.
+//! Clusters left by a run that was killed outright (watchdog included) are
+//! found by the next run (the owner's pid is in the directory name) and removed.
+//!
+//! When PostgreSQL's server binaries are missing the fixture panics with the
+//! install instruction: a test never skips silently.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use std::os::unix::process::CommandExt;
+
+use chute_engine::ConnectOptions;
+use chute_engine::local::{Cluster, StopMode, is_root, process_alive};
+
+const PREFIX: &str = "chute-test-";
+
+/// Settings for throwaway clusters: durability off, room for many workers.
+const TEST_SETTINGS: &[(&str, &str)] = &[
+    ("fsync", "off"),
+    ("synchronous_commit", "off"),
+    ("full_page_writes", "off"),
+    ("max_connections", "300"),
+    ("shared_buffers", "'128MB'"),
+    ("max_wal_size", "'4GB'"),
+    ("log_min_messages", "warning"),
+    ("max_prepared_transactions", "10"),
+];
+
+/// A private cluster in its own temp directory.
+#[derive(Debug)]
+pub struct TestCluster {
+    pub cluster: Cluster,
+    root: PathBuf,
+    /// Owned clusters stop on drop; the shared one is left to its watchdog.
+    owned: bool,
+}
+
+static SHARED: OnceLock<TestCluster> = OnceLock::new();
+static DB_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// The cluster shared by every test in this test binary, started on first use.
+pub fn shared() -> &'static TestCluster {
+    SHARED.get_or_init(|| TestCluster::start_inner(false))
+}
+
+impl TestCluster {
+    /// Starts a cluster owned by the caller: stopped and removed on drop.
+    pub fn start() -> TestCluster {
+        TestCluster::start_inner(true)
+    }
+
+    fn start_inner(owned: bool) -> TestCluster {
+        remove_leftovers();
+        let base = std::env::temp_dir();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let root = base.join(format!("{PREFIX}{}-{nanos:x}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("cannot create {}: {e}", root.display()));
+        let cluster = Cluster::new(root.join("db"), 5432).unwrap_or_else(|e| panic!("test fixture: {e}"));
+        if let Some(r) = cluster.run_as {
+            r.chown(&root).expect("cannot hand the test directory to the postgres user");
+        }
+        cluster.init(TEST_SETTINGS).unwrap_or_else(|e| panic!("test fixture: initdb failed: {e}"));
+        cluster.start().unwrap_or_else(|e| panic!("test fixture: the server did not start: {e}"));
+        spawn_watchdog(&root, &cluster.data_dir);
+        TestCluster { cluster, root, owned }
+    }
+
+    /// Options for the superuser and the given database.
+    pub fn options(&self, dbname: &str) -> ConnectOptions {
+        self.cluster.connect_options(dbname)
+    }
+
+    /// Creates a new, empty database for one test.
+    pub async fn fresh_db(&self, hint: &str) -> TestDb {
+        let n = DB_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let clean: String = hint.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).take(40).collect();
+        let name = format!("t{n}_{clean}");
+        let admin = self.options("postgres").connect().await.unwrap_or_else(|e| panic!("test fixture: {e}"));
+        admin
+            .batch_execute(&format!("CREATE DATABASE \"{name}\" TEMPLATE template0"))
+            .await
+            .unwrap_or_else(|e| panic!("test fixture: CREATE DATABASE {name}: {e}"));
+        TestDb { options: self.options(&name), name }
+    }
+
+    /// The socket directory (what `PGHOST` would be).
+    pub fn socket_dir(&self) -> &Path {
+        &self.cluster.data_dir
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = self.cluster.stop(StopMode::Immediate);
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+/// One test's database.
+#[derive(Debug, Clone)]
+pub struct TestDb {
+    pub name: String,
+    pub options: ConnectOptions,
+}
+
+impl TestDb {
+    pub async fn client(&self) -> tokio_postgres::Client {
+        self.options.connect().await.unwrap_or_else(|e| panic!("test fixture: {e}"))
+    }
+
+    /// A URL for `chute --url`.
+    pub fn url(&self) -> String {
+        self.options.display_url()
+    }
+}
+
+/// Waits for this process to end, then stops the server and removes `root`.
+fn spawn_watchdog(root: &Path, data_dir: &Path) {
+    let script = r#"
+        owner=$1 root=$2 data=$3
+        while kill -0 "$owner" 2>/dev/null; do sleep 1; done
+        pid=$(head -n1 "$data/postmaster.pid" 2>/dev/null)
+        if [ -n "$pid" ]; then
+            kill -INT "$pid" 2>/dev/null
+            i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 40 ]; do sleep 0.25; i=$((i+1)); done
+            kill -QUIT "$pid" 2>/dev/null
+        fi
+        rm -rf "$root"
+    "#;
+    let spawned = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("chute-test-watchdog")
+        .arg(std::process::id().to_string())
+        .arg(root)
+        .arg(data_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn();
+    if let Err(e) = spawned {
+        panic!("test fixture: cannot start the cluster watchdog: {e}");
+    }
+}
+
+/// Removes test clusters whose test process is gone (a killed run).
+fn remove_leftovers() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with(PREFIX) {
+            continue;
+        }
+        let root = entry.path();
+        // The directory is named chute-test-<owner pid>-<nonce>.
+        let owner = name.to_string_lossy()[PREFIX.len()..].split('-').next().and_then(|p| p.parse::<i32>().ok());
+        if owner.is_none_or(process_alive) {
+            continue;
+        }
+        let postmaster =
+            std::fs::read_to_string(root.join("db/postmaster.pid")).ok().and_then(|s| s.lines().next()?.trim().parse::<i32>().ok());
+        if let Some(pid) = postmaster.filter(|p| is_postgres(*p)) {
+            // SAFETY: signalling a process we verified is a postgres server.
+            unsafe { libc::kill(pid, libc::SIGQUIT) };
+            for _ in 0..40 {
+                if !process_alive(pid) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
+
+fn is_postgres(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres")
+}
+
+/// Whether the tests run as root (servers then run as `postgres`).
+pub fn running_as_root() -> bool {
+    is_root()
+}

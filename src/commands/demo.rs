@@ -1,0 +1,44 @@
+//! `chute demo`: the main job end to end, with a summary a person can read.
+
+use std::io::IsTerminal;
+
+use chute_engine::demo::{DemoReport, DemoSpec};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::Outcome;
+use crate::args::{ConnArgs, DemoArgs};
+use crate::settings;
+
+pub async fn run(conn: &ConnArgs, a: DemoArgs) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(a.rows > 0, "--rows must be at least 1");
+    anyhow::ensure!(a.days > 0, "--days must be at least 1");
+    let opts = settings::target(conn)?;
+    let today = jiff::Timestamp::now().as_second().div_euclid(86_400) * 86_400;
+    let spec = DemoSpec { rows: a.rows, devices: a.devices, days: a.days, seed: a.seed, end_micros: today * 1_000_000 };
+    let bar = if std::io::stderr().is_terminal() && !a.json {
+        let b = ProgressBar::new(a.rows);
+        b.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} rows  {per_sec}  eta {eta}").expect("static template"));
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    eprintln!("chute: loading {} generated rows into chute_demo.conditions on {}", a.rows, opts.endpoint_label());
+    let report = chute_engine::demo::run(&opts, &spec, |n| bar.set_position(n)).await?;
+    bar.finish_and_clear();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_summary(&report);
+    }
+    Ok(Outcome::Ok)
+}
+
+fn print_summary(r: &DemoReport) {
+    println!("table            {}", r.table);
+    println!("rows loaded      {}", r.rows);
+    println!("seconds          {:.2}", r.seconds);
+    println!("rows/s           {:.0}", r.rows_per_second);
+    println!("partitions used  {} of {}", r.partitions_used, r.partitions);
+    println!("table size       {:.1} MiB (with indexes)", r.table_bytes as f64 / 1048576.0);
+    println!("server           PostgreSQL {}", r.server_version);
+}

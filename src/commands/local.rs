@@ -1,0 +1,54 @@
+//! `chute local start|stop|status|url`: the embedded server by hand.
+
+use crate::Outcome;
+use crate::args::{ConnArgs, LocalCommand};
+use crate::settings::local_server;
+use chute_engine::local::StartOutcome;
+
+pub fn run(conn: &ConnArgs, cmd: LocalCommand) -> anyhow::Result<Outcome> {
+    let server = local_server(conn.data_dir.clone())?;
+    let dir = server.cluster.data_dir.display().to_string();
+    match cmd {
+        LocalCommand::Start => {
+            let msg = match server.ensure_running()? {
+                StartOutcome::AlreadyRunning => "already running",
+                StartOutcome::Started => "started",
+                StartOutcome::Created => "created and started",
+            };
+            eprintln!("chute: embedded PostgreSQL {msg} in {dir}");
+            println!("{}", server.connect_options().display_url());
+        }
+        LocalCommand::Stop => {
+            if server.stop()? {
+                eprintln!("chute: embedded PostgreSQL in {dir} stopped (its data stays; `chute local start` starts it again)");
+            } else {
+                eprintln!("chute: embedded PostgreSQL in {dir} was not running");
+            }
+        }
+        LocalCommand::Status { json } => {
+            let pid = server.cluster.running_pid();
+            let initialized = server.cluster.is_initialized();
+            let url = server.connect_options().display_url();
+            if json {
+                let v = serde_json::json!({
+                    "data_dir": dir, "initialized": initialized, "running": pid.is_some(), "pid": pid,
+                    "url": url, "server_version": server.cluster.bins.major_version,
+                    "binaries": server.cluster.bins.bin_dir.display().to_string(),
+                });
+                println!("{v}");
+            } else {
+                let state = match (initialized, pid) {
+                    (_, Some(p)) => format!("running (pid {p})"),
+                    (true, None) => "stopped (`chute local start` starts it)".into(),
+                    (false, None) => "not created yet (`chute local start` or any command creates it)".into(),
+                };
+                println!("embedded PostgreSQL {}: {state}", server.cluster.bins.major_version);
+                println!("data directory: {dir}");
+                println!("url: {url}");
+                println!("log: {}", server.cluster.log_file().display());
+            }
+        }
+        LocalCommand::Url => println!("{}", server.connect_options().display_url()),
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,57 @@
+//! The `chute` command line: parses arguments, turns them into validated
+//! settings, runs one command and maps its outcome to an exit code. All the
+//! work happens in `chute-engine` and `chute-core`; this crate only talks to
+//! people (help, progress, summaries, errors).
+
+mod args;
+mod commands;
+mod settings;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Exit codes, documented in `--help`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything done, nothing rejected.
+    Ok = 0,
+    /// Finished, but some rows were rejected (see the reject file).
+    Rejects = 1,
+    /// An error, including a reject limit exceeded.
+    Error = 2,
+    /// Stopped by SIGINT (Ctrl-C) after cleaning up.
+    Interrupted = 130,
+    /// Stopped by SIGTERM after cleaning up.
+    Terminated = 143,
+}
+
+fn main() -> ExitCode {
+    let args = args::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("chute: cannot start the async runtime: {e}");
+            return ExitCode::from(Outcome::Error as u8);
+        }
+    };
+    let outcome = runtime.block_on(commands::run(args));
+    // Worker tasks may still hold connections; do not wait for them.
+    runtime.shutdown_background();
+    match outcome {
+        Ok(o) => ExitCode::from(o as u8),
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                return ExitCode::SUCCESS;
+            }
+            let _ = writeln!(std::io::stderr(), "chute: error: {e:#}");
+            ExitCode::from(Outcome::Error as u8)
+        }
+    }
+}
+
+/// `chute gen … | head` closes our stdout early; that is not an error.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}

@@ -1,0 +1,37 @@
+//! Validated settings: where to connect, decided once.
+//!
+//! The rule for choosing a server is libpq's plus one: `--url` or any `PG*`
+//! variable names a server; with neither, chute starts (or reuses) its
+//! embedded server and says so on stderr.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use chute_engine::ConnectOptions;
+use chute_engine::connect::{ProcessEnv, env_names_a_server};
+use chute_engine::local::{LocalServer, StartOutcome};
+
+use crate::args::ConnArgs;
+
+/// Resolves the server to use, starting the embedded one when none is named.
+pub fn target(conn: &ConnArgs) -> anyhow::Result<ConnectOptions> {
+    if conn.url.is_some() || env_names_a_server(&ProcessEnv) {
+        return Ok(ConnectOptions::resolve(conn.url.as_deref(), &ProcessEnv)?);
+    }
+    let server = local_server(conn.data_dir.clone())?;
+    let outcome = server.ensure_running().context("cannot start the embedded PostgreSQL")?;
+    let dir = server.cluster.data_dir.display();
+    let what = match outcome {
+        StartOutcome::AlreadyRunning => "running",
+        StartOutcome::Started => "started it",
+        StartOutcome::Created => "created and started it",
+    };
+    eprintln!(
+        "chute: no server configured (--url or PGHOST…); using the embedded PostgreSQL in {dir} ({what}; `chute local stop` stops it)"
+    );
+    Ok(server.connect_options())
+}
+
+pub fn local_server(data_dir: Option<PathBuf>) -> anyhow::Result<LocalServer> {
+    Ok(LocalServer::new(data_dir)?)
+}

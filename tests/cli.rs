@@ -1,0 +1,11 @@
+//! Black-box tests of the `chute` binary against real servers.
+
+#[path = "cli/common.rs"]
+mod common;
+
+#[path = "cli/basics.rs"]
+mod basics;
+#[path = "cli/demo.rs"]
+mod demo;
+#[path = "cli/local.rs"]
+mod local;

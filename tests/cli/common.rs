@@ -1,0 +1,45 @@
+//! Running the real binary with a clean environment and showing expected and
+//! actual output separately when a check fails.
+
+use std::process::{Command, Output};
+
+/// The chute binary with every PG* variable removed, so a test decides what
+/// the binary sees.
+pub fn chute() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_chute"));
+    for v in ["PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "PGSERVICE", "PGSSLMODE", "CHUTE_DATA_DIR"] {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// Runs and returns the output, whatever the exit code.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("cannot run the chute binary")
+}
+
+/// Runs and panics, showing both streams, unless the exit code is `code`.
+pub fn run_expect(cmd: &mut Command, code: i32) -> (String, String) {
+    let out = run(cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "\n--- command\n{cmd:?}\n--- expected exit code\n{code}\n--- actual\n{:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status.code()
+    );
+    (stdout, stderr)
+}
+
+/// A temp directory the postgres system user can enter (tests run as root in CI).
+pub fn open_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new().prefix("chute-cli-").tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir
+}
+
+pub fn summary_value<'a>(stdout: &'a str, label: &str) -> &'a str {
+    stdout.lines().find_map(|l| l.strip_prefix(label)).map(str::trim).unwrap_or_else(|| panic!("no {label:?} line in:\n{stdout}"))
+}
