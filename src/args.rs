@@ -30,7 +30,9 @@ EXAMPLES:
     chute demo                                   # the main job on the embedded server
     chute demo --url postgres://me@db.example/metrics
     PGHOST=/var/run/postgresql chute demo --rows 5000000
-    chute local status";
+    chute local status
+    chute partition create metrics --columns \"time timestamptz not null, v float8\" --key time --interval 1h
+    chute partition maintain --every 10min";
 
 /// chute moves time-series rows into PostgreSQL as fast as the server can take
 /// them, into natively partitioned tables that it creates, keeps ahead of the
@@ -58,6 +60,8 @@ pub struct ConnArgs {
     pub data_dir: Option<PathBuf>,
 }
 
+// Each command's arguments are parsed once; their size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run chute's main job end to end: make a partitioned `conditions` table,
@@ -72,6 +76,176 @@ pub enum Command {
     /// Manage the embedded PostgreSQL server.
     #[command(subcommand)]
     Local(LocalCommand),
+
+    /// Create time-partitioned tables and keep them in shape: partitions made
+    /// ahead of the data, old ones aged out, nothing stuck in DEFAULT.
+    ///
+    /// The policy of each table lives in the database (chute.partition_config),
+    /// so any host can maintain any table. Every command takes --dry-run, which
+    /// prints the SQL it would run and changes nothing.
+    #[command(subcommand)]
+    Partition(PartitionCommand),
+}
+
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum PartitionCommand {
+    /// Make TABLE a range-partitioned parent with a stored policy, and create
+    /// its first partitions.
+    ///
+    /// TABLE may not exist yet (define it with --columns or --like), may be an
+    /// empty plain table (converted in one short transaction), or may already
+    /// be range-partitioned on the key (adopted as it is).
+    #[command(after_help = "EXAMPLES:
+    chute partition create metrics --columns \"time timestamptz not null, dev_id int, value float8\" --key time --interval 1h
+    chute partition create events --key ts --interval 1d --tz Europe/Berlin --retention 90d --premake 7
+    chute partition create readings --like readings_template --key time --interval 1d --hash dev_id:16
+    chute partition create ledger --key id --interval 100000 --dry-run")]
+    Create(PartitionCreateArgs),
+
+    /// Show the stored policies.
+    List {
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+
+    /// Create what is missing ahead, move rows out of DEFAULT, apply
+    /// retention (detaching concurrently, one partition at a time) and finish
+    /// interrupted detaches. Idempotent: a second run plans nothing.
+    #[command(after_help = "EXAMPLES:
+    chute partition maintain                      # every table with a policy, once
+    chute partition maintain metrics --dry-run    # print the plan only
+    chute partition maintain --every 10min        # keep running (systemd, k8s)")]
+    Maintain(PartitionMaintainArgs),
+
+    /// Per partition: bounds, rows (estimate) and size; at the top: coverage
+    /// ahead of now, rows in DEFAULT, partitions due for retention, policy.
+    Status {
+        /// Tables to show (default: every table with a policy).
+        tables: Vec<String>,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Pretend the clock reads this (e.g. 2026-12-01T00:00:00Z).
+        #[arg(long, value_name = "TIMESTAMP")]
+        now: Option<String>,
+    },
+
+    /// Turn TABLE back into a plain table with every row, and forget its policy.
+    Undo {
+        table: String,
+        /// Print the SQL plan and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        lock: LockArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct PartitionCreateArgs {
+    /// The table ([schema.]name).
+    pub table: String,
+    /// The partition key column (timestamptz, timestamp, date or an integer type).
+    #[arg(long)]
+    pub key: String,
+    /// Partition width: 15min, 1h, 1d, 1w, 1mon, 1y (any whole number), or a
+    /// plain number for integer keys (e.g. 100000).
+    #[arg(long)]
+    pub interval: String,
+    /// Intervals kept ready after the one holding now (integer keys: after
+    /// the newest row).
+    #[arg(long, default_value_t = 4)]
+    pub premake: u32,
+    /// Create every interval from this key value on (otherwise partitions
+    /// start at the interval holding now, and older ones appear only when rows
+    /// need them).
+    #[arg(long, value_name = "TIMESTAMP|NUMBER")]
+    pub start: Option<String>,
+    /// Refuse rows further ahead of now than this, instead of making
+    /// partitions for a faulty clock (time keys; default 1d).
+    #[arg(long, value_name = "DURATION")]
+    pub max_future: Option<String>,
+    /// Age out partitions whose whole range is older than this (e.g. 30d,
+    /// 6mon); rows older than that are refused.
+    #[arg(long, value_name = "DURATION")]
+    pub retention: Option<String>,
+    /// What retention does with an old partition.
+    #[arg(long, value_enum, default_value_t = RetentionModeArg::Drop)]
+    pub retention_mode: RetentionModeArg,
+    /// With --retention-mode detach: move detached partitions to this schema.
+    #[arg(long, value_name = "SCHEMA")]
+    pub retention_schema: Option<String>,
+    /// Time zone whose calendar day-or-longer intervals follow (boundaries
+    /// at local midnight). Partition names use the UTC start.
+    #[arg(long, default_value = "UTC", value_name = "ZONE")]
+    pub tz: String,
+    /// Hash sub-partitions under each time partition: COLUMN:N.
+    #[arg(long, value_name = "COLUMN:N")]
+    pub hash: Option<String>,
+    /// Create partitions UNLOGGED (fast, not crash-safe, not replicated).
+    #[arg(long)]
+    pub unlogged: bool,
+    /// Keep a DEFAULT partition (pg_partman habit; makes attaching lock it
+    /// and rules out concurrent detach).
+    #[arg(long = "default")]
+    pub default_partition: bool,
+    /// Define a new table like this one.
+    #[arg(long, value_name = "TABLE", conflicts_with = "columns")]
+    pub like: Option<String>,
+    /// Define a new table with these SQL column definitions.
+    #[arg(long, value_name = "DEFINITIONS")]
+    pub columns: Option<String>,
+    /// Print the SQL plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the plan (and outcome) as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Pretend the clock reads this.
+    #[arg(long, value_name = "TIMESTAMP")]
+    pub now: Option<String>,
+    #[command(flatten)]
+    pub lock: LockArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RetentionModeArg {
+    Drop,
+    Detach,
+}
+
+#[derive(Debug, Args)]
+pub struct PartitionMaintainArgs {
+    /// Tables to maintain (default: every table with a policy).
+    pub tables: Vec<String>,
+    /// Keep running, maintaining again after each DURATION (e.g. 10min).
+    #[arg(long, value_name = "DURATION")]
+    pub every: Option<String>,
+    /// Print the SQL plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print plans and outcomes as JSON (one object per table and run).
+    #[arg(long)]
+    pub json: bool,
+    /// Pretend the clock reads this.
+    #[arg(long, value_name = "TIMESTAMP")]
+    pub now: Option<String>,
+    #[command(flatten)]
+    pub lock: LockArgs,
+}
+
+/// How DDL waits for locks.
+#[derive(Debug, Args, Clone)]
+pub struct LockArgs {
+    /// Longest one DDL statement waits for a lock before it gives way and
+    /// retries (and so the longest it can hold up writers).
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub lock_timeout: String,
+    /// Give up on a step after retrying this long.
+    #[arg(long, default_value = "5min", value_name = "DURATION")]
+    pub retry_for: String,
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,7 @@
 
 mod demo;
 mod local;
+mod partition;
 
 use crate::Outcome;
 use crate::args::{Cli, Command};
@@ -10,5 +11,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Demo(a) => demo::run(&cli.conn, a).await,
         Command::Local(c) => local::run(&cli.conn, c),
+        Command::Partition(c) => partition::run(&cli.conn, c).await,
     }
 }

@@ -2,8 +2,12 @@
 //! process: connecting like libpq, the embedded server, the catalog, the one
 //! DDL executor and the load pipeline. Pure logic lives in `chute-core`.
 
+pub mod catalog;
 pub mod connect;
 pub mod demo;
+pub mod exec;
 pub mod local;
+pub mod partman;
+pub mod schema;
 
 pub use connect::{ConnectError, ConnectOptions};

@@ -1,0 +1,95 @@
+//! Plans: what the partition manager will do, as data.
+//!
+//! A planner returns a [`Plan`]; one executor in `chute-engine` runs it. A
+//! plan can be printed (`--dry-run`), compared in tests and reasoned about
+//! without a server. Each step says whether it may run inside a transaction:
+//! `DETACH … CONCURRENTLY` and `FINALIZE` may not, so they are steps of their
+//! own.
+
+use std::fmt;
+
+use crate::ident::QualifiedName;
+
+/// What a step does, for tests and summaries; the SQL is what runs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StepKind {
+    CreateParent { table: QualifiedName },
+    ConvertTable { table: QualifiedName },
+    StoreConfig { table: QualifiedName },
+    ForgetConfig { table: QualifiedName },
+    CreatePartition { name: QualifiedName, from: i64, to: i64, moves_default_rows: bool },
+    CreateDefault { name: QualifiedName },
+    DetachConcurrently { name: QualifiedName },
+    Detach { name: QualifiedName },
+    FinalizeDetach { name: QualifiedName },
+    DropPartition { name: QualifiedName },
+    MoveToSchema { name: QualifiedName, schema: String },
+    Undo { table: QualifiedName },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Step {
+    pub kind: StepKind,
+    /// One line for people ("create partition x for [a, b)").
+    pub description: String,
+    pub sql: Vec<String>,
+    /// Run inside BEGIN … COMMIT (all statements or none).
+    pub transactional: bool,
+}
+
+/// An ordered list of steps plus notes for the user (things the planner
+/// chose not to do and why).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Plan {
+    pub steps: Vec<Step>,
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    pub fn push(&mut self, kind: StepKind, description: impl Into<String>, sql: Vec<String>, transactional: bool) {
+        self.steps.push(Step { kind, description: description.into(), sql, transactional });
+    }
+
+    pub fn extend(&mut self, other: Plan) {
+        self.steps.extend(other.steps);
+        self.notes.extend(other.notes);
+    }
+
+    /// Partitions this plan creates.
+    pub fn created(&self) -> impl Iterator<Item = &QualifiedName> {
+        self.steps.iter().filter_map(|s| match &s.kind {
+            StepKind::CreatePartition { name, .. } => Some(name),
+            _ => None,
+        })
+    }
+}
+
+impl fmt::Display for Plan {
+    /// The plan as a SQL script a person can read (and run with psql).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.steps.is_empty() {
+            writeln!(f, "-- nothing to do")?;
+        }
+        for (i, step) in self.steps.iter().enumerate() {
+            writeln!(f, "-- step {}: {}", i + 1, step.description)?;
+            if step.transactional {
+                writeln!(f, "BEGIN;")?;
+            }
+            for sql in &step.sql {
+                writeln!(f, "{sql};")?;
+            }
+            if step.transactional {
+                writeln!(f, "COMMIT;")?;
+            }
+        }
+        for n in &self.notes {
+            writeln!(f, "-- note: {n}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,287 @@
+//! A table's partitioning policy, as stored in `chute.partition_config`.
+//!
+//! The policy is what any host needs to maintain a table: the key, the
+//! interval, how far ahead to stay, what to age out and how. It is kept in the
+//! database as JSON so that a later chute can add fields without a migration
+//! of every row, and validated here, once, before anything uses it.
+
+use jiff::tz::TimeZone;
+
+use super::interval::{IntervalError, Span, zone};
+use crate::ident::QualifiedName;
+
+/// The type of the partition key column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyType {
+    Timestamptz,
+    Timestamp,
+    Date,
+    Int2,
+    Int4,
+    Int8,
+}
+
+impl KeyType {
+    /// From `format_type()` output or a type name.
+    pub fn from_sql(name: &str) -> Option<KeyType> {
+        Some(match name {
+            "timestamp with time zone" | "timestamptz" => KeyType::Timestamptz,
+            "timestamp without time zone" | "timestamp" => KeyType::Timestamp,
+            "date" => KeyType::Date,
+            "smallint" | "int2" => KeyType::Int2,
+            "integer" | "int4" | "int" => KeyType::Int4,
+            "bigint" | "int8" => KeyType::Int8,
+            _ => return None,
+        })
+    }
+
+    pub fn sql_name(self) -> &'static str {
+        match self {
+            KeyType::Timestamptz => "timestamptz",
+            KeyType::Timestamp => "timestamp",
+            KeyType::Date => "date",
+            KeyType::Int2 => "int2",
+            KeyType::Int4 => "int4",
+            KeyType::Int8 => "int8",
+        }
+    }
+
+    pub fn is_time(self) -> bool {
+        matches!(self, KeyType::Timestamptz | KeyType::Timestamp | KeyType::Date)
+    }
+
+    /// The SQL literal of a key value (microseconds since the Unix epoch for
+    /// time keys, the number itself for integer keys).
+    pub fn literal(self, v: i64) -> Result<String, IntervalError> {
+        Ok(match self {
+            KeyType::Int2 | KeyType::Int4 | KeyType::Int8 => v.to_string(),
+            KeyType::Date => format!("'{}'", super::interval::to_timestamp(v)?.strftime("%Y-%m-%d")),
+            KeyType::Timestamp => format!("'{}'", utc_text(v)?),
+            KeyType::Timestamptz => format!("'{}+00'", utc_text(v)?),
+        })
+    }
+
+    /// The largest value the type holds, for integer keys.
+    pub fn int_range(self) -> Option<(i64, i64)> {
+        match self {
+            KeyType::Int2 => Some((i64::from(i16::MIN), i64::from(i16::MAX))),
+            KeyType::Int4 => Some((i64::from(i32::MIN), i64::from(i32::MAX))),
+            KeyType::Int8 => Some((i64::MIN, i64::MAX)),
+            _ => None,
+        }
+    }
+}
+
+fn utc_text(v: i64) -> Result<String, IntervalError> {
+    let ts = super::interval::to_timestamp(v)?;
+    let mut s = ts.strftime("%Y-%m-%d %H:%M:%S").to_string();
+    let frac = v.rem_euclid(1_000_000);
+    if frac != 0 {
+        s.push_str(&format!(".{frac:06}"));
+    }
+    Ok(s)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RetentionMode {
+    /// Detach, then drop the old partition.
+    Drop,
+    /// Detach and keep the table (optionally moved to another schema).
+    Detach,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Retention {
+    /// How much to keep: partitions that end before `now - keep` go.
+    pub keep: Span,
+    pub mode: RetentionMode,
+    /// With `Detach`: the schema detached partitions move to.
+    pub schema: Option<String>,
+}
+
+/// Hash sub-partitions under every time partition (the range+hash layout).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HashSub {
+    pub column: String,
+    pub modulus: u32,
+}
+
+/// Everything chute needs to keep one partitioned table in shape.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Policy {
+    pub parent: QualifiedName,
+    pub key: String,
+    pub key_type: KeyType,
+    pub interval: Span,
+    /// Intervals kept ready after the one holding now (or the newest row).
+    pub premake: u32,
+    /// Create every interval from here on (a key value).
+    pub start: Option<i64>,
+    /// Rows further ahead of now than this are refused (time keys).
+    pub max_future: Option<Span>,
+    pub retention: Option<Retention>,
+    /// IANA zone whose calendar day-or-longer intervals follow.
+    pub tz: String,
+    pub hash: Option<HashSub>,
+    pub unlogged: bool,
+    /// A DEFAULT partition, for pg_partman habits (off by default).
+    pub default_partition: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("the key {key:?} is {ty}, which needs {needs}")]
+    IntervalKind { key: String, ty: &'static str, needs: &'static str },
+    #[error("--tz applies to timestamptz keys only; {key:?} is {ty}, whose values have no zone")]
+    ZoneOnNaiveKey { key: String, ty: &'static str },
+    #[error("a date key needs an interval of a day or longer")]
+    DateNeedsDays,
+    #[error("--max-future applies to time keys only")]
+    MaxFutureOnInteger,
+    #[error("--hash needs a modulus of at least 2 (got {0})")]
+    HashModulus(u32),
+    #[error("--retention-schema goes with --retention-mode detach")]
+    RetentionSchemaWithDrop,
+    #[error(transparent)]
+    Interval(#[from] IntervalError),
+}
+
+impl Policy {
+    /// Checks that the parts of a policy fit together.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let ty = self.key_type.sql_name();
+        let time_span = |s: &Span| s.is_time();
+        if self.key_type.is_time() != time_span(&self.interval) {
+            return Err(PolicyError::IntervalKind {
+                key: self.key.clone(),
+                ty,
+                needs: if self.key_type.is_time() { "a time interval such as 1h or 1d" } else { "a plain number interval such as 100000" },
+            });
+        }
+        if self.key_type == KeyType::Date && !self.interval.is_calendar() {
+            return Err(PolicyError::DateNeedsDays);
+        }
+        if self.key_type != KeyType::Timestamptz && !self.tz.eq_ignore_ascii_case("utc") {
+            return Err(PolicyError::ZoneOnNaiveKey { key: self.key.clone(), ty });
+        }
+        zone(&self.tz)?;
+        if let Some(m) = &self.max_future
+            && (!self.key_type.is_time() || !m.is_time())
+        {
+            return Err(PolicyError::MaxFutureOnInteger);
+        }
+        if let Some(r) = &self.retention {
+            if r.keep.is_time() != self.key_type.is_time() {
+                return Err(PolicyError::IntervalKind {
+                    key: self.key.clone(),
+                    ty,
+                    needs: if self.key_type.is_time() { "a time retention such as 30d" } else { "a plain number retention" },
+                });
+            }
+            if r.mode == RetentionMode::Drop && r.schema.is_some() {
+                return Err(PolicyError::RetentionSchemaWithDrop);
+            }
+        }
+        if let Some(h) = &self.hash
+            && h.modulus < 2
+        {
+            return Err(PolicyError::HashModulus(h.modulus));
+        }
+        Ok(())
+    }
+
+    /// The zone intervals follow (UTC for keys without a zone).
+    pub fn zone(&self) -> Result<TimeZone, IntervalError> {
+        zone(&self.tz)
+    }
+
+    /// The key column quoted for SQL.
+    pub fn key_sql(&self) -> String {
+        crate::ident::quote_ident(&self.key)
+    }
+}
+
+/// Reads a key value given on the command line (`--start`, `--now`): a
+/// number for integer keys; for time keys an RFC 3339 timestamp, or a date or
+/// date-time without offset, read in `tz` (timestamptz keys) or as is.
+pub fn parse_key_value(text: &str, key_type: KeyType, tz: &TimeZone) -> Result<i64, IntervalError> {
+    let t = text.trim();
+    if !key_type.is_time() {
+        return t.parse().map_err(|_| IntervalError::Syntax(text.to_owned()));
+    }
+    let utc = TimeZone::UTC;
+    parse_instant(t, if key_type == KeyType::Timestamptz { tz } else { &utc })
+}
+
+/// An instant from `2026-11-22T10:00:00Z`, `2026-11-22 10:00:00+01`,
+/// `2026-11-22 10:00` or `2026-11-22` (the last two read in `tz`), as
+/// microseconds since the Unix epoch.
+pub fn parse_instant(text: &str, tz: &TimeZone) -> Result<i64, IntervalError> {
+    let t = text.trim();
+    let syntax = || IntervalError::Syntax(text.to_owned());
+    if let Ok(ts) = t.parse::<jiff::Timestamp>() {
+        return Ok(ts.as_microsecond());
+    }
+    // PostgreSQL prints offsets as +00; RFC 3339 wants +00:00.
+    if let Some(i) = t.rfind(['+', '-']).filter(|&i| i > 10 && t.len() - i == 3)
+        && let Ok(ts) = format!("{}{}:00", &t[..i], &t[i..]).parse::<jiff::Timestamp>()
+    {
+        return Ok(ts.as_microsecond());
+    }
+    let civil: jiff::civil::DateTime =
+        t.parse().or_else(|_| t.parse::<jiff::civil::Date>().map(|d| d.at(0, 0, 0, 0))).map_err(|_| syntax())?;
+    let zoned = civil.to_zoned(tz.clone()).map_err(|_| syntax())?;
+    Ok(zoned.timestamp().as_microsecond())
+}
+
+/// A duration for timeouts and loops: `500ms`, `2s`, `5min`, `1h`, `1d`.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, IntervalError> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let n: f64 = t[..split].parse().map_err(|_| IntervalError::Syntax(text.to_owned()))?;
+    let secs = match t[split..].trim() {
+        "ms" => n / 1000.0,
+        "s" | "sec" | "" => n,
+        "min" | "m" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86400.0,
+        _ => return Err(IntervalError::Syntax(text.to_owned())),
+    };
+    if !(0.0..1e9).contains(&secs) {
+        return Err(IntervalError::Syntax(text.to_owned()));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_in_several_spellings() {
+        let berlin = TimeZone::get("Europe/Berlin").unwrap();
+        let want = "2026-11-22T09:00:00Z".parse::<jiff::Timestamp>().unwrap().as_microsecond();
+        assert_eq!(parse_instant("2026-11-22T09:00:00Z", &berlin).unwrap(), want);
+        assert_eq!(parse_instant("2026-11-22 10:00:00+01", &berlin).unwrap(), want);
+        assert_eq!(parse_instant("2026-11-22 10:00", &berlin).unwrap(), want);
+        assert_eq!(parse_instant("2026-11-22", &TimeZone::UTC).unwrap(), want - 9 * 3_600_000_000);
+        assert!(parse_instant("yesterday", &TimeZone::UTC).is_err());
+        assert_eq!(parse_key_value("-5", KeyType::Int8, &TimeZone::UTC).unwrap(), -5);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms").unwrap(), std::time::Duration::from_millis(500));
+        assert_eq!(parse_duration("5min").unwrap(), std::time::Duration::from_secs(300));
+        assert!(parse_duration("5 fortnights").is_err());
+    }
+
+    #[test]
+    fn literals() {
+        assert_eq!(KeyType::Timestamptz.literal(1_500_000).unwrap(), "'1970-01-01 00:00:01.500000+00'");
+        assert_eq!(KeyType::Date.literal(86_400_000_000).unwrap(), "'1970-01-02'");
+        assert_eq!(KeyType::Int4.literal(-3).unwrap(), "-3");
+    }
+}

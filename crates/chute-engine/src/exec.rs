@@ -1,0 +1,167 @@
+//! The one executor: runs a [`Plan`] step by step.
+//!
+//! Every DDL step runs under a short `lock_timeout`, because a DDL statement
+//! queued behind a long query blocks every insert queued behind *it*; when
+//! the timeout hits, the step is rolled back and retried with backoff, so
+//! writers see at most one timeout's wait at a time. Deadlocks and
+//! serialization failures are retried the same way. Any other error stops
+//! the plan and names the step. Steps marked non-transactional (`DETACH …
+//! CONCURRENTLY`, `FINALIZE`) run as single statements outside a transaction.
+
+use std::time::{Duration, Instant};
+
+use chute_core::partman::{Plan, Step};
+use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
+
+/// How the executor waits for locks.
+#[derive(Debug, Clone, Copy)]
+pub struct ExecSettings {
+    /// The longest one DDL statement may wait for a lock (and so the longest
+    /// it can hold up writers queued behind it).
+    pub lock_timeout: Duration,
+    /// Give up retrying a step after this long.
+    pub retry_for: Duration,
+}
+
+impl Default for ExecSettings {
+    fn default() -> Self {
+        ExecSettings { lock_timeout: Duration::from_secs(1), retry_for: Duration::from_secs(300) }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("step {index} ({description}) failed: {message}")]
+    Step { index: usize, description: String, message: String, code: Option<String> },
+    #[error(
+        "step {index} ({description}) could not get its locks within {waited:?} of retries (lock_timeout {lock_timeout:?}): a long transaction holds the table; retry later or raise --lock-timeout"
+    )]
+    LockRetriesExhausted { index: usize, description: String, waited: Duration, lock_timeout: Duration },
+}
+
+impl ExecError {
+    pub fn sqlstate(&self) -> Option<&str> {
+        match self {
+            ExecError::Step { code, .. } => code.as_deref(),
+            ExecError::LockRetriesExhausted { .. } => Some("55P03"),
+        }
+    }
+}
+
+/// What happened to a step, for progress reporting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepEvent {
+    Started,
+    /// A lock timeout or deadlock; retrying after the given pause.
+    Retrying {
+        attempt: u32,
+        pause: Duration,
+    },
+    Done,
+}
+
+fn retryable(e: &tokio_postgres::Error) -> bool {
+    matches!(e.code(), Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE || *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE)
+}
+
+/// Describes a database error with its detail and hint, for one line.
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{} (SQLSTATE {})", db.message(), db.code().code());
+            if let Some(d) = db.detail() {
+                s.push_str(&format!("; {d}"));
+            }
+            if let Some(h) = db.hint() {
+                s.push_str(&format!("; hint: {h}"));
+            }
+            s
+        }
+        None => e.to_string(),
+    }
+}
+
+/// Runs every step of `plan` in order.
+pub async fn run_plan(
+    client: &mut Client,
+    plan: &Plan,
+    settings: ExecSettings,
+    mut on_event: impl FnMut(usize, &Step, StepEvent),
+) -> Result<(), ExecError> {
+    for (i, step) in plan.steps.iter().enumerate() {
+        on_event(i, step, StepEvent::Started);
+        run_step(client, i + 1, step, settings, |e| on_event(i, step, e)).await?;
+        on_event(i, step, StepEvent::Done);
+    }
+    Ok(())
+}
+
+async fn run_step(
+    client: &mut Client,
+    index: usize,
+    step: &Step,
+    settings: ExecSettings,
+    mut on_event: impl FnMut(StepEvent),
+) -> Result<(), ExecError> {
+    let began = Instant::now();
+    let mut attempt = 0u32;
+    let timeout_ms = settings.lock_timeout.as_millis().max(1);
+    loop {
+        let result =
+            if step.transactional { run_in_transaction(client, step, timeout_ms).await } else { run_alone(client, step, timeout_ms).await };
+        match result {
+            Ok(()) => return Ok(()),
+            Err(e) if retryable(&e) => {
+                attempt += 1;
+                if began.elapsed() >= settings.retry_for {
+                    return Err(ExecError::LockRetriesExhausted {
+                        index,
+                        description: step.description.clone(),
+                        waited: began.elapsed(),
+                        lock_timeout: settings.lock_timeout,
+                    });
+                }
+                // Back off so that writers queued behind our failed attempt get through.
+                let base = settings.lock_timeout.max(Duration::from_millis(50));
+                let pause = (base * 2u32.saturating_pow(attempt.min(5))).min(Duration::from_secs(10));
+                let jitter = Duration::from_millis(u64::from(attempt * 37 % 100));
+                on_event(StepEvent::Retrying { attempt, pause: pause + jitter });
+                tokio::time::sleep(pause + jitter).await;
+            }
+            Err(e) => {
+                return Err(ExecError::Step {
+                    index,
+                    description: step.description.clone(),
+                    message: describe(&e),
+                    code: e.code().map(|c| c.code().to_owned()),
+                });
+            }
+        }
+    }
+}
+
+async fn run_in_transaction(client: &mut Client, step: &Step, timeout_ms: u128) -> Result<(), tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    tx.batch_execute(&format!("SET LOCAL lock_timeout = '{timeout_ms}ms'")).await?;
+    for sql in &step.sql {
+        tx.batch_execute(sql).await?;
+    }
+    tx.commit().await
+}
+
+async fn run_alone(client: &mut Client, step: &Step, timeout_ms: u128) -> Result<(), tokio_postgres::Error> {
+    client.batch_execute(&format!("SET lock_timeout = '{timeout_ms}ms'")).await?;
+    let mut result = Ok(());
+    for sql in &step.sql {
+        result = client.batch_execute(sql).await;
+        if result.is_err() {
+            break;
+        }
+    }
+    let _ = client.batch_execute("RESET lock_timeout").await;
+    result
+}
+
+/// A reporter that reports nothing.
+pub fn quiet(_: usize, _: &Step, _: StepEvent) {}

@@ -1,0 +1,430 @@
+//! The partition manager's I/O half: reads the catalog, reads the clock,
+//! asks the pure planners for a plan and has the executor run it.
+//!
+//! Every change to one table happens under a session advisory lock keyed by
+//! the table's oid, and the snapshot is read after the lock is taken, so two
+//! maintainers, or a maintainer and loader workers creating partitions just
+//! in time, never race: the second one plans against what the first made.
+
+use chute_core::ident::QualifiedName;
+use chute_core::partman::planner::{self, PlanError};
+use chute_core::partman::policy::PolicyError;
+use chute_core::partman::{Existing, Grants, KeyType, Plan, Policy, Snapshot, Step, TableSource};
+use tokio_postgres::Client;
+
+use crate::catalog::{self, CatalogError, TableInfo};
+use crate::exec::{self, ExecError, ExecSettings, StepEvent};
+use crate::schema::{self, LOCK_CLASS, SchemaError};
+use crate::{ConnectError, ConnectOptions};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PartmanError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("invalid policy: {0}")]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    #[error("{0}")]
+    Sql(String),
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl From<tokio_postgres::Error> for PartmanError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        PartmanError::Sql(exec::describe(&e))
+    }
+}
+
+/// What `partition create` is asked to do.
+#[derive(Debug, Clone)]
+pub struct CreateRequest {
+    /// The policy; its `key_type` is filled in from the catalog.
+    pub policy: Policy,
+    pub like: Option<QualifiedName>,
+    pub columns: Option<String>,
+    /// `--start` as given; read once the key's type is known.
+    pub start: Option<String>,
+}
+
+/// One connection's worth of partition management.
+#[derive(Debug)]
+pub struct PartitionManager {
+    client: Client,
+    pub settings: ExecSettings,
+}
+
+/// Progress of an executing plan, for the CLI.
+pub type StepReporter<'a> = &'a mut dyn FnMut(usize, &Step, StepEvent);
+
+impl PartitionManager {
+    pub async fn connect(opts: &ConnectOptions, settings: ExecSettings) -> Result<Self, PartmanError> {
+        let client = opts.connect().await?;
+        catalog::prepare_session(&client).await?;
+        Ok(PartitionManager { client, settings })
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Plans `partition create` (touching nothing but a rolled-back probe
+    /// for `--columns`), and runs the plan unless `dry_run`.
+    pub async fn create(
+        &mut self,
+        req: CreateRequest,
+        now: i64,
+        dry_run: bool,
+        report: StepReporter<'_>,
+    ) -> Result<(Policy, Plan), PartmanError> {
+        let (policy, existing, snap) = self.resolve_create(req, now).await?;
+        let plan = planner::plan_create(&policy, &existing, &snap, now)?;
+        if !dry_run {
+            schema::ensure(&self.client).await?;
+            exec::run_plan(&mut self.client, &plan, self.settings, report).await?;
+        }
+        Ok((policy, plan))
+    }
+
+    async fn resolve_create(&mut self, req: CreateRequest, now: i64) -> Result<(Policy, Existing, Snapshot), PartmanError> {
+        let mut policy = req.policy;
+        let info = catalog::table_info(&self.client, &policy.parent).await?;
+        let current_user: String = self.client.query_one("SELECT current_user::text", &[]).await?.get(0);
+        let fresh_grants = Grants { owner: current_user.clone(), current_user, acl: vec![] };
+        let (existing, snap) = match info {
+            None => {
+                if policy.parent.schema.is_none() {
+                    let schema: Option<String> = self.client.query_one("SELECT current_schema()::text", &[]).await?.get(0);
+                    policy.parent.schema =
+                        Some(schema.ok_or_else(|| PartmanError::Refused("no schema in search_path to create the table in".into()))?);
+                }
+                let definition = match (&req.columns, &req.like) {
+                    (Some(c), None) => TableSource::Columns(c.clone()),
+                    (None, Some(l)) => TableSource::Like(l.clone()),
+                    (Some(_), Some(_)) => return Err(PartmanError::Refused("give either --columns or --like, not both".into())),
+                    (None, None) => {
+                        return Err(PartmanError::Refused(format!(
+                            "table {} does not exist: define it with --columns \"time timestamptz not null, …\" or --like OTHER_TABLE",
+                            policy.parent
+                        )));
+                    }
+                };
+                policy.key_type = self.probe_key_type(&policy, &definition).await?;
+                (Existing::Missing { definition }, empty_snapshot(fresh_grants))
+            }
+            Some(info) => {
+                if req.columns.is_some() || req.like.is_some() {
+                    return Err(PartmanError::Refused(format!(
+                        "table {} exists already; --columns and --like only define new tables",
+                        info.name
+                    )));
+                }
+                policy.parent = info.name.clone();
+                policy.key_type = self.key_type(&info, &policy.key).await?;
+                match info.relkind {
+                    'r' => {
+                        if catalog::has_rows(&self.client, &info.name).await? {
+                            return Err(PartmanError::Refused(format!(
+                                "{} has rows; chute converts only empty tables in place so far. Load into a new partitioned table instead (chute partition create NEW --like {} …)",
+                                info.name, info.name
+                            )));
+                        }
+                        let owned_sequences = catalog::owned_sequences(&self.client, info.oid).await?;
+                        (Existing::EmptyPlain { owned_sequences, grants: info.grants.clone() }, empty_snapshot(info.grants.clone()))
+                    }
+                    'p' => {
+                        match catalog::partition_key(&self.client, info.oid).await? {
+                            Some(('r', cols)) if cols == [policy.key.clone()] => {}
+                            Some((strat, cols)) => {
+                                return Err(PartmanError::Refused(format!(
+                                    "{} is partitioned by {} on ({}), not by range on {:?}: chute manages single-column range partitioning",
+                                    info.name,
+                                    strategy_name(strat),
+                                    cols.join(", "),
+                                    policy.key
+                                )));
+                            }
+                            None => return Err(PartmanError::Refused(format!("cannot read the partition key of {}", info.name))),
+                        }
+                        policy.validate()?;
+                        let snap = catalog::snapshot(&self.client, &info, &policy, now).await?;
+                        (Existing::Partitioned, snap)
+                    }
+                    k => return Err(PartmanError::Refused(format!("{} is not a table (relkind {k})", info.name))),
+                }
+            }
+        };
+        if let Some(text) = &req.start {
+            let v = chute_core::partman::policy::parse_key_value(text, policy.key_type, &policy.zone().map_err(PolicyError::from)?)
+                .map_err(|e| PartmanError::Refused(format!("--start: {e}")))?;
+            policy.start = Some(v);
+        }
+        policy.validate()?;
+        Ok((policy, existing, snap))
+    }
+
+    async fn key_type(&self, info: &TableInfo, key: &str) -> Result<KeyType, PartmanError> {
+        let ty = catalog::column_type(&self.client, info.oid, key)
+            .await?
+            .ok_or_else(|| CatalogError::NoColumn { table: info.name.to_string(), column: key.to_owned() })?;
+        KeyType::from_sql(&ty).ok_or_else(|| {
+            PartmanError::Refused(format!(
+                "the key {key:?} is {ty}; chute partitions on timestamptz, timestamp, date, smallint, integer or bigint"
+            ))
+        })
+    }
+
+    /// Creates the table in a transaction that is rolled back, to learn the
+    /// key's type (and to check the column definitions) before planning.
+    async fn probe_key_type(&mut self, policy: &Policy, definition: &TableSource) -> Result<KeyType, PartmanError> {
+        let tx = self.client.transaction().await?;
+        let sql = match definition {
+            TableSource::Columns(c) => format!("CREATE TEMP TABLE chute_probe ({c})"),
+            TableSource::Like(l) => format!("CREATE TEMP TABLE chute_probe (LIKE {})", l.quoted()),
+        };
+        tx.batch_execute(&sql)
+            .await
+            .map_err(|e| PartmanError::Refused(format!("the table definition does not work: {}", exec::describe(&e))))?;
+        let ty: Option<String> = tx
+            .query_opt(
+                "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = 'chute_probe'::regclass AND attname = $1 AND attnum > 0",
+                &[&policy.key],
+            )
+            .await?
+            .map(|r| r.get(0));
+        tx.rollback().await?;
+        let ty = ty.ok_or_else(|| CatalogError::NoColumn { table: policy.parent.to_string(), column: policy.key.clone() })?;
+        KeyType::from_sql(&ty)
+            .ok_or_else(|| PartmanError::Refused(format!("the key {:?} is {ty}; chute partitions on time and integer columns", policy.key)))
+    }
+
+    /// Every stored policy.
+    pub async fn policies(&self) -> Result<Vec<Policy>, PartmanError> {
+        if schema::version(&self.client).await?.is_none() {
+            return Ok(vec![]);
+        }
+        let rows = self.client.query("SELECT policy::text FROM chute.partition_config ORDER BY parent_schema, parent_table", &[]).await?;
+        rows.iter()
+            .map(|r| {
+                serde_json::from_str(r.get(0))
+                    .map_err(|e| PartmanError::Refused(format!("a stored policy cannot be read ({e}): was it written by a newer chute?")))
+            })
+            .collect()
+    }
+
+    /// The stored policy of one table.
+    pub async fn policy(&self, table: &QualifiedName) -> Result<(TableInfo, Policy), PartmanError> {
+        let info = catalog::require_table(&self.client, table).await?;
+        let policy = self.policies().await?.into_iter().find(|p| p.parent == info.name).ok_or_else(|| {
+            PartmanError::Refused(format!(
+                "{} has no chute policy: set one with chute partition create {} --key … --interval …",
+                info.name, info.name
+            ))
+        })?;
+        Ok((info, policy))
+    }
+
+    /// Plans (and unless `dry_run` runs) maintenance of one table, under its lock.
+    pub async fn maintain(
+        &mut self,
+        table: &QualifiedName,
+        now: i64,
+        dry_run: bool,
+        report: StepReporter<'_>,
+    ) -> Result<Plan, PartmanError> {
+        let (info, policy) = self.policy(table).await?;
+        self.lock(&info).await?;
+        let result = self.maintain_locked(&info, &policy, now, dry_run, report).await;
+        self.unlock(&info, result).await
+    }
+
+    async fn maintain_locked(
+        &mut self,
+        info: &TableInfo,
+        policy: &Policy,
+        now: i64,
+        dry_run: bool,
+        report: StepReporter<'_>,
+    ) -> Result<Plan, PartmanError> {
+        let snap = catalog::snapshot(&self.client, info, policy, now).await?;
+        let plan = planner::plan_maintain(policy, &snap, now)?;
+        if !dry_run {
+            exec::run_plan(&mut self.client, &plan, self.settings, report).await?;
+        }
+        Ok(plan)
+    }
+
+    /// Just in time: makes sure the intervals starting at `starts` have
+    /// partitions. Safe to call from many connections at once: each call takes
+    /// the table's lock and plans against the catalog as it finds it.
+    pub async fn ensure(
+        &mut self,
+        info: &TableInfo,
+        policy: &Policy,
+        starts: &[i64],
+        now: i64,
+    ) -> Result<Vec<QualifiedName>, PartmanError> {
+        self.lock(info).await?;
+        let result = self.ensure_locked(info, policy, starts, now).await;
+        self.unlock(info, result).await
+    }
+
+    async fn ensure_locked(
+        &mut self,
+        info: &TableInfo,
+        policy: &Policy,
+        starts: &[i64],
+        now: i64,
+    ) -> Result<Vec<QualifiedName>, PartmanError> {
+        let snap = catalog::snapshot(&self.client, info, policy, now).await?;
+        let plan = planner::plan_ensure(policy, &snap, starts)?;
+        exec::run_plan(&mut self.client, &plan, self.settings, exec::quiet).await?;
+        Ok(plan.created().cloned().collect())
+    }
+
+    /// Back to a plain table with every row; the policy is forgotten.
+    pub async fn undo(&mut self, table: &QualifiedName, dry_run: bool, report: StepReporter<'_>) -> Result<Plan, PartmanError> {
+        let info = catalog::require_table(&self.client, table).await?;
+        if info.relkind != 'p' {
+            return Err(PartmanError::Refused(format!("{} is not partitioned; nothing to undo", info.name)));
+        }
+        let seqs = catalog::owned_sequences(&self.client, info.oid).await?;
+        let has_config = schema::version(&self.client).await?.is_some();
+        let mut plan = planner::plan_undo(&info.name, &seqs, &info.grants)?;
+        if !has_config {
+            plan.steps[0].sql.pop();
+        }
+        if !dry_run {
+            self.lock(&info).await?;
+            let result = exec::run_plan(&mut self.client, &plan, self.settings, report).await.map_err(PartmanError::from);
+            self.unlock(&info, result).await?;
+        }
+        Ok(plan)
+    }
+
+    /// Takes the table's advisory lock: a session lock, because `DETACH …
+    /// CONCURRENTLY` cannot run inside a transaction. Waits for other holders.
+    async fn lock(&self, info: &TableInfo) -> Result<(), PartmanError> {
+        self.client.execute("SELECT pg_advisory_lock($1, $2)", &[&LOCK_CLASS, &(info.oid as i32)]).await?;
+        Ok(())
+    }
+
+    /// Releases the lock and passes `result` on (its error first).
+    async fn unlock<T>(&self, info: &TableInfo, result: Result<T, PartmanError>) -> Result<T, PartmanError> {
+        let unlocked = self.client.execute("SELECT pg_advisory_unlock($1, $2)", &[&LOCK_CLASS, &(info.oid as i32)]).await;
+        let value = result?;
+        unlocked?;
+        Ok(value)
+    }
+
+    /// Figures for `partition status`.
+    pub async fn status(&self, table: &QualifiedName, now: i64) -> Result<TableStatus, PartmanError> {
+        let (info, policy) = self.policy(table).await?;
+        let snap = catalog::snapshot(&self.client, &info, &policy, now).await?;
+        let names: Vec<QualifiedName> = snap.partitions.iter().map(|p| p.name.clone()).collect();
+        let sizes = catalog::partition_sizes(&self.client, &names).await?;
+        let limits = planner::key_limits(&policy, snap.max_key, now)?;
+        let lit = |v: i64| match v {
+            i64::MIN => "MINVALUE".to_owned(),
+            i64::MAX => "MAXVALUE".to_owned(),
+            v => policy.key_type.literal(v).map(|l| l.trim_matches('\'').to_owned()).unwrap_or_else(|_| v.to_string()),
+        };
+        let partitions: Vec<PartitionStatus> = snap
+            .partitions
+            .iter()
+            .zip(&sizes)
+            .map(|(p, (rows, bytes))| PartitionStatus {
+                name: p.name.to_string(),
+                from: lit(p.from),
+                to: lit(p.to),
+                rows_estimate: *rows as i64,
+                bytes: *bytes,
+                due_for_retention: limits.retention_cutoff.is_some_and(|c| p.to <= c && p.to != i64::MAX),
+                detach_pending: p.detach_pending,
+            })
+            .collect();
+        let anchor = if policy.key_type.is_time() { now } else { snap.max_key.unwrap_or(0) };
+        let (covered_until, intervals_ahead) = coverage(&policy, &snap, anchor)?;
+        let rows_in_default = match &snap.default {
+            Some(d) => Some(self.client.query_one(&format!("SELECT count(*) FROM {}", d.name.quoted()), &[]).await?.get(0)),
+            None => None,
+        };
+        let plan = planner::plan_maintain(&policy, &snap, now)?;
+        Ok(TableStatus {
+            table: info.name.to_string(),
+            now: lit(now),
+            covered_until: covered_until.map(lit),
+            intervals_ahead,
+            premake: policy.premake,
+            rows_in_default,
+            due_for_retention: partitions.iter().filter(|p| p.due_for_retention).map(|p| p.name.clone()).collect(),
+            pending_detach: partitions.iter().filter(|p| p.detach_pending).map(|p| p.name.clone()).collect(),
+            maintain_would_run: plan.steps.len(),
+            policy,
+            partitions,
+        })
+    }
+}
+
+fn empty_snapshot(grants: Grants) -> Snapshot {
+    Snapshot { partitions: vec![], default: None, max_key: None, grants }
+}
+
+fn strategy_name(c: char) -> &'static str {
+    match c {
+        'r' => "range",
+        'h' => "hash",
+        'l' => "list",
+        _ => "an unknown strategy",
+    }
+}
+
+/// How far contiguous partitions reach from the one holding `anchor`.
+fn coverage(policy: &Policy, snap: &Snapshot, anchor: i64) -> Result<(Option<i64>, u32), PartmanError> {
+    let Some(mut i) = snap.partitions.iter().position(|p| p.from <= anchor && anchor < p.to) else {
+        return Ok((None, 0));
+    };
+    let mut ahead = 0;
+    while i + 1 < snap.partitions.len() && snap.partitions[i + 1].from == snap.partitions[i].to {
+        i += 1;
+        ahead += 1;
+    }
+    let _ = policy;
+    Ok((Some(snap.partitions[i].to), ahead))
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PartitionStatus {
+    pub name: String,
+    pub from: String,
+    pub to: String,
+    pub rows_estimate: i64,
+    pub bytes: i64,
+    pub due_for_retention: bool,
+    pub detach_pending: bool,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TableStatus {
+    pub table: String,
+    pub now: String,
+    /// The end of the contiguous partitions from the one holding now (or
+    /// the newest row, for integer keys); `None` when nothing holds now.
+    pub covered_until: Option<String>,
+    pub intervals_ahead: u32,
+    pub premake: u32,
+    pub rows_in_default: Option<i64>,
+    pub due_for_retention: Vec<String>,
+    pub pending_detach: Vec<String>,
+    /// Steps `maintain` would run now.
+    pub maintain_would_run: usize,
+    pub policy: Policy,
+    pub partitions: Vec<PartitionStatus>,
+}

@@ -1,0 +1,67 @@
+//! The `chute` schema: everything chute keeps in a database.
+//!
+//! Policies (and later load journals) live in the database itself so any
+//! host can maintain any table. The schema is versioned by `chute.meta`; an
+//! older chute refuses a newer schema instead of misreading it.
+
+use tokio_postgres::Client;
+
+/// The schema version this chute writes and understands.
+pub const SCHEMA_VERSION: i32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error("creating the chute schema: {0}")]
+    Sql(#[from] tokio_postgres::Error),
+    #[error("the chute schema in this database is version {found}, newer than this chute understands ({SCHEMA_VERSION}): upgrade chute")]
+    TooNew { found: i32 },
+}
+
+const BOOTSTRAP: &str = "
+CREATE SCHEMA IF NOT EXISTS chute;
+CREATE TABLE IF NOT EXISTS chute.meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS chute.partition_config (
+    parent_schema text NOT NULL,
+    parent_table text NOT NULL,
+    policy jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (parent_schema, parent_table)
+);
+INSERT INTO chute.meta VALUES ('schema_version', '1') ON CONFLICT (key) DO NOTHING;
+";
+
+/// Creates the schema when missing (serialized by an advisory lock, since
+/// `IF NOT EXISTS` races between concurrent sessions) and checks its version.
+pub async fn ensure(client: &Client) -> Result<(), SchemaError> {
+    if let Some(v) = version(client).await? {
+        return check(v);
+    }
+    let bootstrap = format!("BEGIN; SELECT pg_advisory_xact_lock({LOCK_CLASS}, 0); {BOOTSTRAP} COMMIT;");
+    if let Err(e) = client.batch_execute(&bootstrap).await {
+        // The connection is left in an aborted transaction otherwise.
+        let _ = client.batch_execute("ROLLBACK").await;
+        return Err(e.into());
+    }
+    match version(client).await? {
+        Some(v) => check(v),
+        None => Ok(()),
+    }
+}
+
+fn check(v: i32) -> Result<(), SchemaError> {
+    if v > SCHEMA_VERSION { Err(SchemaError::TooNew { found: v }) } else { Ok(()) }
+}
+
+/// The schema version, or `None` when chute never wrote to this database.
+pub async fn version(client: &Client) -> Result<Option<i32>, tokio_postgres::Error> {
+    let exists: bool = client.query_one("SELECT to_regclass('chute.meta') IS NOT NULL", &[]).await?.get(0);
+    if !exists {
+        return Ok(None);
+    }
+    let row = client.query_opt("SELECT value FROM chute.meta WHERE key = 'schema_version'", &[]).await?;
+    Ok(row.and_then(|r| r.get::<_, String>(0).parse().ok()))
+}
+
+/// The first key of every advisory lock chute takes ("chut").
+pub const LOCK_CLASS: i32 = 0x6368_7574;

@@ -1,0 +1,370 @@
+//! `chute partition …`: the partition manager from the command line.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use chute_core::ident::QualifiedName;
+use chute_core::partman::interval::Span;
+use chute_core::partman::policy::{parse_duration, parse_instant};
+use chute_core::partman::{HashSub, KeyType, Plan, Policy, Retention, RetentionMode, Step};
+use chute_engine::ConnectOptions;
+use chute_engine::exec::{ExecSettings, StepEvent};
+use chute_engine::partman::{CreateRequest, PartitionManager, TableStatus};
+use jiff::tz::TimeZone;
+
+use crate::Outcome;
+use crate::args::{ConnArgs, LockArgs, PartitionCommand, PartitionCreateArgs, PartitionMaintainArgs, RetentionModeArg};
+use crate::settings;
+
+pub async fn run(conn: &ConnArgs, cmd: PartitionCommand) -> anyhow::Result<Outcome> {
+    let opts = settings::target(conn)?;
+    match cmd {
+        PartitionCommand::Create(a) => create(&opts, a).await,
+        PartitionCommand::List { json } => list(&opts, json).await,
+        PartitionCommand::Maintain(a) => maintain(&opts, a).await,
+        PartitionCommand::Status { tables, json, now } => status(&opts, tables, json, now).await,
+        PartitionCommand::Undo { table, dry_run, lock } => undo(&opts, &table, dry_run, &lock).await,
+    }
+}
+
+fn exec_settings(lock: &LockArgs) -> anyhow::Result<ExecSettings> {
+    Ok(ExecSettings {
+        lock_timeout: parse_duration(&lock.lock_timeout).context("--lock-timeout")?,
+        retry_for: parse_duration(&lock.retry_for).context("--retry-for")?,
+    })
+}
+
+fn now_micros(now: &Option<String>) -> anyhow::Result<i64> {
+    match now {
+        Some(t) => Ok(parse_instant(t, &TimeZone::UTC).context("--now")?),
+        None => Ok(jiff::Timestamp::now().as_microsecond()),
+    }
+}
+
+fn table_name(t: &str) -> anyhow::Result<QualifiedName> {
+    Ok(QualifiedName::parse(t)?)
+}
+
+/// Prints each step as it runs (stderr), unless JSON was asked for.
+fn step_printer(quiet: bool) -> impl FnMut(usize, &Step, StepEvent) {
+    move |i, step, event| {
+        if quiet {
+            return;
+        }
+        match event {
+            StepEvent::Started => {}
+            StepEvent::Retrying { attempt, pause } => {
+                eprintln!("chute: step {}: lock not granted within the timeout; retry {attempt} in {:.1}s", i + 1, pause.as_secs_f64())
+            }
+            StepEvent::Done => eprintln!("chute: done: {}", step.description),
+        }
+    }
+}
+
+async fn create(opts: &ConnectOptions, a: PartitionCreateArgs) -> anyhow::Result<Outcome> {
+    let now = now_micros(&a.now)?;
+    let interval = Span::parse(&a.interval)?;
+    let hash = match &a.hash {
+        Some(h) => {
+            let (col, n) = h.rsplit_once(':').context("--hash takes COLUMN:N, e.g. dev_id:16")?;
+            Some(HashSub { column: col.to_owned(), modulus: n.parse().context("--hash takes COLUMN:N with N a whole number")? })
+        }
+        None => None,
+    };
+    let retention = match &a.retention {
+        Some(r) => Some(Retention {
+            keep: Span::parse(r).context("--retention")?,
+            mode: match a.retention_mode {
+                RetentionModeArg::Drop => RetentionMode::Drop,
+                RetentionModeArg::Detach => RetentionMode::Detach,
+            },
+            schema: a.retention_schema.clone(),
+        }),
+        None => {
+            anyhow::ensure!(a.retention_schema.is_none(), "--retention-schema goes with --retention and --retention-mode detach");
+            None
+        }
+    };
+    let max_future = match &a.max_future {
+        Some(m) => Some(Span::parse(m).context("--max-future")?),
+        None if interval.is_time() => Some(Span::parse("1d").expect("static")),
+        None => None,
+    };
+    let policy = Policy {
+        parent: table_name(&a.table)?,
+        key: a.key.clone(),
+        // Filled in from the catalog.
+        key_type: KeyType::Timestamptz,
+        interval,
+        premake: a.premake,
+        start: None,
+        max_future,
+        retention,
+        tz: a.tz.clone(),
+        hash,
+        unlogged: a.unlogged,
+        default_partition: a.default_partition,
+    };
+    let like = a.like.as_deref().map(table_name).transpose()?;
+    let mut mgr = PartitionManager::connect(opts, exec_settings(&a.lock)?).await?;
+    let req = CreateRequest { policy, like, columns: a.columns.clone(), start: a.start.clone() };
+    let (policy, plan) = mgr.create(req, now, a.dry_run, &mut step_printer(a.json)).await?;
+    report_plan(&policy.parent, &plan, a.dry_run, a.json);
+    if !a.dry_run && !a.json {
+        eprintln!(
+            "chute: {} is partitioned by {} on {} ({} partitions created); keep it ahead with: chute partition maintain --every 10min",
+            policy.parent,
+            policy.interval,
+            policy.key,
+            plan.created().count()
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+fn report_plan(table: &QualifiedName, plan: &Plan, dry_run: bool, json: bool) {
+    if json {
+        let v = serde_json::json!({ "table": table.to_string(), "dry_run": dry_run, "steps": plan.steps, "notes": plan.notes });
+        println!("{v}");
+    } else if dry_run {
+        println!("-- plan for {table} (dry run: nothing was changed)");
+        print!("{plan}");
+    } else {
+        for n in &plan.notes {
+            eprintln!("chute: note: {n}");
+        }
+    }
+}
+
+async fn list(opts: &ConnectOptions, json: bool) -> anyhow::Result<Outcome> {
+    let mgr = PartitionManager::connect(opts, ExecSettings::default()).await?;
+    let policies = mgr.policies().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&policies)?);
+        return Ok(Outcome::Ok);
+    }
+    if policies.is_empty() {
+        println!("no policies yet: chute partition create TABLE --key COLUMN --interval 1d");
+        return Ok(Outcome::Ok);
+    }
+    println!("{:<32} {:<14} {:<8} {:>7}  {:<16} {:<14} extras", "table", "key", "interval", "premake", "retention", "tz");
+    for p in policies {
+        let retention =
+            p.retention.as_ref().map(|r| format!("{} ({})", r.keep, if r.mode == RetentionMode::Drop { "drop" } else { "detach" }));
+        let mut extras = Vec::new();
+        if let Some(h) = &p.hash {
+            extras.push(format!("hash {}:{}", h.column, h.modulus));
+        }
+        if p.default_partition {
+            extras.push("default".into());
+        }
+        if p.unlogged {
+            extras.push("unlogged".into());
+        }
+        if let Some(m) = p.max_future {
+            extras.push(format!("max-future {m}"));
+        }
+        println!(
+            "{:<32} {:<14} {:<8} {:>7}  {:<16} {:<14} {}",
+            p.parent.to_string(),
+            format!("{} {}", p.key, p.key_type.sql_name()),
+            p.interval.to_string(),
+            p.premake,
+            retention.unwrap_or_else(|| "-".into()),
+            p.tz,
+            extras.join(", ")
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Result<Outcome> {
+    let settings = exec_settings(&a.lock)?;
+    let every = a.every.as_deref().map(parse_duration).transpose().context("--every")?;
+    anyhow::ensure!(!(every.is_some() && a.now.is_some()), "--now and --every do not go together");
+    let named: Vec<QualifiedName> = a.tables.iter().map(|t| table_name(t)).collect::<anyhow::Result<_>>()?;
+    let mut mgr = PartitionManager::connect(opts, settings).await?;
+    loop {
+        let failed = maintain_once(&mut mgr, &named, &a).await?;
+        let Some(pause) = every else {
+            return Ok(if failed > 0 { Outcome::Error } else { Outcome::Ok });
+        };
+        if !a.json {
+            eprintln!("chute: next maintenance in {}", humanize(pause));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("chute: interrupted; maintenance stopped between runs");
+                return Ok(Outcome::Interrupted);
+            }
+            _ = sigterm() => {
+                eprintln!("chute: terminated; maintenance stopped between runs");
+                return Ok(Outcome::Terminated);
+            }
+        }
+        // A long-running daemon outlives connections: reconnect when needed.
+        if mgr.client().is_closed() {
+            mgr = PartitionManager::connect(opts, settings).await?;
+        }
+    }
+}
+
+pub async fn sigterm() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut s) => {
+            s.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 && s.is_multiple_of(3600) {
+        format!("{}h", s / 3600)
+    } else if s >= 60 && s.is_multiple_of(60) {
+        format!("{}min", s / 60)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// One pass over the tables; returns how many failed (each failure is
+/// reported, and the other tables are still maintained).
+async fn maintain_once(mgr: &mut PartitionManager, named: &[QualifiedName], a: &PartitionMaintainArgs) -> anyhow::Result<usize> {
+    let now = now_micros(&a.now)?;
+    let tables: Vec<QualifiedName> =
+        if named.is_empty() { mgr.policies().await?.into_iter().map(|p| p.parent).collect() } else { named.to_vec() };
+    if tables.is_empty() && !a.json {
+        eprintln!("chute: no table has a policy yet; nothing to maintain");
+    }
+    let mut failed = 0;
+    for t in &tables {
+        match mgr.maintain(t, now, a.dry_run, &mut step_printer(a.json)).await {
+            Ok(plan) => {
+                report_plan(t, &plan, a.dry_run, a.json);
+                if !a.dry_run && !a.json {
+                    eprintln!("chute: maintained {t}: {}", summarize(&plan));
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                if a.json {
+                    println!("{}", serde_json::json!({ "table": t.to_string(), "error": e.to_string() }));
+                } else {
+                    eprintln!("chute: error: maintaining {t}: {e}");
+                }
+            }
+        }
+    }
+    Ok(failed)
+}
+
+fn summarize(plan: &Plan) -> String {
+    use chute_core::partman::StepKind as K;
+    if plan.is_empty() {
+        return "nothing to do".into();
+    }
+    let count = |f: fn(&K) -> bool| plan.steps.iter().filter(|s| f(&s.kind)).count();
+    let parts = [
+        (count(|k| matches!(k, K::CreatePartition { .. })), "partitions created"),
+        (count(|k| matches!(k, K::CreatePartition { moves_default_rows: true, .. })), "of them with rows moved out of DEFAULT"),
+        (count(|k| matches!(k, K::DetachConcurrently { .. } | K::Detach { .. })), "detached"),
+        (count(|k| matches!(k, K::FinalizeDetach { .. })), "interrupted detaches finished"),
+        (count(|k| matches!(k, K::DropPartition { .. })), "dropped"),
+        (count(|k| matches!(k, K::MoveToSchema { .. })), "moved to the retention schema"),
+        (count(|k| matches!(k, K::CreateDefault { .. })), "DEFAULT partition created"),
+    ];
+    parts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect::<Vec<_>>().join(", ")
+}
+
+async fn status(opts: &ConnectOptions, tables: Vec<String>, json: bool, now: Option<String>) -> anyhow::Result<Outcome> {
+    let now = now_micros(&now)?;
+    let mgr = PartitionManager::connect(opts, ExecSettings::default()).await?;
+    let names: Vec<QualifiedName> = if tables.is_empty() {
+        mgr.policies().await?.into_iter().map(|p| p.parent).collect()
+    } else {
+        tables.iter().map(|t| table_name(t)).collect::<anyhow::Result<_>>()?
+    };
+    let mut all = Vec::new();
+    for t in &names {
+        all.push(mgr.status(t, now).await?);
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    } else if all.is_empty() {
+        println!("no policies yet: chute partition create TABLE --key COLUMN --interval 1d");
+    } else {
+        for (i, s) in all.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            print_status(s);
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
+fn print_status(s: &TableStatus) {
+    let p = &s.policy;
+    let mut policy = format!("key {} ({}), interval {}, premake {}, tz {}", p.key, p.key_type.sql_name(), p.interval, p.premake, p.tz);
+    if let Some(m) = p.max_future {
+        policy.push_str(&format!(", max-future {m}"));
+    }
+    if let Some(r) = &p.retention {
+        policy.push_str(&format!(", retention {} ({})", r.keep, if r.mode == RetentionMode::Drop { "drop" } else { "detach" }));
+    }
+    if let Some(h) = &p.hash {
+        policy.push_str(&format!(", hash {}:{}", h.column, h.modulus));
+    }
+    println!("table        {}", s.table);
+    println!("policy       {policy}");
+    println!("now          {}", s.now);
+    match &s.covered_until {
+        Some(u) => println!("coverage     until {u} ({} intervals ahead of the current one; premake {})", s.intervals_ahead, s.premake),
+        None => println!("coverage     NONE: no partition holds now; run chute partition maintain {}", s.table),
+    }
+    match s.rows_in_default {
+        Some(n) => println!("default      {n} rows"),
+        None => println!("default      none"),
+    }
+    if s.due_for_retention.is_empty() {
+        println!("retention    nothing due");
+    } else {
+        println!("retention    {} due: {}", s.due_for_retention.len(), s.due_for_retention.join(", "));
+    }
+    if !s.pending_detach.is_empty() {
+        println!("pending      interrupted detach: {} (maintain finishes it)", s.pending_detach.join(", "));
+    }
+    println!("maintain     would run {} steps", s.maintain_would_run);
+    println!();
+    println!("{:<44} {:<27} {:<27} {:>12} {:>10}", "partition", "from", "to", "rows (est.)", "size");
+    for part in &s.partitions {
+        let flag = if part.due_for_retention { "  (due)" } else { "" };
+        println!("{:<44} {:<27} {:<27} {:>12} {:>10}{flag}", part.name, part.from, part.to, part.rows_estimate, human_bytes(part.bytes));
+    }
+}
+
+fn human_bytes(b: i64) -> String {
+    let b = b as f64;
+    if b >= 1073741824.0 {
+        format!("{:.1} GiB", b / 1073741824.0)
+    } else if b >= 1048576.0 {
+        format!("{:.1} MiB", b / 1048576.0)
+    } else {
+        format!("{:.0} kB", b / 1024.0)
+    }
+}
+
+async fn undo(opts: &ConnectOptions, table: &str, dry_run: bool, lock: &LockArgs) -> anyhow::Result<Outcome> {
+    let name = table_name(table)?;
+    let mut mgr = PartitionManager::connect(opts, exec_settings(lock)?).await?;
+    let plan = mgr.undo(&name, dry_run, &mut step_printer(false)).await?;
+    if dry_run {
+        report_plan(&name, &plan, true, false);
+    } else {
+        eprintln!("chute: {name} is a plain table again, with all its rows; its policy is forgotten");
+    }
+    Ok(Outcome::Ok)
+}
