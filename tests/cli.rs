@@ -9,3 +9,5 @@ mod basics;
 mod demo;
 #[path = "cli/local.rs"]
 mod local;
+#[path = "cli/partition.rs"]
+mod partition;

@@ -13,7 +13,13 @@ use chute_core::encode::CopyWriter;
 use chute_core::generate::Conditions;
 use futures_util::SinkExt;
 
+use chute_core::ident::QualifiedName;
+use chute_core::partman::interval::{Span, Unit};
+use chute_core::partman::{KeyType, Policy};
+
 use crate::ConnectOptions;
+use crate::exec::ExecSettings;
+use crate::partman::{CreateRequest, PartitionManager, PartmanError};
 
 /// The schema the demo owns.
 pub const DEMO_SCHEMA: &str = "chute_demo";
@@ -46,6 +52,8 @@ pub struct DemoReport {
 pub enum DemoError {
     #[error(transparent)]
     Connect(#[from] crate::ConnectError),
+    #[error(transparent)]
+    Partition(#[from] PartmanError),
     #[error("{step}: {source}")]
     Sql { step: &'static str, source: tokio_postgres::Error },
 }
@@ -56,27 +64,40 @@ fn sql(step: &'static str) -> impl FnOnce(tokio_postgres::Error) -> DemoError {
 
 /// Runs the demo; `progress` is told the rows sent so far now and then.
 pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, mut progress: impl FnMut(u64)) -> Result<DemoReport, DemoError> {
-    let client = opts.connect().await?;
     let day = 86_400_000_000i64;
     let start = spec.end_micros - i64::from(spec.days) * day;
-    let mut ddl = format!(
-        "DROP TABLE IF EXISTS {DEMO_SCHEMA}.conditions;
-         CREATE SCHEMA IF NOT EXISTS {DEMO_SCHEMA};
-         CREATE TABLE {DEMO_SCHEMA}.conditions (time timestamptz NOT NULL, dev_id int NOT NULL,
-             data1 float8, data2 float8, data3 float8, data4 float8, data5 float8) PARTITION BY RANGE (time);
-         CREATE INDEX ON {DEMO_SCHEMA}.conditions (time);"
-    );
-    for d in 0..spec.days {
-        let from = start + i64::from(d) * day;
-        ddl.push_str(&format!(
-            "CREATE TABLE {DEMO_SCHEMA}.conditions_p{} PARTITION OF {DEMO_SCHEMA}.conditions
-                 FOR VALUES FROM (to_timestamp({})) TO (to_timestamp({}));",
-            ymd(from),
-            from / 1_000_000,
-            (from + day) / 1_000_000
-        ));
-    }
-    client.batch_execute(&ddl).await.map_err(sql("creating chute_demo.conditions"))?;
+    let client = opts.connect().await?;
+    client
+        .batch_execute(&format!("DROP TABLE IF EXISTS {DEMO_SCHEMA}.conditions; CREATE SCHEMA IF NOT EXISTS {DEMO_SCHEMA}"))
+        .await
+        .map_err(sql("resetting chute_demo.conditions"))?;
+    // The partition manager makes the table: daily partitions from the
+    // first day of data, kept one day ahead of the last.
+    let policy = Policy {
+        parent: QualifiedName::new(DEMO_SCHEMA, "conditions"),
+        key: "time".into(),
+        key_type: KeyType::Timestamptz,
+        interval: Span::Time { n: 1, unit: Unit::Days },
+        premake: 0,
+        start: None,
+        max_future: Some(Span::Time { n: 1, unit: Unit::Days }),
+        retention: None,
+        tz: "UTC".into(),
+        hash: None,
+        unlogged: false,
+        default_partition: false,
+    };
+    let req = CreateRequest {
+        policy,
+        like: None,
+        columns: Some(
+            "time timestamptz NOT NULL, dev_id int NOT NULL, data1 float8, data2 float8, data3 float8, data4 float8, data5 float8".into(),
+        ),
+        start: Some(jiff::Timestamp::from_microsecond(start).map(|t| t.to_string()).unwrap_or_default()),
+    };
+    let mut mgr = PartitionManager::connect(opts, ExecSettings::default()).await?;
+    mgr.create(req, spec.end_micros - 1, false, &mut crate::exec::quiet).await?;
+    client.batch_execute(&format!("CREATE INDEX ON {DEMO_SCHEMA}.conditions (time)")).await.map_err(sql("creating the index on time"))?;
 
     let ticks = spec.rows.div_ceil(u64::from(spec.devices.max(1))).max(1);
     let generator = Conditions {
@@ -148,10 +169,4 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, mut progress: impl FnMu
         table_bytes: row.get(2),
         server_version: row.get(3),
     })
-}
-
-/// `YYYYMMDD` of a UTC instant, for partition names.
-fn ymd(micros: i64) -> String {
-    let ts = jiff::Timestamp::from_microsecond(micros).expect("demo times are in range");
-    ts.strftime("%Y%m%d").to_string()
 }

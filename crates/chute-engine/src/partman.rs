@@ -62,7 +62,7 @@ pub struct PartitionManager {
 }
 
 /// Progress of an executing plan, for the CLI.
-pub type StepReporter<'a> = &'a mut dyn FnMut(usize, &Step, StepEvent);
+pub type StepReporter<'a> = &'a mut (dyn FnMut(usize, &Step, StepEvent) + Send);
 
 impl PartitionManager {
     pub async fn connect(opts: &ConnectOptions, settings: ExecSettings) -> Result<Self, PartmanError> {
