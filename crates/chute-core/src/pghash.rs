@@ -226,7 +226,7 @@ pub enum HashError {
 /// Extended hash of ONE value given as its PostgreSQL *binary wire form* — exactly the bytes
 /// binary COPY / the binary send function carry for that value (big-endian ints, IEEE floats,
 /// numeric's NBASE-10000 wire struct, raw UTF-8 for text, 16 bytes for uuid, int32 days since 2000-01-01 for date,
-/// int64 microseconds since 2000-01-01 for timestamp[tz]).
+/// int64 microseconds since 2000-01-01 for `timestamp[tz]`).
 ///
 /// Equals the server's `hash*extended(value, seed)` for the value the server
 /// would store after receiving these bytes.
