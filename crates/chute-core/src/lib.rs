@@ -10,3 +10,4 @@ pub mod encode;
 pub mod generate;
 pub mod ident;
 pub mod partman;
+pub mod pghash;
