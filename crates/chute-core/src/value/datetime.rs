@@ -579,6 +579,30 @@ mod tests {
     }
 
     #[test]
+    fn unusual_transitions_match_postgres() {
+        // (zone, local time, Unix seconds from PostgreSQL 15)
+        for (zone, text, want) in [
+            // Apia skipped 2011-12-30 altogether.
+            ("Pacific/Apia", "2011-12-30 12:00", 1_325_282_400),
+            ("Pacific/Apia", "2011-12-30 00:00", 1_325_239_200),
+            ("Pacific/Apia", "2011-12-30 23:59", 1_325_325_540),
+            ("Pacific/Apia", "2011-12-29 23:59", 1_325_239_140),
+            // São Paulo's clocks changed at midnight: a date alone can be in the gap.
+            ("America/Sao_Paulo", "2018-11-04", 1_541_300_400),
+            ("America/Sao_Paulo", "2018-11-04 00:30", 1_541_302_200),
+            ("America/Sao_Paulo", "2019-02-16 23:30", 1_550_370_600),
+            // Moscow in 2014 went from one standard time to another.
+            ("Europe/Moscow", "2014-10-26 01:30", 1_414_276_200),
+            ("Europe/Moscow", "2011-03-27 02:30", 1_301_182_200),
+            // Lord Howe moves by half an hour.
+            ("Australia/Lord_Howe", "2021-04-04 01:45", 1_617_462_900),
+            ("Australia/Lord_Howe", "2021-10-03 02:15", 1_633_189_500),
+        ] {
+            assert_eq!(tstz(text, zone), Ok(want * USECS_PER_SEC), "{zone} {text}");
+        }
+    }
+
+    #[test]
     fn dates() {
         let d = |s: &str| parse_date(s.as_bytes(), &EncodeContext::default());
         assert_eq!(d("2021-06-08"), Ok(days_from_civil(2021, 6, 8)));
