@@ -42,6 +42,19 @@ const MAX_FRACTION_DIGITS: usize = 30;
 
 /// A `timestamptz` as microseconds since 1970-01-01 00:00 UTC;
 /// `i64::MAX`/`i64::MIN` for `infinity`/`-infinity`.
+///
+/// Takes `YYYY-MM-DD[(T|whitespace)H:M[:S[.fraction]]][ ][Z|±offset]`
+/// (offsets `±H`, `±HH`, `±HHMM`, `±HH:MM`, `±HH:MM:SS`) with surrounding
+/// whitespace, `24:00:00` and leap seconds as PostgreSQL does, fractions
+/// rounded as `rint(strtod(frac) * 1e6)`. Without an offset the text is
+/// local time in `ctx.session_tz`: in a DST gap with the offset from before
+/// the change, in a fold with the offset from after it (PostgreSQL's
+/// choice). `Z` is read as UTC, as PostgreSQL's default
+/// `timezone_abbreviations` set reads it. Other forms (zone names and
+/// abbreviations, `BC`, other date orders, words other than `infinity`)
+/// are [`ValueError::NeedsServer`]. With `ctx.epoch`, a bare number
+/// `[+-]digits[.digits]` is that many units since 1970-01-01 UTC, rounded
+/// to the microsecond with halves away from zero.
 pub fn parse_timestamptz(text: &[u8], ctx: &EncodeContext) -> Result<i64, ValueError> {
     if let Some(micros) = ctx.epoch.and_then(|unit| parse_epoch(text, unit)) {
         return micros;

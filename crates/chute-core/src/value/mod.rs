@@ -10,6 +10,14 @@
 //! never rejects what the server would accept ([`ValueError::Invalid`] is only
 //! returned when PostgreSQL rejects the text too).
 //!
+//! What the fast path leaves to the server: a non-ASCII byte where
+//! PostgreSQL would skip whitespace (whether it is space depends on the
+//! server's locale); hexadecimal floats and `nan(…)`; numerics whose first
+//! digit lies beyond 10^±1000, with a display scale over 1000 or an exponent
+//! over 100000, or with whitespace after the `e`; date/time forms other than
+//! ISO 8601 and PostgreSQL's ISO output (see [`parse_timestamptz`]); and a
+//! timestamptz without an offset when the session's time zone is unknown.
+//!
 //! This is the per-value hot path of the loader: values are parsed straight
 //! from bytes and appended to the caller's buffer, with no allocation except
 //! for error messages.
