@@ -9,3 +9,4 @@
 pub mod encode;
 pub mod generate;
 pub mod ident;
+pub mod parse;
