@@ -40,12 +40,14 @@
 //! `chute-bench`, not a test, is where that is measured.
 
 pub mod csv;
+pub mod jsonl;
 pub mod text;
 
 #[cfg(test)]
 pub(crate) mod tests_support;
 
 pub use csv::{CsvOptions, CsvParser};
+pub use jsonl::JsonlParser;
 pub use text::{TextOptions, TextParser};
 
 /// Records longer than this are rejected. PostgreSQL cannot hold a line of
