@@ -42,6 +42,7 @@
 pub mod csv;
 pub mod jsonl;
 pub mod text;
+pub mod tsbs;
 
 #[cfg(test)]
 pub(crate) mod tests_support;
@@ -49,6 +50,7 @@ pub(crate) mod tests_support;
 pub use csv::{CsvOptions, CsvParser};
 pub use jsonl::JsonlParser;
 pub use text::{TextOptions, TextParser};
+pub use tsbs::{TsbsHeader, TsbsParser, TsbsRecord, parse_tsbs_header};
 
 /// Records longer than this are rejected. PostgreSQL cannot hold a line of
 /// 1 GiB or more in its line buffer either, so no input that loads with
