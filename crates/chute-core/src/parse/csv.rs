@@ -212,16 +212,24 @@ impl CsvParser {
         }
     }
 
+    /// What is wrong with a scanned record as a line, before its fields are
+    /// looked at. PostgreSQL finds these while reading a header line too.
+    fn line_problem(start: usize, scan: &Scan) -> Option<&'static str> {
+        if scan.next - start > MAX_RECORD_BYTES {
+            Some(TOO_LONG)
+        } else if scan.unterminated {
+            Some("unterminated CSV quoted field")
+        } else if scan.bare_cr {
+            Some("unquoted carriage return found in data")
+        } else {
+            None
+        }
+    }
+
     /// Splits one scanned record into `fields`, or says why it is bad.
     fn fields(&self, chunk: &[u8], start: usize, scan: &Scan, fields: &mut Fields) -> Result<(), String> {
-        if scan.next - start > MAX_RECORD_BYTES {
-            return Err(TOO_LONG.into());
-        }
-        if scan.unterminated {
-            return Err("unterminated CSV quoted field".into());
-        }
-        if scan.bare_cr {
-            return Err("unquoted carriage return found in data".into());
+        if let Some(problem) = Self::line_problem(start, scan) {
+            return Err(problem.into());
         }
         fields.clear();
         let content = &chunk[start..scan.content_end];
@@ -254,9 +262,15 @@ impl RecordParser for CsvParser {
             let scan = self.scan_record(chunk, start);
             let pos = cursor.pos(start, scan.next);
             if header {
-                // PostgreSQL reads the header as one record and does not look
-                // inside it (unless HEADER MATCH, which chute does not offer).
+                // PostgreSQL reads the header as one record and does not split
+                // it (unless HEADER MATCH, which chute does not offer), so an
+                // unterminated quote there just swallows the rest of the
+                // input. A bare `\r` is still an error: a `\r`-only file would
+                // otherwise vanish silently into its "header".
                 header = false;
+                if let Some(problem) = Self::line_problem(start, &scan).filter(|_| !scan.unterminated) {
+                    on_error(RecordError { pos, reason: problem.into() });
+                }
             } else {
                 match self.fields(chunk, start, &scan, &mut fields) {
                     Ok(()) => on_record(&fields, pos),
@@ -374,6 +388,17 @@ mod tests {
         let mut n = 0;
         let _ = p.parse_chunk(b"x,y\n", 3, 9, &mut |_, _| n += 1, &mut |e| panic!("{e}"));
         assert_eq!(n, 1);
+        // An unterminated quote in the header swallows the input, as in PostgreSQL.
+        assert_eq!(parse_all(&p, b"\"h\nx,y\n").0, vec![]);
+        // A `\r`-only file is one broken "header" line: reported, not skipped.
+        let (events, _) = parse_all(&p, b"h1,h2\rx,y\r");
+        assert_eq!(
+            events,
+            vec![Event::Error(RecordError {
+                pos: RecordPos { line: 1, offset: 0, len: 10 },
+                reason: "unquoted carriage return found in data".into()
+            })]
+        );
     }
 
     #[test]

@@ -211,16 +211,24 @@ impl TextParser {
         }
     }
 
+    /// What is wrong with a scanned record as a line, before its fields are
+    /// looked at. PostgreSQL finds these while reading a header line too.
+    fn line_problem(start: usize, scan: &Scan) -> Option<&'static str> {
+        if scan.next - start > MAX_RECORD_BYTES {
+            Some(TOO_LONG)
+        } else if scan.corrupt_marker {
+            Some("end-of-copy marker corrupt")
+        } else if scan.bare_cr {
+            Some("literal carriage return found in data")
+        } else {
+            None
+        }
+    }
+
     /// Splits one scanned record into `fields`, or says why it is bad.
     fn fields(&self, chunk: &[u8], start: usize, scan: &Scan, fields: &mut Fields) -> Result<(), String> {
-        if scan.next - start > MAX_RECORD_BYTES {
-            return Err(TOO_LONG.into());
-        }
-        if scan.corrupt_marker {
-            return Err("end-of-copy marker corrupt".into());
-        }
-        if scan.bare_cr {
-            return Err("literal carriage return found in data".into());
+        if let Some(problem) = Self::line_problem(start, scan) {
+            return Err(problem.into());
         }
         fields.clear();
         let content = &chunk[start..scan.content_end];
@@ -253,9 +261,14 @@ impl RecordParser for TextParser {
             // last record, which PostgreSQL still loads.
             let is_record = !(scan.end_marker && scan.content_end == start);
             if header {
-                // A header line is read and not looked into; if it holds the
-                // end marker, PostgreSQL stops there too.
+                // A header line's fields are not looked at, but a broken line
+                // is an error (a `\r`-only file would otherwise vanish into its
+                // "header"); if it holds the end marker, PostgreSQL stops
+                // there too.
                 header = false;
+                if let Some(problem) = Self::line_problem(start, &scan) {
+                    on_error(RecordError { pos, reason: problem.into() });
+                }
             } else if is_record {
                 match self.fields(chunk, start, &scan, &mut fields) {
                     Ok(()) => on_record(&fields, pos),
@@ -387,6 +400,8 @@ mod tests {
         assert_eq!(events[0].clone().unwrap_record(), (vec![s("x"), s("y")], RecordPos { line: 2, offset: 6, len: 4 }));
         assert_eq!(events[1].clone().unwrap_error().to_string(), "line 3: missing data for column 2");
         assert_eq!(events[2].clone().unwrap_error().to_string(), "line 4: extra data after last expected column");
+        let (events, _) = parse_all(&p, b"h1\th2\rx\ty\r");
+        assert_eq!(events[0].clone().unwrap_error().reason, "literal carriage return found in data");
     }
 
     #[test]
