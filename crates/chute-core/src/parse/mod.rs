@@ -45,6 +45,8 @@ pub mod text;
 pub mod tsbs;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 pub(crate) mod tests_support;
 
 pub use csv::{CsvOptions, CsvParser};
