@@ -226,6 +226,10 @@ impl TsbsParser {
         }
         if !scratch.json.is_empty() {
             scratch.json.push(b'}');
+            // JSON is UTF-8; the other tags are checked by the server as text.
+            if std::str::from_utf8(&scratch.json).is_err() {
+                return Err("tags not in the header are not valid UTF-8, so they cannot go into additional_tags".into());
+            }
         }
         scratch.tags.clear();
         for span in &scratch.spans {
@@ -514,6 +518,9 @@ mod tests {
         );
         let json: serde_json::Value = serde_json::from_str(got[0].3.as_deref().unwrap()).unwrap();
         assert_eq!(json["port"], "1\"2");
+        let mut errors = Vec::new();
+        p.parse_records(b"tags,name=a,x=\xff\nreadings,1,1,2\n", 1, 0, &mut |_, _| panic!(), &mut |e| errors.push(e.reason));
+        assert_eq!(errors, ["tags not in the header are not valid UTF-8, so they cannot go into additional_tags"]);
         assert_eq!(
             got[1],
             (1, 10, vec![s("t2"), s("N"), None], None, vec![s("7")], 8, RecordPos { line: 7, offset: 62 + consumed as u64, len: 33 })
