@@ -12,3 +12,4 @@ pub mod ident;
 pub mod partman;
 pub mod pghash;
 pub mod value;
+pub mod parse;
