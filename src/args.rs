@@ -85,6 +85,96 @@ pub enum Command {
     /// prints the SQL it would run and changes nothing.
     #[command(subcommand)]
     Partition(PartitionCommand),
+
+    /// Load rows into TABLE from files or stdin, straight into its leaf
+    /// partitions with parallel binary COPY.
+    ///
+    /// Every row is parsed, encoded and routed on the client; each leaf gets
+    /// binary COPY batches from several connections at once. Rows whose time
+    /// partition does not exist yet get one just in time (from the table's
+    /// policy). Bad rows go to a reject file with their line number and the
+    /// reason; every good row is loaded.
+    #[command(after_help = "EXAMPLES:
+    chute load conditions conditions.csv
+    chute load conditions part1.csv.gz part2.csv.zst --workers 4
+    zcat big.csv.gz | chute load metrics - --header
+    chute load events events.jsonl --format jsonl --columns ts,dev_id,payload
+    chute load ticks ticks.csv --columns time,symbol,price --epoch ms")]
+    Load(LoadArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// The table to load ([schema.]name).
+    pub table: String,
+    /// Input files (plain, .gz or .zst); `-` or nothing reads stdin.
+    pub files: Vec<String>,
+    /// Input format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Csv)]
+    pub format: FormatArg,
+    /// The first line is a header (csv, text).
+    #[arg(long)]
+    pub header: bool,
+    /// Field delimiter (csv: `,`; text: tab).
+    #[arg(long, value_name = "CHAR")]
+    pub delimiter: Option<char>,
+    /// The string that means NULL (csv: an unquoted empty field; text: \N).
+    #[arg(long, value_name = "STRING")]
+    pub null: Option<String>,
+    /// Input fields map to these columns, in order; other columns get their defaults.
+    #[arg(long, value_delimiter = ',', value_name = "A,B,C")]
+    pub columns: Option<Vec<String>>,
+    /// Bare numbers in time columns are Unix time in this unit.
+    #[arg(long, value_enum, value_name = "UNIT")]
+    pub epoch: Option<EpochArg>,
+    /// COPY connections (default: the number of cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Threads that parse, encode and route (default: half the cores).
+    #[arg(long)]
+    pub parse_threads: Option<usize>,
+    /// Target size of one COPY batch, in MiB.
+    #[arg(long, default_value_t = 4)]
+    pub batch_mb: usize,
+    /// Memory for rows in flight, in MiB (queues and per-partition buffers).
+    #[arg(long, default_value_t = 160)]
+    pub memory_mb: usize,
+    /// Send every row through the parent table and let the server route.
+    #[arg(long)]
+    pub via_parent: bool,
+    /// Reject rows whose time partition does not exist instead of creating it.
+    #[arg(long)]
+    pub no_create_partitions: bool,
+    /// Where rejected rows go (default: <input file name>.rejects in the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub reject_file: Option<std::path::PathBuf>,
+    /// Stop with exit code 2 once more than N rows were rejected.
+    #[arg(long, value_name = "N")]
+    pub max_rejects: Option<u64>,
+    /// Without a terminal: print a progress line this often (tsbs style).
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub report_every: String,
+    /// Write the periodic figures (time, rows, rows/s) to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    pub rates_csv: Option<std::path::PathBuf>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    Csv,
+    Text,
+    Jsonl,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EpochArg {
+    S,
+    Ms,
+    Us,
+    Ns,
 }
 
 #[allow(clippy::large_enum_variant)]

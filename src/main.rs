@@ -5,6 +5,7 @@
 
 mod args;
 mod commands;
+mod progress;
 mod settings;
 
 use std::io::Write;

@@ -1,6 +1,7 @@
 //! One module per subcommand; each returns an [`Outcome`] or an error.
 
 mod demo;
+mod load;
 mod local;
 mod partition;
 
@@ -12,5 +13,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Demo(a) => demo::run(&cli.conn, a).await,
         Command::Local(c) => local::run(&cli.conn, c),
         Command::Partition(c) => partition::run(&cli.conn, c).await,
+        Command::Load(a) => load::run(&cli.conn, a).await,
     }
 }

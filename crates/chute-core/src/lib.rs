@@ -9,7 +9,8 @@
 pub mod encode;
 pub mod generate;
 pub mod ident;
+pub mod parse;
 pub mod partman;
 pub mod pghash;
+pub mod rowenc;
 pub mod value;
-pub mod parse;

@@ -1,0 +1,171 @@
+//! The loader: parallel binary COPY routed straight into leaf partitions.
+//!
+//! ```text
+//! reader thread ─chunks─► parse/encode/route threads ─segments─► coordinator ─batches─► COPY workers
+//!   (file, gz, zst,        (N threads: records → binary    (per-leaf accumulators,   (one connection each,
+//!    stdin; cut at          rows, each to its leaf)          one byte budget, JIT      COPY leaf FROM STDIN
+//!    record ends)                                            partitions, rejects)      (FORMAT binary))
+//! ```
+//!
+//! Every queue between stages is bounded and every accumulator counts against
+//! one byte budget, so memory stays flat whatever the input size or the
+//! number of partitions: when the budget is full the parse threads wait, the
+//! reader waits behind them, and the input is read only as fast as the server
+//! takes rows.
+
+mod copy;
+mod pipeline;
+pub mod source;
+pub mod target;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chute_core::ident::QualifiedName;
+use chute_core::value::EpochUnit;
+
+pub use pipeline::run;
+pub use source::InputSpec;
+
+use crate::ConnectOptions;
+
+/// Input formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    Csv,
+    Text,
+    Jsonl,
+}
+
+/// Everything a load needs to know, validated.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    pub target: ConnectOptions,
+    pub table: QualifiedName,
+    pub inputs: Vec<InputSpec>,
+    pub format: InputFormat,
+    pub header: bool,
+    pub delimiter: Option<u8>,
+    pub null: Option<String>,
+    pub columns: Option<Vec<String>>,
+    pub epoch: Option<EpochUnit>,
+    /// COPY connections.
+    pub workers: usize,
+    /// Threads that parse, encode and route.
+    pub parse_threads: usize,
+    /// Target size of one COPY batch (bytes of binary rows).
+    pub batch_bytes: usize,
+    /// Bytes the reader hands to a parse thread at a time.
+    pub chunk_bytes: usize,
+    /// The global budget for rows in flight (queues and accumulators).
+    pub memory_budget: usize,
+    /// Send every row through the parent (the server routes).
+    pub via_parent: bool,
+    /// Reject rows whose time partition does not exist instead of creating it.
+    pub no_create_partitions: bool,
+    pub reject_file: Option<PathBuf>,
+    /// Stop (exit 2) once more rows than this were rejected.
+    pub max_rejects: Option<u64>,
+    pub report_every: Duration,
+}
+
+impl LoadSpec {
+    pub fn new(target: ConnectOptions, table: QualifiedName, inputs: Vec<InputSpec>) -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        LoadSpec {
+            target,
+            table,
+            inputs,
+            format: InputFormat::Csv,
+            header: false,
+            delimiter: None,
+            null: None,
+            columns: None,
+            epoch: None,
+            workers: cores,
+            // The server needs the other cores: on 2 cores one parse thread
+            // outruns two (measured, BENCHMARKS.md).
+            parse_threads: (cores / 2).max(1),
+            batch_bytes: 4 << 20,
+            chunk_bytes: 1 << 20,
+            memory_budget: 160 << 20,
+            via_parent: false,
+            no_create_partitions: false,
+            reject_file: None,
+            max_rejects: None,
+            report_every: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Figures reported while a load runs and at its end.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct LoadStats {
+    pub rows_loaded: u64,
+    pub rows_rejected: u64,
+    /// Input bytes read (before decompression).
+    pub bytes_read: u64,
+    /// Input size, when every input has one.
+    pub bytes_total: Option<u64>,
+    /// Bytes of binary COPY data sent.
+    pub bytes_sent: u64,
+    pub seconds: f64,
+    pub partitions_touched: usize,
+    pub partitions_created: usize,
+    pub batches: u64,
+}
+
+/// The final report of a load.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadReport {
+    pub table: String,
+    #[serde(flatten)]
+    pub stats: LoadStats,
+    pub rows_per_second: f64,
+    pub mb_per_second: f64,
+    pub reject_file: Option<String>,
+    /// Why rows went through the parent instead of straight to leaves.
+    pub via_parent_reason: Option<String>,
+    pub reject_limit_exceeded: bool,
+}
+
+/// Receives progress while a load runs; the binary draws bars or lines.
+pub trait LoadProgress: Send {
+    /// Called about every few hundred milliseconds.
+    fn update(&mut self, stats: &LoadStats);
+    /// A one-line notice for the user (e.g. why the parent is used).
+    fn notice(&mut self, message: &str);
+}
+
+/// A progress reporter that reports nothing.
+#[derive(Debug, Default)]
+pub struct NoProgress;
+
+impl LoadProgress for NoProgress {
+    fn update(&mut self, _: &LoadStats) {}
+    fn notice(&mut self, _: &str) {}
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Connect(#[from] crate::ConnectError),
+    #[error(transparent)]
+    Catalog(#[from] crate::catalog::CatalogError),
+    #[error(transparent)]
+    Partition(#[from] crate::partman::PartmanError),
+    #[error("cannot read {input}: {message}")]
+    Input { input: String, message: String },
+    #[error("{0}")]
+    Setup(String),
+    #[error("{context}: {message}")]
+    Sql { context: String, message: String },
+    #[error("cannot write the reject file {path}: {message}")]
+    RejectFile { path: String, message: String },
+}
+
+impl LoadError {
+    pub(crate) fn sql(context: impl Into<String>, e: &tokio_postgres::Error) -> Self {
+        LoadError::Sql { context: context.into(), message: crate::exec::describe(e) }
+    }
+}

@@ -1,0 +1,648 @@
+//! The stages of a load and the coordinator that connects them.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use chute_core::ident::QualifiedName;
+use chute_core::parse::csv::{CsvOptions, CsvParser};
+use chute_core::parse::jsonl::JsonlParser;
+use chute_core::parse::text::{TextOptions, TextParser};
+use chute_core::parse::{ChunkEnd, Fields, Format, RecordError, RecordPos, count_lines};
+use chute_core::rowenc::{RowEncoder, RowOutcome, write_text_row};
+use chute_core::value::EncodeContext;
+
+use super::copy::{self, Batch, CopyOutcome, RejectedRow};
+use super::source::{self, InputSpec};
+use super::target::{self, ColumnPlan};
+use super::{InputFormat, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats};
+
+/// Where a row goes: a leaf of the routing table, or the parent (the server
+/// routes), in binary or (for values the server must parse) text format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Target {
+    pub leaf: LeafRef,
+    pub text: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum LeafRef {
+    Leaf(u32),
+    Parent,
+}
+
+/// How rows find their leaf.
+#[derive(Debug)]
+pub(crate) struct Routing {
+    /// Leaf names by id.
+    pub leaves: Vec<QualifiedName>,
+    pub parent: QualifiedName,
+    pub mode: RouteMode,
+}
+
+#[derive(Debug)]
+pub(crate) enum RouteMode {
+    /// A plain table: every row to leaf 0 (the table itself).
+    Single,
+    /// Everything through the parent.
+    Parent,
+}
+
+enum Routed {
+    To(LeafRef),
+}
+
+impl Routing {
+    fn route(&self, _row: &[u8]) -> Routed {
+        match self.mode {
+            RouteMode::Single => Routed::To(LeafRef::Leaf(0)),
+            RouteMode::Parent => Routed::To(LeafRef::Parent),
+        }
+    }
+
+    pub fn name(&self, leaf: LeafRef) -> &QualifiedName {
+        match leaf {
+            LeafRef::Leaf(i) => &self.leaves[i as usize],
+            LeafRef::Parent => &self.parent,
+        }
+    }
+}
+
+/// A piece of input cut at a record end.
+struct Chunk {
+    input: usize,
+    data: Vec<u8>,
+    first_line: u64,
+    base_offset: u64,
+}
+
+/// Rows of one chunk for one target, encoded.
+#[derive(Default)]
+pub(crate) struct Segment {
+    pub data: Vec<u8>,
+    /// End of each row in `data`.
+    pub row_ends: Vec<u32>,
+    /// The original records, for reject files.
+    pub raw: Vec<u8>,
+    pub raw_ends: Vec<u32>,
+    pub lines: Vec<u64>,
+}
+
+impl Segment {
+    fn push(&mut self, row: &[u8], raw: &[u8], line: u64) {
+        self.data.extend_from_slice(row);
+        self.row_ends.push(self.data.len() as u32);
+        self.raw.extend_from_slice(raw);
+        self.raw_ends.push(self.raw.len() as u32);
+        self.lines.push(line);
+    }
+
+    fn bytes(&self) -> usize {
+        self.data.len() + self.raw.len() + self.row_ends.len() * 16
+    }
+}
+
+/// A rejected record with where it came from.
+pub(crate) struct Reject {
+    pub input: usize,
+    pub line: u64,
+    pub raw: Vec<u8>,
+    pub reason: String,
+}
+
+/// What a parse thread made of one chunk.
+struct ChunkOut {
+    input: usize,
+    segments: Vec<(Target, Segment)>,
+    rejects: Vec<Reject>,
+    budget: usize,
+}
+
+/// One budget of bytes for everything in flight: parse threads take from it
+/// before they hand rows on, COPY workers give back when rows are sent.
+pub(crate) struct Budget {
+    used: Mutex<usize>,
+    freed: Condvar,
+    pub limit: usize,
+}
+
+impl Budget {
+    fn new(limit: usize) -> Self {
+        Budget { used: Mutex::new(0), freed: Condvar::new(), limit }
+    }
+
+    /// Waits until `n` bytes fit (a single request larger than the whole
+    /// budget waits for an empty budget instead of forever).
+    fn acquire(&self, n: usize, cancel: &AtomicBool) {
+        let mut used = self.used.lock().expect("budget lock");
+        while *used > 0 && *used + n > self.limit && !cancel.load(Ordering::Relaxed) {
+            used = self.freed.wait_timeout(used, Duration::from_millis(100)).expect("budget lock").0;
+        }
+        *used += n;
+    }
+
+    pub fn release(&self, n: usize) {
+        let mut used = self.used.lock().expect("budget lock");
+        *used = used.saturating_sub(n);
+        self.freed.notify_all();
+    }
+
+    fn used(&self) -> usize {
+        *self.used.lock().expect("budget lock")
+    }
+}
+
+fn make_format(spec: &LoadSpec, plan: &ColumnPlan) -> Result<Box<dyn Format>, LoadError> {
+    let setup = |e: chute_core::parse::OptionsError| LoadError::Setup(e.to_string());
+    Ok(match spec.format {
+        InputFormat::Csv => {
+            let mut o = CsvOptions::default();
+            if let Some(d) = spec.delimiter {
+                o.delimiter = d;
+            }
+            if let Some(n) = &spec.null {
+                o.null = n.as_bytes().to_vec();
+            }
+            o.header = spec.header;
+            o.expected_fields = Some(plan.targets.len());
+            Box::new(CsvParser::new(o).map_err(setup)?)
+        }
+        InputFormat::Text => {
+            let mut o = TextOptions::default();
+            if let Some(d) = spec.delimiter {
+                o.delimiter = d;
+            }
+            if let Some(n) = &spec.null {
+                o.null = n.as_bytes().to_vec();
+            }
+            o.header = spec.header;
+            o.expected_fields = Some(plan.targets.len());
+            Box::new(TextParser::new(o).map_err(setup)?)
+        }
+        InputFormat::Jsonl => Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?),
+    })
+}
+
+/// The session TimeZone, which text COPY uses for timestamps without an offset.
+async fn session_zone(client: &tokio_postgres::Client) -> Option<jiff::tz::TimeZone> {
+    let name: String = client.query_one("SHOW TimeZone", &[]).await.ok()?.get(0);
+    chute_core::partman::interval::zone(&name).ok()
+}
+
+/// Runs a load to the end (or to the reject limit).
+pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<LoadReport, LoadError> {
+    let began = Instant::now();
+    let control = spec.target.connect().await?;
+    let info = target::resolve(&control, &spec.table).await?;
+    let columns = target::table_columns(&control, info.oid).await?;
+    let plan = target::plan_columns(&info.name, &columns, spec.columns.as_deref())?;
+    let ctx = EncodeContext { session_tz: session_zone(&control).await, epoch: spec.epoch };
+
+    let mut via_parent_reason = None;
+    let mode = if spec.via_parent {
+        via_parent_reason = Some("--via-parent was given".to_owned());
+        RouteMode::Parent
+    } else if let Some(reason) = target::parent_only_reason(&info) {
+        progress.notice(&format!("loading through the parent: {reason}"));
+        via_parent_reason = Some(reason);
+        RouteMode::Parent
+    } else if info.relkind == 'r' {
+        RouteMode::Single
+    } else {
+        let reason = format!("client-side routing into the partitions of {} is not available yet", info.name);
+        progress.notice(&format!("loading through the parent: {reason}"));
+        via_parent_reason = Some(reason);
+        RouteMode::Parent
+    };
+    let routing = Arc::new(Routing { leaves: vec![info.name.clone()], parent: info.name.clone(), mode });
+
+    let format: Arc<dyn Format> = Arc::from(make_format(&spec, &plan)?);
+    let encoder = Arc::new(RowEncoder::new(plan.targets.clone(), ctx));
+    let budget = Arc::new(Budget::new(spec.memory_budget));
+    let cancel = Arc::new(AtomicBool::new(false));
+    let bytes_read = Arc::new(AtomicU64::new(0));
+
+    // Open every input first, so a missing file fails before anything is loaded.
+    let mut inputs = Vec::new();
+    for i in &spec.inputs {
+        inputs.push(source::open(i, spec.memory_budget / 2)?);
+    }
+    let bytes_total = inputs.iter().map(|i| i.total_bytes).sum::<Option<u64>>();
+    let names: Vec<InputSpec> = spec.inputs.clone();
+
+    let (chunk_tx, chunk_rx) = flume::bounded::<Chunk>(spec.parse_threads * 2);
+    let (out_tx, out_rx) = flume::bounded::<ChunkOut>(spec.parse_threads * 2);
+    let (batch_tx, batch_rx) = flume::bounded::<Batch>(spec.workers * 2);
+    let (outcome_tx, outcome_rx) = flume::unbounded::<CopyOutcome>();
+
+    // COPY workers.
+    let mut workers = Vec::new();
+    for _ in 0..spec.workers.max(1) {
+        let client = spec.target.connect().await?;
+        let (rx, tx, budget) = (batch_rx.clone(), outcome_tx.clone(), budget.clone());
+        workers.push(tokio::spawn(copy::worker(client, rx, tx, budget)));
+    }
+    drop(batch_rx);
+    drop(outcome_tx);
+
+    // The reader.
+    let reader = {
+        let (format, cancel, bytes_read, chunk_bytes) = (format.clone(), cancel.clone(), bytes_read.clone(), spec.chunk_bytes);
+        std::thread::Builder::new()
+            .name("chute-reader".into())
+            .spawn(move || read_inputs(inputs, format.as_ref(), chunk_bytes, &chunk_tx, &cancel, &bytes_read))
+            .map_err(|e| LoadError::Setup(format!("cannot start the reader thread: {e}")))?
+    };
+    // Parse, encode and route.
+    let mut parsers = Vec::new();
+    for n in 0..spec.parse_threads.max(1) {
+        let (rx, tx) = (chunk_rx.clone(), out_tx.clone());
+        let (format, encoder, routing, budget, cancel) = (format.clone(), encoder.clone(), routing.clone(), budget.clone(), cancel.clone());
+        parsers.push(
+            std::thread::Builder::new()
+                .name(format!("chute-parse-{n}"))
+                .spawn(move || {
+                    while let Ok(chunk) = rx.recv() {
+                        let out = parse_chunk(&chunk, format.as_ref(), &encoder, &routing);
+                        budget.acquire(out.budget, &cancel);
+                        if tx.send(out).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .map_err(|e| LoadError::Setup(format!("cannot start a parse thread: {e}")))?,
+        );
+    }
+    drop(chunk_rx);
+    drop(out_tx);
+
+    let mut co = Coordinator {
+        routing: routing.clone(),
+        copy_list: plan.copy_list.clone(),
+        batch_bytes: spec.batch_bytes,
+        accum: HashMap::new(),
+        accum_bytes: 0,
+        batch_tx: Some(batch_tx),
+        budget: budget.clone(),
+        stats: LoadStats { bytes_total, ..LoadStats::default() },
+        touched: HashSet::new(),
+        rejects: RejectWriter::new(spec.reject_file.clone(), &names),
+        max_rejects: spec.max_rejects,
+        limit_hit: false,
+    };
+    let mut last_report = Instant::now();
+    let mut error: Option<LoadError> = None;
+    let mut parsing_done = false;
+    loop {
+        if parsing_done && co.batch_tx.is_none() {
+            match outcome_rx.recv_async().await {
+                Ok(o) => co.absorb(o, &mut error),
+                Err(_) => break,
+            }
+        } else {
+            tokio::select! {
+                out = out_rx.recv_async(), if !parsing_done => match out {
+                    Ok(out) => { co.merge(out).await; }
+                    Err(_) => {
+                        parsing_done = true;
+                        co.flush_all().await;
+                        co.batch_tx = None;
+                    }
+                },
+                o = outcome_rx.recv_async() => if let Ok(o) = o { co.absorb(o, &mut error) },
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        if let Err(e) = co.rejects.flush_pending() {
+            error.get_or_insert(e);
+        }
+        if (error.is_some() || co.limit_hit) && !cancel.load(Ordering::Relaxed) {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        if !parsing_done && budget.used() * 4 > budget.limit * 3 {
+            co.flush_largest().await;
+        }
+        if last_report.elapsed() >= Duration::from_millis(250) {
+            co.stats.bytes_read = bytes_read.load(Ordering::Relaxed);
+            co.stats.seconds = began.elapsed().as_secs_f64();
+            co.stats.partitions_touched = co.touched.len();
+            progress.update(&co.stats);
+            last_report = Instant::now();
+        }
+    }
+    for w in workers {
+        match w.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                error.get_or_insert(e);
+            }
+            Err(e) => {
+                error.get_or_insert(LoadError::Setup(format!("a COPY worker failed: {e}")));
+            }
+        }
+    }
+    match reader.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            error.get_or_insert(e);
+        }
+        Err(_) => {
+            error.get_or_insert(LoadError::Setup("the reader thread panicked".into()));
+        }
+    }
+    for p in parsers {
+        if p.join().is_err() {
+            error.get_or_insert(LoadError::Setup("a parse thread panicked".into()));
+        }
+    }
+    co.rejects.flush_pending()?;
+    if let Some(e) = error {
+        return Err(e);
+    }
+    let mut stats = co.stats;
+    stats.bytes_read = bytes_read.load(Ordering::Relaxed);
+    stats.seconds = began.elapsed().as_secs_f64();
+    stats.partitions_touched = co.touched.len();
+    progress.update(&stats);
+    Ok(LoadReport {
+        table: info.name.to_string(),
+        rows_per_second: stats.rows_loaded as f64 / stats.seconds.max(1e-9),
+        mb_per_second: stats.bytes_read as f64 / 1048576.0 / stats.seconds.max(1e-9),
+        reject_file: co.rejects.path_if_written(),
+        via_parent_reason,
+        reject_limit_exceeded: co.limit_hit,
+        stats,
+    })
+}
+
+/// Reads every input in turn and cuts it into chunks at record ends.
+fn read_inputs(
+    inputs: Vec<source::Input>,
+    format: &dyn Format,
+    chunk_bytes: usize,
+    tx: &flume::Sender<Chunk>,
+    cancel: &AtomicBool,
+    bytes_read: &AtomicU64,
+) -> Result<(), LoadError> {
+    let mut done_before = 0u64;
+    for (index, mut input) in inputs.into_iter().enumerate() {
+        let name = input.spec.display_name();
+        let io_err = |e: std::io::Error| LoadError::Input { input: name.clone(), message: e.to_string() };
+        let mut buf: Vec<u8> = Vec::with_capacity(chunk_bytes * 2);
+        let (mut line, mut offset) = (1u64, 0u64);
+        let mut eof = false;
+        while !eof {
+            if cancel.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            // Fill up to one chunk's worth past what is buffered.
+            let want = buf.len() + chunk_bytes;
+            while buf.len() < want {
+                let at = buf.len();
+                buf.resize(want, 0);
+                let n = input.reader.read(&mut buf[at..]).map_err(io_err)?;
+                buf.truncate(at + n);
+                if n == 0 {
+                    eof = true;
+                    break;
+                }
+            }
+            bytes_read.store(done_before + input.read_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+            let Some(mut end) = format.last_record_end(&buf, eof) else {
+                if buf.len() > 256 << 20 {
+                    return Err(LoadError::Input {
+                        input: name,
+                        message: format!("no record ends within 256 MiB after line {line}: an unterminated quote, or the wrong --format?"),
+                    });
+                }
+                continue;
+            };
+            let mut stop = false;
+            if let Some(n) = format.end_of_data(&buf[..end]) {
+                end = n;
+                stop = true;
+            }
+            let rest = buf.split_off(end);
+            let lines = count_lines(&buf);
+            let data = std::mem::replace(&mut buf, rest);
+            if !data.is_empty() && tx.send(Chunk { input: index, data, first_line: line, base_offset: offset }).is_err() {
+                return Ok(());
+            }
+            line += lines;
+            offset += end as u64;
+            if stop {
+                break;
+            }
+        }
+        done_before += input.read_bytes.load(Ordering::Relaxed);
+        bytes_read.store(done_before, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Parses one chunk, encodes every record and sorts the rows by target.
+fn parse_chunk(chunk: &Chunk, format: &dyn Format, encoder: &RowEncoder, routing: &Routing) -> ChunkOut {
+    let mut segments: HashMap<Target, Segment> = HashMap::new();
+    let mut rejects = Vec::new();
+    let mut row = Vec::with_capacity(512);
+    let mut on_record = |fields: &Fields, pos: RecordPos| {
+        let raw = pos.slice(&chunk.data, chunk.base_offset);
+        row.clear();
+        match encoder.encode(fields, &mut row) {
+            RowOutcome::Binary => match routing.route(&row) {
+                Routed::To(leaf) => segments.entry(Target { leaf, text: false }).or_default().push(&row, raw, pos.line),
+            },
+            RowOutcome::NeedsServer { .. } => {
+                // The server parses this row; it routes it too.
+                write_text_row(fields, &mut row);
+                segments.entry(Target { leaf: LeafRef::Parent, text: true }).or_default().push(&row, raw, pos.line);
+            }
+            RowOutcome::Invalid { column, reason } => {
+                let reason = format!("column {}: {reason}", encoder.columns[column].name);
+                rejects.push(Reject { input: chunk.input, line: pos.line, raw: raw.to_vec(), reason })
+            }
+            RowOutcome::FieldCount { expected, found } => rejects.push(Reject {
+                input: chunk.input,
+                line: pos.line,
+                raw: raw.to_vec(),
+                reason: format!("expected {expected} fields, found {found}"),
+            }),
+        }
+    };
+    let mut parse_errors = Vec::new();
+    let mut on_error = |e: RecordError| {
+        let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
+        parse_errors.push(Reject { input: chunk.input, line: e.pos.line, raw, reason: e.reason });
+    };
+    // The reader already cut the input at an end-of-data marker.
+    let _: ChunkEnd = format.parse_chunk(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
+    rejects.append(&mut parse_errors);
+    rejects.sort_by_key(|r| r.line);
+    let segments: Vec<(Target, Segment)> = segments.into_iter().collect();
+    let budget = segments.iter().map(|(_, s)| s.bytes()).sum();
+    ChunkOut { input: chunk.input, segments, rejects, budget }
+}
+
+/// Rows waiting for a target to fill a batch.
+#[derive(Default)]
+struct Accum {
+    seg: Segment,
+    budget: usize,
+}
+
+struct Coordinator {
+    routing: Arc<Routing>,
+    copy_list: String,
+    batch_bytes: usize,
+    accum: HashMap<Target, Accum>,
+    accum_bytes: usize,
+    batch_tx: Option<flume::Sender<Batch>>,
+    budget: Arc<Budget>,
+    stats: LoadStats,
+    touched: HashSet<QualifiedName>,
+    rejects: RejectWriter,
+    max_rejects: Option<u64>,
+    limit_hit: bool,
+}
+
+impl Coordinator {
+    async fn merge(&mut self, out: ChunkOut) {
+        let _ = out.input;
+        for r in out.rejects {
+            self.reject(r);
+        }
+        let per_segment = out.budget / out.segments.len().max(1);
+        for (target, seg) in out.segments {
+            let a = self.accum.entry(target).or_default();
+            let rebase_data = a.seg.data.len() as u32;
+            let rebase_raw = a.seg.raw.len() as u32;
+            a.seg.data.extend_from_slice(&seg.data);
+            a.seg.row_ends.extend(seg.row_ends.iter().map(|e| e + rebase_data));
+            a.seg.raw.extend_from_slice(&seg.raw);
+            a.seg.raw_ends.extend(seg.raw_ends.iter().map(|e| e + rebase_raw));
+            a.seg.lines.extend_from_slice(&seg.lines);
+            a.budget += per_segment;
+            self.accum_bytes += seg.data.len();
+            if a.seg.data.len() >= self.batch_bytes {
+                self.dispatch(target).await;
+            }
+        }
+    }
+
+    fn reject(&mut self, r: Reject) {
+        self.stats.rows_rejected += 1;
+        if self.max_rejects.is_some_and(|m| self.stats.rows_rejected > m) {
+            self.limit_hit = true;
+        }
+        self.rejects.add(r);
+    }
+
+    async fn dispatch(&mut self, target: Target) {
+        let Some(a) = self.accum.remove(&target) else { return };
+        if a.seg.row_ends.is_empty() {
+            self.budget.release(a.budget);
+            return;
+        }
+        self.accum_bytes -= a.seg.data.len();
+        let name = self.routing.name(target.leaf);
+        let sql = if target.text {
+            format!("COPY {} {} FROM STDIN", name.quoted(), self.copy_list)
+        } else {
+            format!("COPY {} {} FROM STDIN (FORMAT binary)", name.quoted(), self.copy_list)
+        };
+        self.touched.insert(name.clone());
+        self.stats.batches += 1;
+        let batch = Batch { target_name: name.to_string(), sql, text: target.text, seg: a.seg, budget: a.budget };
+        if let Some(tx) = &self.batch_tx
+            && tx.send_async(batch).await.is_err()
+        {
+            // The workers are gone; their error is reported.
+        }
+    }
+
+    async fn flush_all(&mut self) {
+        let targets: Vec<Target> = self.accum.keys().copied().collect();
+        for t in targets {
+            self.dispatch(t).await;
+        }
+    }
+
+    /// Under budget pressure: send the fullest accumulators now, partial or not.
+    async fn flush_largest(&mut self) {
+        let mut sizes: Vec<(usize, Target)> = self.accum.iter().map(|(t, a)| (a.seg.data.len(), *t)).collect();
+        sizes.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
+        let goal = self.accum_bytes / 2;
+        for (_, t) in sizes {
+            if self.accum_bytes <= goal {
+                break;
+            }
+            self.dispatch(t).await;
+        }
+    }
+
+    fn absorb(&mut self, o: CopyOutcome, error: &mut Option<LoadError>) {
+        match o {
+            CopyOutcome::Loaded { rows, bytes } => {
+                self.stats.rows_loaded += rows;
+                self.stats.bytes_sent += bytes;
+            }
+            CopyOutcome::Rejected(RejectedRow { raw, line, reason }) => {
+                self.reject(Reject { input: 0, line, raw, reason });
+            }
+            CopyOutcome::Failed(e) => {
+                error.get_or_insert(e);
+            }
+        }
+    }
+}
+
+/// Writes rejected records: a comment line with where and why, then the
+/// record exactly as it was in the input.
+pub(crate) struct RejectWriter {
+    path: Option<std::path::PathBuf>,
+    names: Vec<String>,
+    pending: Vec<Reject>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    written: bool,
+}
+
+impl RejectWriter {
+    fn new(path: Option<std::path::PathBuf>, inputs: &[InputSpec]) -> Self {
+        let path = path.or_else(|| inputs.first().map(|i| i.default_reject_file()));
+        RejectWriter { path, names: inputs.iter().map(|i| i.display_name()).collect(), pending: Vec::new(), file: None, written: false }
+    }
+
+    fn add(&mut self, r: Reject) {
+        self.pending.push(r);
+    }
+
+    fn flush_pending(&mut self) -> Result<(), LoadError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let Some(path) = self.path.clone() else { return Ok(()) };
+        let err = |e: std::io::Error| LoadError::RejectFile { path: path.display().to_string(), message: e.to_string() };
+        if self.file.is_none() {
+            let f = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(err)?;
+            self.file = Some(std::io::BufWriter::new(f));
+        }
+        let f = self.file.as_mut().expect("opened above");
+        for r in self.pending.drain(..) {
+            let input = self.names.get(r.input).map(String::as_str).unwrap_or("input");
+            writeln!(f, "# {input}:{}: {}", r.line, r.reason.replace('\n', " ")).map_err(err)?;
+            f.write_all(&r.raw).map_err(err)?;
+            if !r.raw.ends_with(b"\n") {
+                f.write_all(b"\n").map_err(err)?;
+            }
+        }
+        f.flush().map_err(err)?;
+        self.written = true;
+        Ok(())
+    }
+
+    fn path_if_written(&self) -> Option<String> {
+        self.written.then(|| self.path.as_ref().map(|p| p.display().to_string())).flatten()
+    }
+}

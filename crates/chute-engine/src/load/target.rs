@@ -1,0 +1,87 @@
+//! The table a load writes to: its columns, the COPY column list, and how
+//! rows find their leaf (straight to leaves, or through the parent and why).
+
+use chute_core::ident::{QualifiedName, quote_ident};
+use chute_core::rowenc::TargetColumn;
+use chute_core::value::PgType;
+use tokio_postgres::Client;
+
+use super::LoadError;
+use crate::catalog::{self, TableInfo};
+
+/// One column of the table.
+#[derive(Debug, Clone)]
+pub struct TableColumn {
+    pub name: String,
+    pub type_oid: u32,
+    pub type_name: String,
+    /// Generated columns cannot be loaded.
+    pub generated: bool,
+}
+
+pub async fn table_columns(client: &Client, oid: u32) -> Result<Vec<TableColumn>, LoadError> {
+    let rows = client
+        .query(
+            "SELECT attname::text, atttypid, format_type(atttypid, atttypmod), attgenerated <> ''
+             FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            &[&oid],
+        )
+        .await
+        .map_err(|e| LoadError::sql("reading the table's columns", &e))?;
+    Ok(rows.iter().map(|r| TableColumn { name: r.get(0), type_oid: r.get(1), type_name: r.get(2), generated: r.get(3) }).collect())
+}
+
+/// The columns the input fills, in input order, and where each sits in the table.
+#[derive(Debug, Clone)]
+pub struct ColumnPlan {
+    pub targets: Vec<TargetColumn>,
+    /// For each table column (attnum order), its index among `targets`.
+    pub table_to_target: Vec<Option<usize>>,
+    /// `("a", "b", …)` for COPY statements.
+    pub copy_list: String,
+}
+
+pub fn plan_columns(table: &QualifiedName, columns: &[TableColumn], chosen: Option<&[String]>) -> Result<ColumnPlan, LoadError> {
+    let names: Vec<String> = match chosen {
+        Some(c) => c.to_vec(),
+        None => columns.iter().filter(|c| !c.generated).map(|c| c.name.clone()).collect(),
+    };
+    let mut targets = Vec::with_capacity(names.len());
+    let mut table_to_target = vec![None; columns.len()];
+    for (i, n) in names.iter().enumerate() {
+        let Some(pos) = columns.iter().position(|c| &c.name == n) else {
+            let have: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+            return Err(LoadError::Setup(format!("{table} has no column {n:?} (it has {})", have.join(", "))));
+        };
+        if columns[pos].generated {
+            return Err(LoadError::Setup(format!("column {n:?} of {table} is generated and cannot be loaded; leave it out of --columns")));
+        }
+        if table_to_target[pos].is_some() {
+            return Err(LoadError::Setup(format!("column {n:?} is named twice in --columns")));
+        }
+        table_to_target[pos] = Some(i);
+        let c = &columns[pos];
+        targets.push(TargetColumn { name: c.name.clone(), type_oid: c.type_oid, ty: PgType::from_oid(c.type_oid) });
+    }
+    let copy_list = format!("({})", targets.iter().map(|t| quote_ident(&t.name)).collect::<Vec<_>>().join(", "));
+    Ok(ColumnPlan { targets, table_to_target, copy_list })
+}
+
+/// Why rows cannot go straight to leaves, if they cannot.
+pub fn parent_only_reason(info: &TableInfo) -> Option<String> {
+    if info.row_security {
+        return Some(format!("{} has row-level security, which loading leaves directly would bypass", info.name));
+    }
+    if info.has_triggers {
+        return Some(format!("{} has triggers, which loading leaves directly would bypass", info.name));
+    }
+    None
+}
+
+pub async fn resolve(client: &Client, table: &QualifiedName) -> Result<TableInfo, LoadError> {
+    catalog::table_info(client, table).await?.ok_or_else(|| {
+        LoadError::Setup(format!(
+            "table {table} does not exist: create it first (chute partition create {table} --columns … --key … --interval …)"
+        ))
+    })
+}
