@@ -99,13 +99,15 @@ pub enum Command {
     chute load conditions part1.csv.gz part2.csv.zst --workers 4
     zcat big.csv.gz | chute load metrics - --header
     chute load events events.jsonl --format jsonl --columns ts,dev_id,payload
-    chute load ticks ticks.csv --columns time,symbol,price --epoch ms")]
+    chute load ticks ticks.csv --columns time,symbol,price --epoch ms
+    chute load --format tsbs tsbs_iot.tsbs.gz          # tables come from the file")]
     Load(LoadArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct LoadArgs {
-    /// The table to load ([schema.]name).
+    /// The table to load ([schema.]name). With --format tsbs every
+    /// positional argument is a file: the tables come from the file.
     pub table: String,
     /// Input files (plain, .gz or .zst); `-` or nothing reads stdin.
     pub files: Vec<String>,
@@ -160,6 +162,9 @@ pub struct LoadArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// tsbs: partition each measurement table by time with this interval.
+    #[arg(long, value_name = "INTERVAL")]
+    pub interval: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -167,6 +172,8 @@ pub enum FormatArg {
     Csv,
     Text,
     Jsonl,
+    /// Time Series Benchmark Suite files (tags + one table per measurement).
+    Tsbs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -13,3 +13,5 @@ mod load;
 mod local;
 #[path = "cli/partition.rs"]
 mod partition;
+#[path = "cli/tsbs.rs"]
+mod tsbs;

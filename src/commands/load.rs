@@ -13,16 +13,28 @@ use crate::settings;
 
 pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     let opts = settings::target(conn)?;
-    let table = QualifiedName::parse(&a.table)?;
+    let tsbs = a.format == FormatArg::Tsbs;
+    anyhow::ensure!(
+        tsbs || a.interval.is_none(),
+        "--interval goes with --format tsbs; for other formats make the table with chute partition create"
+    );
+    // With tsbs the tables come from the file, so every argument is a file.
+    let (table, files) = if tsbs {
+        (QualifiedName::parse("tsbs")?, std::iter::once(a.table.clone()).chain(a.files.iter().cloned()).collect::<Vec<_>>())
+    } else {
+        (QualifiedName::parse(&a.table)?, a.files.clone())
+    };
     let inputs: Vec<InputSpec> =
-        if a.files.is_empty() { vec![InputSpec::Stdin] } else { a.files.iter().map(|f| InputSpec::parse(f)).collect() };
+        if files.is_empty() { vec![InputSpec::Stdin] } else { files.iter().map(|f| InputSpec::parse(f)).collect() };
     anyhow::ensure!(inputs.iter().filter(|i| **i == InputSpec::Stdin).count() <= 1, "stdin (-) can be read only once");
     let mut spec = LoadSpec::new(opts, table, inputs);
     spec.format = match a.format {
         FormatArg::Csv => InputFormat::Csv,
         FormatArg::Text => InputFormat::Text,
         FormatArg::Jsonl => InputFormat::Jsonl,
+        FormatArg::Tsbs => InputFormat::Tsbs,
     };
+    spec.tsbs_interval = a.interval.clone();
     spec.header = a.header;
     spec.delimiter = match a.delimiter {
         Some(c) if c.is_ascii() => Some(c as u8),

@@ -17,6 +17,7 @@ mod copy;
 mod pipeline;
 pub mod source;
 pub mod target;
+mod tsbs;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -35,6 +36,8 @@ pub enum InputFormat {
     Csv,
     Text,
     Jsonl,
+    /// Time Series Benchmark Suite files: the tables come from the file.
+    Tsbs,
 }
 
 /// Everything a load needs to know, validated.
@@ -67,6 +70,8 @@ pub struct LoadSpec {
     /// Stop (exit 2) once more rows than this were rejected.
     pub max_rejects: Option<u64>,
     pub report_every: Duration,
+    /// tsbs: partition each measurement table by time with this interval.
+    pub tsbs_interval: Option<String>,
 }
 
 impl LoadSpec {
@@ -94,6 +99,7 @@ impl LoadSpec {
             reject_file: None,
             max_rejects: None,
             report_every: Duration::from_secs(10),
+            tsbs_interval: None,
         }
     }
 }

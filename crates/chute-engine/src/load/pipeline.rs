@@ -17,12 +17,15 @@ use chute_core::value::EncodeContext;
 use super::copy::{self, Batch, CopyOutcome, RejectedRow};
 use super::source::{self, InputSpec};
 use super::target::{self, ColumnPlan};
+
 use super::{InputFormat, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats};
 
-/// Where a row goes: a leaf of the routing table, or the parent (the server
-/// routes), in binary or (for values the server must parse) text format.
+/// Where a row goes: a leaf of one of the load's tables, or that table's
+/// parent (the server routes), in binary or (for values the server must
+/// parse) text format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Target {
+    pub table: u16,
     pub leaf: LeafRef,
     pub text: bool,
 }
@@ -33,13 +36,15 @@ pub(crate) enum LeafRef {
     Parent,
 }
 
-/// How rows find their leaf.
+/// How rows of one table find their leaf.
 #[derive(Debug)]
 pub(crate) struct Routing {
     /// Leaf names by id.
     pub leaves: Vec<QualifiedName>,
     pub parent: QualifiedName,
     pub mode: RouteMode,
+    /// `("a", "b", …)` for this table's COPY statements.
+    pub copy_list: String,
 }
 
 #[derive(Debug)]
@@ -50,12 +55,12 @@ pub(crate) enum RouteMode {
     Parent,
 }
 
-enum Routed {
+pub(crate) enum Routed {
     To(LeafRef),
 }
 
 impl Routing {
-    fn route(&self, _row: &[u8]) -> Routed {
+    pub(crate) fn route(&self, _row: &[u8]) -> Routed {
         match self.mode {
             RouteMode::Single => Routed::To(LeafRef::Leaf(0)),
             RouteMode::Parent => Routed::To(LeafRef::Parent),
@@ -71,11 +76,11 @@ impl Routing {
 }
 
 /// A piece of input cut at a record end.
-struct Chunk {
-    input: usize,
-    data: Vec<u8>,
-    first_line: u64,
-    base_offset: u64,
+pub(crate) struct Chunk {
+    pub input: usize,
+    pub data: Vec<u8>,
+    pub first_line: u64,
+    pub base_offset: u64,
 }
 
 /// Rows of one chunk for one target, encoded.
@@ -91,7 +96,7 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    fn push(&mut self, row: &[u8], raw: &[u8], line: u64) {
+    pub(crate) fn push(&mut self, row: &[u8], raw: &[u8], line: u64) {
         self.data.extend_from_slice(row);
         self.row_ends.push(self.data.len() as u32);
         self.raw.extend_from_slice(raw);
@@ -113,11 +118,19 @@ pub(crate) struct Reject {
 }
 
 /// What a parse thread made of one chunk.
-struct ChunkOut {
-    input: usize,
-    segments: Vec<(Target, Segment)>,
-    rejects: Vec<Reject>,
-    budget: usize,
+#[derive(Default)]
+pub(crate) struct ChunkOut {
+    pub segments: Vec<(Target, Segment)>,
+    pub rejects: Vec<Reject>,
+    /// Rows whose tag set has no id yet (tsbs): resolved by the coordinator.
+    pub pending_tags: Vec<super::tsbs::PendingRow>,
+    pub budget: usize,
+}
+
+/// Turns a chunk of input into rows for targets: the per-format part of a
+/// load. Called from several parse threads at once.
+pub(crate) trait ChunkProcessor: Send + Sync {
+    fn process(&self, chunk: &Chunk) -> ChunkOut;
 }
 
 /// One budget of bytes for everything in flight: parse threads take from it
@@ -182,24 +195,35 @@ fn make_format(spec: &LoadSpec, plan: &ColumnPlan) -> Result<Box<dyn Format>, Lo
             Box::new(TextParser::new(o).map_err(setup)?)
         }
         InputFormat::Jsonl => Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?),
+        InputFormat::Tsbs => return Err(LoadError::Setup("tsbs input is prepared separately".into())),
     })
 }
 
 /// The session TimeZone, which text COPY uses for timestamps without an offset.
-async fn session_zone(client: &tokio_postgres::Client) -> Option<jiff::tz::TimeZone> {
+pub(crate) async fn session_zone(client: &tokio_postgres::Client) -> Option<jiff::tz::TimeZone> {
     let name: String = client.query_one("SHOW TimeZone", &[]).await.ok()?.get(0);
     chute_core::partman::interval::zone(&name).ok()
 }
 
-/// Runs a load to the end (or to the reject limit).
-pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<LoadReport, LoadError> {
-    let began = Instant::now();
-    let control = spec.target.connect().await?;
-    let info = target::resolve(&control, &spec.table).await?;
-    let columns = target::table_columns(&control, info.oid).await?;
-    let plan = target::plan_columns(&info.name, &columns, spec.columns.as_deref())?;
-    let ctx = EncodeContext { session_tz: session_zone(&control).await, epoch: spec.epoch };
+/// Everything format-specific a load needs, made before any row moves.
+pub(crate) struct Prepared {
+    pub tables: Vec<Arc<Routing>>,
+    pub processor: Arc<dyn ChunkProcessor>,
+    /// Cuts the input into chunks (the format's boundary finder).
+    pub boundary: Arc<dyn Format>,
+    /// Bytes and lines to skip at the start of every input (a tsbs header).
+    pub skip: Option<fn(&[u8]) -> Result<Option<(usize, u64)>, String>>,
+    pub tags: Option<super::tsbs::TagResolver>,
+    pub via_parent_reason: Option<String>,
+    pub summary_table: String,
+}
 
+/// Prepares a load of csv, text or jsonl into one table.
+async fn prepare_single(spec: &LoadSpec, control: &tokio_postgres::Client, progress: &mut dyn LoadProgress) -> Result<Prepared, LoadError> {
+    let info = target::resolve(control, &spec.table).await?;
+    let columns = target::table_columns(control, info.oid).await?;
+    let plan = target::plan_columns(&info.name, &columns, spec.columns.as_deref())?;
+    let ctx = EncodeContext { session_tz: session_zone(control).await, epoch: spec.epoch };
     let mut via_parent_reason = None;
     let mode = if spec.via_parent {
         via_parent_reason = Some("--via-parent was given".to_owned());
@@ -216,10 +240,32 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         via_parent_reason = Some(reason);
         RouteMode::Parent
     };
-    let routing = Arc::new(Routing { leaves: vec![info.name.clone()], parent: info.name.clone(), mode });
+    let routing = Arc::new(Routing { leaves: vec![info.name.clone()], parent: info.name.clone(), mode, copy_list: plan.copy_list.clone() });
+    let format: Arc<dyn Format> = Arc::from(make_format(spec, &plan)?);
+    let processor = Arc::new(GenericProcessor {
+        format: format.clone(),
+        encoder: RowEncoder::new(plan.targets.clone(), ctx),
+        routing: routing.clone(),
+    });
+    Ok(Prepared {
+        tables: vec![routing],
+        processor,
+        boundary: format,
+        skip: None,
+        tags: None,
+        via_parent_reason,
+        summary_table: info.name.to_string(),
+    })
+}
 
-    let format: Arc<dyn Format> = Arc::from(make_format(&spec, &plan)?);
-    let encoder = Arc::new(RowEncoder::new(plan.targets.clone(), ctx));
+/// Runs a load to the end (or to the reject limit).
+pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<LoadReport, LoadError> {
+    let began = Instant::now();
+    let control = spec.target.connect().await?;
+    let prepared = match spec.format {
+        InputFormat::Tsbs => super::tsbs::prepare(&spec, &control, progress).await?,
+        _ => prepare_single(&spec, &control, progress).await?,
+    };
     let budget = Arc::new(Budget::new(spec.memory_budget));
     let cancel = Arc::new(AtomicBool::new(false));
     let bytes_read = Arc::new(AtomicU64::new(0));
@@ -249,23 +295,24 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 
     // The reader.
     let reader = {
-        let (format, cancel, bytes_read, chunk_bytes) = (format.clone(), cancel.clone(), bytes_read.clone(), spec.chunk_bytes);
+        let (format, skip, cancel, bytes_read, chunk_bytes) =
+            (prepared.boundary.clone(), prepared.skip, cancel.clone(), bytes_read.clone(), spec.chunk_bytes);
         std::thread::Builder::new()
             .name("chute-reader".into())
-            .spawn(move || read_inputs(inputs, format.as_ref(), chunk_bytes, &chunk_tx, &cancel, &bytes_read))
+            .spawn(move || read_inputs(inputs, format.as_ref(), skip, chunk_bytes, &chunk_tx, &cancel, &bytes_read))
             .map_err(|e| LoadError::Setup(format!("cannot start the reader thread: {e}")))?
     };
     // Parse, encode and route.
     let mut parsers = Vec::new();
     for n in 0..spec.parse_threads.max(1) {
         let (rx, tx) = (chunk_rx.clone(), out_tx.clone());
-        let (format, encoder, routing, budget, cancel) = (format.clone(), encoder.clone(), routing.clone(), budget.clone(), cancel.clone());
+        let (processor, budget, cancel) = (prepared.processor.clone(), budget.clone(), cancel.clone());
         parsers.push(
             std::thread::Builder::new()
                 .name(format!("chute-parse-{n}"))
                 .spawn(move || {
                     while let Ok(chunk) = rx.recv() {
-                        let out = parse_chunk(&chunk, format.as_ref(), &encoder, &routing);
+                        let out = processor.process(&chunk);
                         budget.acquire(out.budget, &cancel);
                         if tx.send(out).is_err() {
                             break;
@@ -279,8 +326,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     drop(out_tx);
 
     let mut co = Coordinator {
-        routing: routing.clone(),
-        copy_list: plan.copy_list.clone(),
+        tables: prepared.tables.clone(),
         batch_bytes: spec.batch_bytes,
         accum: HashMap::new(),
         accum_bytes: 0,
@@ -291,6 +337,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         rejects: RejectWriter::new(spec.reject_file.clone(), &names),
         max_rejects: spec.max_rejects,
         limit_hit: false,
+        tags: prepared.tags,
+        control,
     };
     let mut last_report = Instant::now();
     let mut error: Option<LoadError> = None;
@@ -304,7 +352,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         } else {
             tokio::select! {
                 out = out_rx.recv_async(), if !parsing_done => match out {
-                    Ok(out) => { co.merge(out).await; }
+                    Ok(out) => if let Err(e) = co.merge(out).await { error.get_or_insert(e); },
                     Err(_) => {
                         parsing_done = true;
                         co.flush_all().await;
@@ -367,11 +415,11 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     stats.partitions_touched = co.touched.len();
     progress.update(&stats);
     Ok(LoadReport {
-        table: info.name.to_string(),
+        table: prepared.summary_table,
         rows_per_second: stats.rows_loaded as f64 / stats.seconds.max(1e-9),
         mb_per_second: stats.bytes_read as f64 / 1048576.0 / stats.seconds.max(1e-9),
         reject_file: co.rejects.path_if_written(),
-        via_parent_reason,
+        via_parent_reason: prepared.via_parent_reason,
         reject_limit_exceeded: co.limit_hit,
         stats,
     })
@@ -381,6 +429,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 fn read_inputs(
     inputs: Vec<source::Input>,
     format: &dyn Format,
+    skip: Option<fn(&[u8]) -> Result<Option<(usize, u64)>, String>>,
     chunk_bytes: usize,
     tx: &flume::Sender<Chunk>,
     cancel: &AtomicBool,
@@ -393,24 +442,39 @@ fn read_inputs(
         let mut buf: Vec<u8> = Vec::with_capacity(chunk_bytes * 2);
         let (mut line, mut offset) = (1u64, 0u64);
         let mut eof = false;
-        while !eof {
+        let mut skipping = skip;
+        while !eof || !buf.is_empty() {
             if cancel.load(Ordering::Relaxed) {
                 return Ok(());
             }
             // Fill up to one chunk's worth past what is buffered.
             let want = buf.len() + chunk_bytes;
-            while buf.len() < want {
+            while buf.len() < want && !eof {
                 let at = buf.len();
                 buf.resize(want, 0);
                 let n = input.reader.read(&mut buf[at..]).map_err(io_err)?;
                 buf.truncate(at + n);
                 if n == 0 {
                     eof = true;
-                    break;
                 }
             }
             bytes_read.store(done_before + input.read_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+            if let Some(f) = skipping {
+                match f(&buf).map_err(|message| LoadError::Input { input: name.clone(), message })? {
+                    Some((bytes, lines)) => {
+                        buf.drain(..bytes);
+                        offset += bytes as u64;
+                        line += lines;
+                        skipping = None;
+                    }
+                    None if eof => return Err(LoadError::Input { input: name, message: "the file ends inside its header".into() }),
+                    None => continue,
+                }
+            }
             let Some(mut end) = format.last_record_end(&buf, eof) else {
+                if eof {
+                    break;
+                }
                 if buf.len() > 256 << 20 {
                     return Err(LoadError::Input {
                         input: name,
@@ -442,47 +506,61 @@ fn read_inputs(
     Ok(())
 }
 
-/// Parses one chunk, encodes every record and sorts the rows by target.
-fn parse_chunk(chunk: &Chunk, format: &dyn Format, encoder: &RowEncoder, routing: &Routing) -> ChunkOut {
-    let mut segments: HashMap<Target, Segment> = HashMap::new();
-    let mut rejects = Vec::new();
-    let mut row = Vec::with_capacity(512);
-    let mut on_record = |fields: &Fields, pos: RecordPos| {
-        let raw = pos.slice(&chunk.data, chunk.base_offset);
-        row.clear();
-        match encoder.encode(fields, &mut row) {
-            RowOutcome::Binary => match routing.route(&row) {
-                Routed::To(leaf) => segments.entry(Target { leaf, text: false }).or_default().push(&row, raw, pos.line),
-            },
-            RowOutcome::NeedsServer { .. } => {
-                // The server parses this row; it routes it too.
-                write_text_row(fields, &mut row);
-                segments.entry(Target { leaf: LeafRef::Parent, text: true }).or_default().push(&row, raw, pos.line);
+/// csv, text and jsonl into one table: parse, encode, route.
+struct GenericProcessor {
+    format: Arc<dyn Format>,
+    encoder: RowEncoder,
+    routing: Arc<Routing>,
+}
+
+impl ChunkProcessor for GenericProcessor {
+    fn process(&self, chunk: &Chunk) -> ChunkOut {
+        let (encoder, routing) = (&self.encoder, &self.routing);
+        let mut segments: HashMap<Target, Segment> = HashMap::new();
+        let mut rejects = Vec::new();
+        let mut row = Vec::with_capacity(512);
+        let mut on_record = |fields: &Fields, pos: RecordPos| {
+            let raw = pos.slice(&chunk.data, chunk.base_offset);
+            row.clear();
+            match encoder.encode(fields, &mut row) {
+                RowOutcome::Binary => match routing.route(&row) {
+                    Routed::To(leaf) => segments.entry(Target { table: 0, leaf, text: false }).or_default().push(&row, raw, pos.line),
+                },
+                RowOutcome::NeedsServer { .. } => {
+                    // The server parses this row; it routes it too.
+                    write_text_row(fields, &mut row);
+                    segments.entry(Target { table: 0, leaf: LeafRef::Parent, text: true }).or_default().push(&row, raw, pos.line);
+                }
+                RowOutcome::Invalid { column, reason } => {
+                    let reason = format!("column {}: {reason}", encoder.columns[column].name);
+                    rejects.push(Reject { input: chunk.input, line: pos.line, raw: raw.to_vec(), reason })
+                }
+                RowOutcome::FieldCount { expected, found } => rejects.push(Reject {
+                    input: chunk.input,
+                    line: pos.line,
+                    raw: raw.to_vec(),
+                    reason: format!("expected {expected} fields, found {found}"),
+                }),
             }
-            RowOutcome::Invalid { column, reason } => {
-                let reason = format!("column {}: {reason}", encoder.columns[column].name);
-                rejects.push(Reject { input: chunk.input, line: pos.line, raw: raw.to_vec(), reason })
-            }
-            RowOutcome::FieldCount { expected, found } => rejects.push(Reject {
-                input: chunk.input,
-                line: pos.line,
-                raw: raw.to_vec(),
-                reason: format!("expected {expected} fields, found {found}"),
-            }),
-        }
-    };
-    let mut parse_errors = Vec::new();
-    let mut on_error = |e: RecordError| {
-        let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
-        parse_errors.push(Reject { input: chunk.input, line: e.pos.line, raw, reason: e.reason });
-    };
-    // The reader already cut the input at an end-of-data marker.
-    let _: ChunkEnd = format.parse_chunk(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
-    rejects.append(&mut parse_errors);
-    rejects.sort_by_key(|r| r.line);
+        };
+        let mut parse_errors = Vec::new();
+        let mut on_error = |e: RecordError| {
+            let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
+            parse_errors.push(Reject { input: chunk.input, line: e.pos.line, raw, reason: e.reason });
+        };
+        // The reader already cut the input at an end-of-data marker.
+        let _: ChunkEnd = self.format.parse_chunk(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
+        rejects.append(&mut parse_errors);
+        rejects.sort_by_key(|r| r.line);
+        finish_chunk(segments, rejects, chunk.input)
+    }
+}
+
+/// Packs a chunk's results, with the budget they take.
+pub(crate) fn finish_chunk(segments: HashMap<Target, Segment>, rejects: Vec<Reject>, _input: usize) -> ChunkOut {
     let segments: Vec<(Target, Segment)> = segments.into_iter().collect();
     let budget = segments.iter().map(|(_, s)| s.bytes()).sum();
-    ChunkOut { input: chunk.input, segments, rejects, budget }
+    ChunkOut { segments, rejects, pending_tags: Vec::new(), budget }
 }
 
 /// Rows waiting for a target to fill a batch.
@@ -493,8 +571,7 @@ struct Accum {
 }
 
 struct Coordinator {
-    routing: Arc<Routing>,
-    copy_list: String,
+    tables: Vec<Arc<Routing>>,
     batch_bytes: usize,
     accum: HashMap<Target, Accum>,
     accum_bytes: usize,
@@ -505,13 +582,20 @@ struct Coordinator {
     rejects: RejectWriter,
     max_rejects: Option<u64>,
     limit_hit: bool,
+    tags: Option<super::tsbs::TagResolver>,
+    control: tokio_postgres::Client,
 }
 
 impl Coordinator {
-    async fn merge(&mut self, out: ChunkOut) {
-        let _ = out.input;
-        for r in out.rejects {
+    async fn merge(&mut self, mut out: ChunkOut) -> Result<(), LoadError> {
+        for r in std::mem::take(&mut out.rejects) {
             self.reject(r);
+        }
+        if !out.pending_tags.is_empty() {
+            let resolver = self.tags.as_mut().ok_or_else(|| LoadError::Setup("rows wait for tags, but no tag table is set up".into()))?;
+            let mut extra: HashMap<Target, Segment> = HashMap::new();
+            resolver.resolve(&self.control, std::mem::take(&mut out.pending_tags), &self.tables, &mut extra).await?;
+            out.segments.extend(extra);
         }
         let per_segment = out.budget / out.segments.len().max(1);
         for (target, seg) in out.segments {
@@ -529,6 +613,7 @@ impl Coordinator {
                 self.dispatch(target).await;
             }
         }
+        Ok(())
     }
 
     fn reject(&mut self, r: Reject) {
@@ -546,11 +631,12 @@ impl Coordinator {
             return;
         }
         self.accum_bytes -= a.seg.data.len();
-        let name = self.routing.name(target.leaf);
+        let table = &self.tables[usize::from(target.table)];
+        let name = table.name(target.leaf);
         let sql = if target.text {
-            format!("COPY {} {} FROM STDIN", name.quoted(), self.copy_list)
+            format!("COPY {} {} FROM STDIN", name.quoted(), table.copy_list)
         } else {
-            format!("COPY {} {} FROM STDIN (FORMAT binary)", name.quoted(), self.copy_list)
+            format!("COPY {} {} FROM STDIN (FORMAT binary)", name.quoted(), table.copy_list)
         };
         self.touched.insert(name.clone());
         self.stats.batches += 1;

@@ -1,0 +1,318 @@
+//! Loading Time Series Benchmark Suite files.
+//!
+//! A tsbs file names its own tables: a header lists the tags and, per
+//! measurement, the fields. chute creates (or reuses) the `tags` table, unique
+//! over all tag columns with `NULLS NOT DISTINCT` so re-runs and empty tag
+//! values never duplicate a tag set, and one table per measurement with the
+//! schema and indexes of the published runs. Each row needs the id of its tag
+//! set: parse threads look it up in a shared cache; rows with a tag set not
+//! seen yet wait while the coordinator inserts it, then get the id patched
+//! into their already encoded bytes.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::{Arc, RwLock};
+
+use chute_core::encode::PG_EPOCH_OFFSET_MICROS;
+use chute_core::ident::{QualifiedName, quote_ident};
+use chute_core::parse::tsbs::{TsbsHeader, TsbsParser, TsbsRecord, parse_tsbs_header};
+use chute_core::parse::{Fields, RecordError, RecordPos};
+use chute_core::value::{EncodeContext, PgType, ValueError, encode_text};
+use tokio_postgres::Client;
+use tokio_postgres::types::ToSql;
+
+use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, Prepared, Reject, RouteMode, Routed, Routing, Segment, Target, finish_chunk};
+use super::source::{self, InputSpec};
+use super::{LoadError, LoadProgress, LoadSpec};
+
+/// Where the int4 `tags_id` value sits in an encoded row: after the field
+/// count (2), the time field (4 + 8) and tags_id's length word (4).
+const TAGS_ID_AT: usize = 2 + 12 + 4;
+
+/// A row whose tag set has no id yet.
+pub(crate) struct PendingRow {
+    table: u16,
+    key: Vec<u8>,
+    tags: Vec<Option<String>>,
+    row: Vec<u8>,
+    raw: Vec<u8>,
+    line: u64,
+}
+
+type TagCache = Arc<RwLock<HashMap<Vec<u8>, i32>>>;
+
+/// Inserts new tag sets and hands out their ids.
+pub(crate) struct TagResolver {
+    cache: TagCache,
+    sql: String,
+}
+
+impl TagResolver {
+    pub(crate) async fn resolve(
+        &mut self,
+        client: &Client,
+        pending: Vec<PendingRow>,
+        tables: &[Arc<Routing>],
+        out: &mut HashMap<Target, Segment>,
+    ) -> Result<(), LoadError> {
+        for mut p in pending {
+            let cached = self.cache.read().expect("tag cache").get(&p.key).copied();
+            let id = match cached {
+                Some(id) => id,
+                None => {
+                    let params: Vec<&(dyn ToSql + Sync)> = p.tags.iter().map(|t| t as &(dyn ToSql + Sync)).collect();
+                    let id: i32 =
+                        client.query_one(&self.sql, &params).await.map_err(|e| LoadError::sql("adding a tag set to tags", &e))?.get(0);
+                    self.cache.write().expect("tag cache").insert(p.key.clone(), id);
+                    id
+                }
+            };
+            p.row[TAGS_ID_AT..TAGS_ID_AT + 4].copy_from_slice(&id.to_be_bytes());
+            let table = &tables[usize::from(p.table)];
+            let Routed::To(leaf) = table.route(&p.row);
+            out.entry(Target { table: p.table, leaf, text: false }).or_default().push(&p.row, &p.raw, p.line);
+        }
+        Ok(())
+    }
+}
+
+/// Reads the header of a tsbs file.
+fn read_header(spec: &InputSpec) -> Result<TsbsHeader, LoadError> {
+    let mut input = source::open(spec, 64 << 20)?;
+    let mut buf = Vec::new();
+    let mut piece = vec![0u8; 64 << 10];
+    loop {
+        let n = input.reader.read(&mut piece).map_err(|e| LoadError::Input { input: spec.display_name(), message: e.to_string() })?;
+        buf.extend_from_slice(&piece[..n]);
+        match parse_tsbs_header(&buf) {
+            Ok(Some((h, _, _))) => return Ok(h),
+            Ok(None) if n == 0 || buf.len() > 16 << 20 => {
+                return Err(LoadError::Input {
+                    input: spec.display_name(),
+                    message: "no complete tsbs header block (tags line, measurement lines, empty line)".into(),
+                });
+            }
+            Ok(None) => {}
+            Err(e) => return Err(LoadError::Input { input: spec.display_name(), message: e.to_string() }),
+        }
+    }
+}
+
+fn skip_header(buf: &[u8]) -> Result<Option<(usize, u64)>, String> {
+    parse_tsbs_header(buf).map(|h| h.map(|(_, bytes, lines)| (bytes, lines))).map_err(|e| e.to_string())
+}
+
+fn tag_type(t: &str) -> &'static str {
+    match t {
+        "float32" | "float64" | "float" => "double precision",
+        "int" | "int32" | "int64" => "bigint",
+        _ => "text",
+    }
+}
+
+/// Creates or reuses the tables and builds the processor.
+pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dyn LoadProgress) -> Result<Prepared, LoadError> {
+    if spec.inputs.iter().any(|i| *i == InputSpec::Stdin) {
+        return Err(LoadError::Setup("--format tsbs reads files (their headers name the tables), not stdin".into()));
+    }
+    let header = read_header(&spec.inputs[0])?;
+    for other in &spec.inputs[1..] {
+        if read_header(other)? != header {
+            return Err(LoadError::Setup(format!(
+                "{} has a different tsbs header than {}: load them separately",
+                other.display_name(),
+                spec.inputs[0].display_name()
+            )));
+        }
+    }
+    if spec.tsbs_interval.is_some() {
+        return Err(LoadError::Setup(
+            "--interval with --format tsbs needs client-side routing into partitions, which is not built yet".into(),
+        ));
+    }
+    let schema: String =
+        control.query_one("SELECT current_schema()::text", &[]).await.map_err(|e| LoadError::sql("reading the schema", &e))?.get(0);
+    let tag_cols: Vec<String> = header.tags.iter().map(|(n, _)| quote_ident(n)).collect();
+    let tags_table = QualifiedName::new(schema.clone(), "tags");
+    let defs: Vec<String> = header.tags.iter().map(|(n, t)| format!("{} {}", quote_ident(n), tag_type(t))).collect();
+    let ddl = format!(
+        "CREATE TABLE IF NOT EXISTS {} (id serial PRIMARY KEY, {}, UNIQUE NULLS NOT DISTINCT ({}))",
+        tags_table.quoted(),
+        defs.join(", "),
+        tag_cols.join(", ")
+    );
+    control.batch_execute(&ddl).await.map_err(|e| LoadError::sql("creating the tags table", &e))?;
+    let have: Vec<String> = control
+        .query(
+            "SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped",
+            &[&tags_table.quoted()],
+        )
+        .await
+        .map_err(|e| LoadError::sql("reading the tags table", &e))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let missing: Vec<&str> = header.tags.iter().map(|(n, _)| n.as_str()).filter(|n| !have.iter().any(|h| h == n)).collect();
+    if !missing.is_empty() {
+        return Err(LoadError::Setup(format!(
+            "{tags_table} exists with other tag columns ({}) than this file's ({}): load each tsbs use case into its own database or schema (e.g. PGOPTIONS='-c search_path=iot')",
+            have.iter().filter(|h| *h != "id").cloned().collect::<Vec<_>>().join(", "),
+            header.tags.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let casts: Vec<String> = header.tags.iter().enumerate().map(|(i, (_, t))| format!("${}::text::{}", i + 1, tag_type(t))).collect();
+    let v_cols: Vec<String> = (0..header.tags.len()).map(|i| format!("c{i}")).collect();
+    let sql = format!(
+        "WITH v ({vc}) AS (SELECT {casts}), ins AS (INSERT INTO {t} ({cols}) SELECT {vc} FROM v ON CONFLICT DO NOTHING RETURNING id)
+         SELECT id FROM ins UNION ALL SELECT x.id FROM {t} x, v WHERE ({xcols}) IS NOT DISTINCT FROM ({vc}) LIMIT 1",
+        vc = v_cols.join(", "),
+        casts = casts.join(", "),
+        t = tags_table.quoted(),
+        cols = tag_cols.join(", "),
+        xcols = tag_cols.iter().map(|c| format!("x.{c}")).collect::<Vec<_>>().join(", "),
+    );
+
+    let first_tag = header.tags.first().map(|(n, _)| n.clone()).ok_or_else(|| LoadError::Setup("the tsbs header lists no tags".into()))?;
+    let mut tables = Vec::new();
+    for (m, fields) in &header.measurements {
+        let name = QualifiedName::new(schema.clone(), m.clone());
+        let exists: bool = control
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&name.quoted()])
+            .await
+            .map_err(|e| LoadError::sql("looking for a table", &e))?
+            .get(0);
+        let mut cols = vec!["time".to_owned(), "tags_id".to_owned(), first_tag.clone()];
+        cols.extend(fields.iter().cloned());
+        cols.push("additional_tags".into());
+        if !exists {
+            let mut defs =
+                vec!["time timestamptz NOT NULL".to_owned(), "tags_id integer".to_owned(), format!("{} text", quote_ident(&first_tag))];
+            defs.extend(fields.iter().map(|f| format!("{} double precision", quote_ident(f))));
+            defs.push("additional_tags jsonb".into());
+            let q = name.quoted();
+            control
+                .batch_execute(&format!(
+                    "CREATE TABLE {q} ({}); CREATE INDEX ON {q} (tags_id, time DESC); CREATE INDEX ON {q} (time DESC)",
+                    defs.join(", ")
+                ))
+                .await
+                .map_err(|e| LoadError::sql(format!("creating {name}"), &e))?;
+            progress.notice(&format!("created {name}"));
+        }
+        let copy_list = format!("({})", cols.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", "));
+        tables.push(Arc::new(Routing { leaves: vec![name.clone()], parent: name, mode: RouteMode::Single, copy_list }));
+    }
+    let cache: TagCache = Arc::default();
+    let processor = Arc::new(TsbsProcessor { parser: TsbsParser::new(header.clone()), cache: cache.clone(), tables: tables.clone() });
+    Ok(Prepared {
+        boundary: Arc::new(TsbsParser::new(header.clone())),
+        tables,
+        processor,
+        skip: Some(skip_header),
+        tags: Some(TagResolver { cache, sql }),
+        via_parent_reason: None,
+        summary_table: header.measurements.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>().join(", "),
+    })
+}
+
+struct TsbsProcessor {
+    parser: TsbsParser,
+    cache: TagCache,
+    tables: Vec<Arc<Routing>>,
+}
+
+fn tag_key(tags: &Fields, key: &mut Vec<u8>) {
+    key.clear();
+    for t in tags.iter() {
+        match t {
+            None => key.push(0xff),
+            Some(v) => {
+                key.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                key.extend_from_slice(v);
+            }
+        }
+    }
+}
+
+/// Encodes one tsbs record for its measurement table; `Err` is a reject reason.
+fn encode_record(rec: &TsbsRecord<'_>, row: &mut Vec<u8>) -> Result<(), String> {
+    let ctx = EncodeContext::default();
+    let fields = 3 + rec.values.len() + 1;
+    row.extend_from_slice(&(fields as i16).to_be_bytes());
+    row.extend_from_slice(&8i32.to_be_bytes());
+    row.extend_from_slice(&(rec.time_ns.div_euclid(1000) - PG_EPOCH_OFFSET_MICROS).to_be_bytes());
+    row.extend_from_slice(&4i32.to_be_bytes());
+    row.extend_from_slice(&0i32.to_be_bytes());
+    match rec.tags.get(0) {
+        Some(v) => put(row, PgType::Text, v, &ctx)?,
+        None => row.extend_from_slice(&(-1i32).to_be_bytes()),
+    }
+    for v in rec.values.iter() {
+        match v {
+            Some(v) => put(row, PgType::Float8, v, &ctx)?,
+            None => row.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+    match rec.additional_tags {
+        Some(j) => put(row, PgType::Jsonb, j, &ctx)?,
+        None => row.extend_from_slice(&(-1i32).to_be_bytes()),
+    }
+    Ok(())
+}
+
+fn put(row: &mut Vec<u8>, ty: PgType, v: &[u8], ctx: &EncodeContext) -> Result<(), String> {
+    let at = row.len();
+    row.extend_from_slice(&[0; 4]);
+    match encode_text(ty, v, ctx, row) {
+        Ok(()) => {
+            let len = (row.len() - at - 4) as i32;
+            row[at..at + 4].copy_from_slice(&len.to_be_bytes());
+            Ok(())
+        }
+        Err(ValueError::Invalid(r)) => Err(r),
+        Err(ValueError::NeedsServer) => Err(format!("{:?} is not a number chute reads in tsbs files", String::from_utf8_lossy(v))),
+    }
+}
+
+impl ChunkProcessor for TsbsProcessor {
+    fn process(&self, chunk: &Chunk) -> ChunkOut {
+        let mut segments: HashMap<Target, Segment> = HashMap::new();
+        let mut rejects = Vec::new();
+        let mut pending = Vec::new();
+        let mut row = Vec::with_capacity(256);
+        let mut key = Vec::with_capacity(128);
+        let cache = self.cache.read().expect("tag cache").clone();
+        let mut on_record = |rec: &TsbsRecord<'_>, pos: RecordPos| {
+            let raw = pos.slice(&chunk.data, chunk.base_offset);
+            row.clear();
+            if let Err(reason) = encode_record(rec, &mut row) {
+                rejects.push(Reject { input: chunk.input, line: rec.data_line, raw: raw.to_vec(), reason });
+                return;
+            }
+            tag_key(rec.tags, &mut key);
+            let table = rec.measurement as u16;
+            match cache.get(&key) {
+                Some(id) => {
+                    row[TAGS_ID_AT..TAGS_ID_AT + 4].copy_from_slice(&id.to_be_bytes());
+                    let Routed::To(leaf) = self.tables[rec.measurement].route(&row);
+                    segments.entry(Target { table, leaf, text: false }).or_default().push(&row, raw, rec.data_line);
+                }
+                None => {
+                    let tags = rec.tags.iter().map(|t| t.map(|v| String::from_utf8_lossy(v).into_owned())).collect();
+                    pending.push(PendingRow { table, key: key.clone(), tags, row: row.clone(), raw: raw.to_vec(), line: rec.data_line });
+                }
+            }
+        };
+        let mut parse_errors = Vec::new();
+        let mut on_error = |e: RecordError| {
+            let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
+            parse_errors.push(Reject { input: chunk.input, line: e.pos.line, raw, reason: e.reason })
+        };
+        self.parser.parse_records(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
+        rejects.append(&mut parse_errors);
+        let mut out = finish_chunk(segments, rejects, chunk.input);
+        out.budget += pending.iter().map(|p: &PendingRow| p.row.len() + p.raw.len()).sum::<usize>();
+        out.pending_tags = pending;
+        out
+    }
+}
