@@ -205,6 +205,10 @@ pub(crate) async fn session_zone(client: &tokio_postgres::Client) -> Option<jiff
     chute_core::partman::interval::zone(&name).ok()
 }
 
+/// Finds a header to skip at the start of an input: `Some((bytes, lines))`,
+/// or `None` when more bytes are needed.
+pub(crate) type SkipHeader = fn(&[u8]) -> Result<Option<(usize, u64)>, String>;
+
 /// Everything format-specific a load needs, made before any row moves.
 pub(crate) struct Prepared {
     pub tables: Vec<Arc<Routing>>,
@@ -212,7 +216,7 @@ pub(crate) struct Prepared {
     /// Cuts the input into chunks (the format's boundary finder).
     pub boundary: Arc<dyn Format>,
     /// Bytes and lines to skip at the start of every input (a tsbs header).
-    pub skip: Option<fn(&[u8]) -> Result<Option<(usize, u64)>, String>>,
+    pub skip: Option<SkipHeader>,
     pub tags: Option<super::tsbs::TagResolver>,
     pub via_parent_reason: Option<String>,
     pub summary_table: String,
@@ -429,7 +433,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 fn read_inputs(
     inputs: Vec<source::Input>,
     format: &dyn Format,
-    skip: Option<fn(&[u8]) -> Result<Option<(usize, u64)>, String>>,
+    skip: Option<SkipHeader>,
     chunk_bytes: usize,
     tx: &flume::Sender<Chunk>,
     cancel: &AtomicBool,

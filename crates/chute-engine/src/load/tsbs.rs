@@ -112,7 +112,7 @@ fn tag_type(t: &str) -> &'static str {
 
 /// Creates or reuses the tables and builds the processor.
 pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dyn LoadProgress) -> Result<Prepared, LoadError> {
-    if spec.inputs.iter().any(|i| *i == InputSpec::Stdin) {
+    if spec.inputs.contains(&InputSpec::Stdin) {
         return Err(LoadError::Setup("--format tsbs reads files (their headers name the tables), not stdin".into()));
     }
     let header = read_header(&spec.inputs[0])?;
