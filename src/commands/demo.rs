@@ -3,6 +3,7 @@
 use std::io::IsTerminal;
 
 use chute_engine::demo::{DemoReport, DemoSpec};
+use chute_engine::load::{LoadProgress, LoadStats};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::Outcome;
@@ -15,22 +16,46 @@ pub async fn run(conn: &ConnArgs, a: DemoArgs) -> anyhow::Result<Outcome> {
     let opts = settings::target(conn)?;
     let today = jiff::Timestamp::now().as_second().div_euclid(86_400) * 86_400;
     let spec = DemoSpec { rows: a.rows, devices: a.devices, days: a.days, seed: a.seed, end_micros: today * 1_000_000 };
-    let bar = if std::io::stderr().is_terminal() && !a.json {
-        let b = ProgressBar::new(a.rows);
-        b.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} rows  {per_sec}  eta {eta}").expect("static template"));
-        b
-    } else {
-        ProgressBar::hidden()
-    };
-    eprintln!("chute: loading {} generated rows into chute_demo.conditions on {}", a.rows, opts.endpoint_label());
-    let report = chute_engine::demo::run(&opts, &spec, |n| bar.set_position(n)).await?;
-    bar.finish_and_clear();
+    let mut bar = RowsBar::new(a.rows, a.json);
+    if !a.json {
+        eprintln!("chute: loading {} generated rows into chute_demo.conditions on {}", a.rows, opts.endpoint_label());
+    }
+    let report = chute_engine::demo::run(&opts, &spec, &mut bar).await;
+    bar.0.finish_and_clear();
+    let report = report?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_summary(&report);
     }
     Ok(Outcome::Ok)
+}
+
+/// A bar over generated rows.
+struct RowsBar(ProgressBar);
+
+impl RowsBar {
+    fn new(rows: u64, json: bool) -> Self {
+        if std::io::stderr().is_terminal() && !json {
+            let b = ProgressBar::new(rows);
+            b.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} rows  {per_sec}  eta {eta}").expect("static template"));
+            RowsBar(b)
+        } else {
+            RowsBar(ProgressBar::hidden())
+        }
+    }
+}
+
+impl LoadProgress for RowsBar {
+    fn update(&mut self, s: &LoadStats) {
+        self.0.set_position(s.rows_loaded);
+    }
+
+    fn notice(&mut self, message: &str) {
+        if !self.0.is_hidden() {
+            self.0.println(format!("chute: {message}"));
+        }
+    }
 }
 
 fn print_summary(r: &DemoReport) {

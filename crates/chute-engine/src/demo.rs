@@ -6,12 +6,9 @@
 //! owns its schema, so it can drop and recreate the table on every run
 //! without touching anything of the user's.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use bytes::Bytes;
-use chute_core::encode::CopyWriter;
 use chute_core::generate::Conditions;
-use futures_util::SinkExt;
 
 use chute_core::ident::QualifiedName;
 use chute_core::partman::interval::{Span, Unit};
@@ -19,11 +16,11 @@ use chute_core::partman::{KeyType, Policy};
 
 use crate::ConnectOptions;
 use crate::exec::ExecSettings;
+use crate::load::{LoadError, LoadProgress, LoadSpec};
 use crate::partman::{CreateRequest, PartitionManager, PartmanError};
 
 /// The schema the demo owns.
 pub const DEMO_SCHEMA: &str = "chute_demo";
-const FLUSH_BYTES: usize = 1 << 20;
 
 #[derive(Debug, Clone)]
 pub struct DemoSpec {
@@ -54,6 +51,8 @@ pub enum DemoError {
     Connect(#[from] crate::ConnectError),
     #[error(transparent)]
     Partition(#[from] PartmanError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
     #[error("{step}: {source}")]
     Sql { step: &'static str, source: tokio_postgres::Error },
 }
@@ -63,7 +62,7 @@ fn sql(step: &'static str) -> impl FnOnce(tokio_postgres::Error) -> DemoError {
 }
 
 /// Runs the demo; `progress` is told the rows sent so far now and then.
-pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, mut progress: impl FnMut(u64)) -> Result<DemoReport, DemoError> {
+pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn LoadProgress) -> Result<DemoReport, DemoError> {
     let day = 86_400_000_000i64;
     let start = spec.end_micros - i64::from(spec.days) * day;
     let client = opts.connect().await?;
@@ -107,44 +106,11 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, mut progress: impl FnMu
         fields: 5,
         seed: spec.seed,
     };
-    let began = Instant::now();
-    let sink = client
-        .copy_in::<_, Bytes>(&format!("COPY {DEMO_SCHEMA}.conditions FROM STDIN (FORMAT binary)"))
-        .await
-        .map_err(sql("starting COPY"))?;
-    futures_util::pin_mut!(sink);
-    let mut buf = Vec::with_capacity(FLUSH_BYTES + 4096);
-    CopyWriter::start(&mut buf);
-    let batch = 50_000u64;
-    let mut sent = 0;
-    let mut last_report = Instant::now();
-    while sent < spec.rows {
-        let to = (sent + batch).min(spec.rows);
-        generator.for_each_row(sent, to, |time, dev, data| {
-            let mut w = CopyWriter::resume(&mut buf);
-            w.row(7);
-            w.timestamp_unix_micros(time);
-            w.int4(dev);
-            for v in data {
-                w.float8(*v);
-            }
-        });
-        sent = to;
-        if sent == spec.rows {
-            CopyWriter::resume(&mut buf).finish();
-        }
-        if buf.len() >= FLUSH_BYTES || sent == spec.rows {
-            sink.send(Bytes::from(std::mem::take(&mut buf))).await.map_err(sql("sending rows"))?;
-            buf.reserve(FLUSH_BYTES + 4096);
-        }
-        if last_report.elapsed() > Duration::from_millis(200) {
-            progress(sent);
-            last_report = Instant::now();
-        }
-    }
-    let rows = sink.finish().await.map_err(sql("finishing COPY"))?;
-    let seconds = began.elapsed().as_secs_f64();
-    progress(rows);
+    // The loader does the rest: rows straight into their daily partitions.
+    let mut load = LoadSpec::new(opts.clone(), QualifiedName::new(DEMO_SCHEMA, "conditions"), vec![]);
+    load.generator = Some((Arc::new(generator), spec.rows));
+    let report = crate::load::run(load, progress).await?;
+    let (rows, seconds) = (report.stats.rows_loaded, report.stats.seconds);
 
     client.batch_execute(&format!("ANALYZE {DEMO_SCHEMA}.conditions")).await.map_err(sql("ANALYZE"))?;
     let row = client

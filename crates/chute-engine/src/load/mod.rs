@@ -14,6 +14,7 @@
 //! takes rows.
 
 mod copy;
+mod gen_source;
 mod pipeline;
 pub mod source;
 pub mod target;
@@ -72,6 +73,8 @@ pub struct LoadSpec {
     pub report_every: Duration,
     /// tsbs: partition each measurement table by time with this interval.
     pub tsbs_interval: Option<String>,
+    /// Generated rows instead of inputs: the workload and how many rows.
+    pub generator: Option<(std::sync::Arc<dyn chute_core::generate::Workload>, u64)>,
 }
 
 impl LoadSpec {
@@ -100,6 +103,7 @@ impl LoadSpec {
             max_rejects: None,
             report_every: Duration::from_secs(10),
             tsbs_interval: None,
+            generator: None,
         }
     }
 }

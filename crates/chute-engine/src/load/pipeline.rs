@@ -81,6 +81,8 @@ pub(crate) struct Chunk {
     pub data: Vec<u8>,
     pub first_line: u64,
     pub base_offset: u64,
+    /// Generated input: the sequence numbers of the rows to make.
+    pub seq: Option<(u64, u64)>,
 }
 
 /// Rows of one chunk for one target, encoded.
@@ -213,8 +215,9 @@ pub(crate) type SkipHeader = fn(&[u8]) -> Result<Option<(usize, u64)>, String>;
 pub(crate) struct Prepared {
     pub tables: Vec<Arc<Routing>>,
     pub processor: Arc<dyn ChunkProcessor>,
-    /// Cuts the input into chunks (the format's boundary finder).
-    pub boundary: Arc<dyn Format>,
+    /// Cuts the input into chunks (the format's boundary finder); none for
+    /// generated input.
+    pub boundary: Option<Arc<dyn Format>>,
     /// Bytes and lines to skip at the start of every input (a tsbs header).
     pub skip: Option<SkipHeader>,
     pub tags: Option<super::tsbs::TagResolver>,
@@ -254,7 +257,7 @@ async fn prepare_single(spec: &LoadSpec, control: &tokio_postgres::Client, progr
     Ok(Prepared {
         tables: vec![routing],
         processor,
-        boundary: format,
+        boundary: Some(format),
         skip: None,
         tags: None,
         via_parent_reason,
@@ -266,9 +269,10 @@ async fn prepare_single(spec: &LoadSpec, control: &tokio_postgres::Client, progr
 pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<LoadReport, LoadError> {
     let began = Instant::now();
     let control = spec.target.connect().await?;
-    let prepared = match spec.format {
-        InputFormat::Tsbs => super::tsbs::prepare(&spec, &control, progress).await?,
-        _ => prepare_single(&spec, &control, progress).await?,
+    let prepared = match (&spec.generator, spec.format) {
+        (Some((workload, _)), _) => super::gen_source::prepare(&spec, workload.clone(), &control, progress).await?,
+        (None, InputFormat::Tsbs) => super::tsbs::prepare(&spec, &control, progress).await?,
+        (None, _) => prepare_single(&spec, &control, progress).await?,
     };
     let budget = Arc::new(Budget::new(spec.memory_budget));
     let cancel = Arc::new(AtomicBool::new(false));
@@ -276,10 +280,13 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 
     // Open every input first, so a missing file fails before anything is loaded.
     let mut inputs = Vec::new();
-    for i in &spec.inputs {
-        inputs.push(source::open(i, spec.memory_budget / 2)?);
+    if spec.generator.is_none() {
+        for i in &spec.inputs {
+            inputs.push(source::open(i, spec.memory_budget / 2)?);
+        }
     }
-    let bytes_total = inputs.iter().map(|i| i.total_bytes).sum::<Option<u64>>();
+    let bytes_total = if spec.generator.is_some() { None } else { inputs.iter().map(|i| i.total_bytes).sum::<Option<u64>>() };
+    let generated = spec.generator.as_ref().map(|(_, rows)| *rows);
     let names: Vec<InputSpec> = spec.inputs.clone();
 
     let (chunk_tx, chunk_rx) = flume::bounded::<Chunk>(spec.parse_threads * 2);
@@ -303,7 +310,14 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             (prepared.boundary.clone(), prepared.skip, cancel.clone(), bytes_read.clone(), spec.chunk_bytes);
         std::thread::Builder::new()
             .name("chute-reader".into())
-            .spawn(move || read_inputs(inputs, format.as_ref(), skip, chunk_bytes, &chunk_tx, &cancel, &bytes_read))
+            .spawn(move || match (generated, format) {
+                (Some(rows), _) => {
+                    super::gen_source::emit_ranges(rows, &chunk_tx, &cancel);
+                    Ok(())
+                }
+                (None, Some(format)) => read_inputs(inputs, format.as_ref(), skip, chunk_bytes, &chunk_tx, &cancel, &bytes_read),
+                (None, None) => Err(LoadError::Setup("no input and no generator".into())),
+            })
             .map_err(|e| LoadError::Setup(format!("cannot start the reader thread: {e}")))?
     };
     // Parse, encode and route.
@@ -338,7 +352,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         budget: budget.clone(),
         stats: LoadStats { bytes_total, ..LoadStats::default() },
         touched: HashSet::new(),
-        rejects: RejectWriter::new(spec.reject_file.clone(), &names),
+        rejects: RejectWriter::new(spec.reject_file.clone(), &names, spec.generator.as_ref().map(|(w, _)| w.clone())),
         max_rejects: spec.max_rejects,
         limit_hit: false,
         tags: prepared.tags,
@@ -495,7 +509,7 @@ fn read_inputs(
             let rest = buf.split_off(end);
             let lines = count_lines(&buf);
             let data = std::mem::replace(&mut buf, rest);
-            if !data.is_empty() && tx.send(Chunk { input: index, data, first_line: line, base_offset: offset }).is_err() {
+            if !data.is_empty() && tx.send(Chunk { input: index, data, first_line: line, base_offset: offset, seq: None }).is_err() {
                 return Ok(());
             }
             line += lines;
@@ -691,6 +705,9 @@ impl Coordinator {
 /// Writes rejected records: a comment line with where and why, then the
 /// record exactly as it was in the input.
 pub(crate) struct RejectWriter {
+    /// Generated input keeps no raw records: they are made again from their
+    /// sequence number (the line number minus one).
+    workload: Option<Arc<dyn chute_core::generate::Workload>>,
     path: Option<std::path::PathBuf>,
     names: Vec<String>,
     pending: Vec<Reject>,
@@ -699,9 +716,19 @@ pub(crate) struct RejectWriter {
 }
 
 impl RejectWriter {
-    fn new(path: Option<std::path::PathBuf>, inputs: &[InputSpec]) -> Self {
-        let path = path.or_else(|| inputs.first().map(|i| i.default_reject_file()));
-        RejectWriter { path, names: inputs.iter().map(|i| i.display_name()).collect(), pending: Vec::new(), file: None, written: false }
+    fn new(path: Option<std::path::PathBuf>, inputs: &[InputSpec], workload: Option<Arc<dyn chute_core::generate::Workload>>) -> Self {
+        let path = match &workload {
+            Some(_) => path.or_else(|| Some("generated.rejects".into())),
+            None => path.or_else(|| inputs.first().map(|i| i.default_reject_file())),
+        };
+        RejectWriter {
+            workload,
+            path,
+            names: inputs.iter().map(|i| i.display_name()).collect(),
+            pending: Vec::new(),
+            file: None,
+            written: false,
+        }
     }
 
     fn add(&mut self, r: Reject) {
@@ -719,8 +746,14 @@ impl RejectWriter {
             self.file = Some(std::io::BufWriter::new(f));
         }
         let f = self.file.as_mut().expect("opened above");
-        for r in self.pending.drain(..) {
-            let input = self.names.get(r.input).map(String::as_str).unwrap_or("input");
+        for mut r in self.pending.drain(..) {
+            if r.raw.is_empty()
+                && let Some(w) = &self.workload
+            {
+                w.write_csv(r.line.saturating_sub(1), &mut r.raw);
+            }
+            let input =
+                if self.workload.is_some() { "generated row" } else { self.names.get(r.input).map(String::as_str).unwrap_or("input") };
             writeln!(f, "# {input}:{}: {}", r.line, r.reason.replace('\n', " ")).map_err(err)?;
             f.write_all(&r.raw).map_err(err)?;
             if !r.raw.ends_with(b"\n") {

@@ -205,7 +205,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
     let cache: TagCache = Arc::default();
     let processor = Arc::new(TsbsProcessor { parser: TsbsParser::new(header.clone()), cache: cache.clone(), tables: tables.clone() });
     Ok(Prepared {
-        boundary: Arc::new(TsbsParser::new(header.clone())),
+        boundary: Some(Arc::new(TsbsParser::new(header.clone()))),
         tables,
         processor,
         skip: Some(skip_header),
