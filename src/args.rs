@@ -100,7 +100,8 @@ pub enum Command {
     zcat big.csv.gz | chute load metrics - --header
     chute load events events.jsonl --format jsonl --columns ts,dev_id,payload
     chute load ticks ticks.csv --columns time,symbol,price --epoch ms
-    chute load --format tsbs tsbs_iot.tsbs.gz          # tables come from the file")]
+    chute load --format tsbs tsbs_iot.tsbs.gz          # tables come from the file
+    chute load conditions --gen conditions --rows 50000000")]
     Load(LoadArgs),
 }
 
@@ -110,6 +111,7 @@ pub struct LoadArgs {
     /// positional argument is a file: the tables come from the file.
     pub table: String,
     /// Input files (plain, .gz or .zst); `-` or nothing reads stdin.
+    #[arg(conflicts_with = "generate")]
     pub files: Vec<String>,
     /// Input format.
     #[arg(long, value_enum, default_value_t = FormatArg::Csv)]
@@ -165,6 +167,27 @@ pub struct LoadArgs {
     /// tsbs: partition each measurement table by time with this interval.
     #[arg(long, value_name = "INTERVAL")]
     pub interval: Option<String>,
+    /// Load generated rows instead of files (no file is written).
+    #[arg(long = "gen", value_enum, value_name = "WORKLOAD")]
+    pub generate: Option<GenArg>,
+    /// With --gen: how many rows.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: u64,
+    /// With --gen: the seed (the same seed gives the same rows).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// With --gen conditions: devices reporting each tick.
+    #[arg(long, default_value_t = 1000)]
+    pub devices: u32,
+    /// With --gen conditions: the first timestamp.
+    #[arg(long, default_value = "2021-06-01T00:00:00Z", value_name = "TIMESTAMP")]
+    pub from: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GenArg {
+    /// time timestamptz, dev_id int, data1..data5 float8; every device every 10 s.
+    Conditions,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

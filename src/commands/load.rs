@@ -7,7 +7,7 @@ use chute_core::value::EpochUnit;
 use chute_engine::load::{self, InputFormat, InputSpec, LoadReport, LoadSpec};
 
 use crate::Outcome;
-use crate::args::{ConnArgs, EpochArg, FormatArg, LoadArgs};
+use crate::args::{ConnArgs, EpochArg, FormatArg, GenArg, LoadArgs};
 use crate::progress::LoadReporter;
 use crate::settings;
 
@@ -35,6 +35,19 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
         FormatArg::Tsbs => InputFormat::Tsbs,
     };
     spec.tsbs_interval = a.interval.clone();
+    if let Some(g) = a.generate {
+        let from = chute_core::partman::policy::parse_instant(&a.from, &jiff::tz::TimeZone::UTC).context("--from")?;
+        let workload: std::sync::Arc<dyn chute_core::generate::Workload> = match g {
+            GenArg::Conditions => std::sync::Arc::new(chute_core::generate::Conditions {
+                start_micros: from,
+                step_micros: 10_000_000,
+                devices: a.devices.max(1),
+                fields: 5,
+                seed: a.seed,
+            }),
+        };
+        spec.generator = Some((workload, a.rows));
+    }
     spec.header = a.header;
     spec.delimiter = match a.delimiter {
         Some(c) if c.is_ascii() => Some(c as u8),
