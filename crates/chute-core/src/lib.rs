@@ -11,3 +11,4 @@ pub mod generate;
 pub mod ident;
 pub mod partman;
 pub mod pghash;
+pub mod route;
