@@ -36,6 +36,7 @@
 //! Routing one row reads only the key columns' wire bytes, costs a binary
 //! search (range, list) or one hash per level, and allocates nothing.
 
+pub mod bound_text;
 mod value;
 
 #[cfg(test)]
