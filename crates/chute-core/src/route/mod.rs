@@ -265,8 +265,9 @@ impl Datum {
 
 #[derive(Debug, Clone)]
 enum Dispatch {
-    /// Partitions sorted by lower bound; they never overlap.
-    Range { codecs: Vec<Codec>, lowers: Vec<Box<[Datum]>>, uppers: Vec<Box<[Datum]>>, targets: Vec<Target> },
+    /// Partitions sorted by lower bound; they never overlap. Bound `i` is
+    /// `lowers[i * width..][..width]` (flat, so a search chases no pointers).
+    Range { codecs: Vec<Codec>, lowers: Vec<Datum>, uppers: Vec<Datum>, targets: Vec<Target> },
     /// Listed values sorted, each with its partition.
     List { codec: Codec, values: Vec<Scalar>, targets: Vec<Target>, null: Option<Target> },
     /// For each distinct modulus (ascending), the partition of each remainder.
@@ -411,18 +412,12 @@ impl Node {
                 Ok(range_find(lowers, uppers, targets, std::slice::from_ref(&value)))
             }
             Dispatch::Range { codecs, lowers, uppers, targets } => {
-                let mut row = [Value::Int(0); PARTITION_MAX_KEYS];
-                let mut has_null = false;
-                for ((slot, col), codec) in row.iter_mut().zip(columns).zip(codecs) {
-                    match field(col.position) {
-                        Some(wire) => *slot = codec.decode(wire).ok_or(col.position)?,
-                        None => has_null = true,
-                    }
+                let keys = (columns.as_slice(), codecs.as_slice());
+                if columns.len() <= SMALL_KEY {
+                    range_multi::<SMALL_KEY, _>(keys, field, |row| range_find(lowers, uppers, targets, row))
+                } else {
+                    range_multi::<PARTITION_MAX_KEYS, _>(keys, field, |row| range_find(lowers, uppers, targets, row))
                 }
-                if has_null {
-                    return Ok(None);
-                }
-                Ok(range_find(lowers, uppers, targets, &row[..columns.len()]))
             }
             Dispatch::List { codec, values, targets, null } => {
                 let col = &columns[0];
@@ -431,15 +426,10 @@ impl Node {
                 Ok(values.binary_search_by(|s| cmp_values(s.as_value(), v)).ok().map(|i| targets[i]))
             }
             Dispatch::Hash { kinds, greatest, groups } => {
-                let mut keys: [(HashKind, Option<&'v [u8]>); PARTITION_MAX_KEYS] = [(HashKind::Int4, None); PARTITION_MAX_KEYS];
-                for ((slot, col), kind) in keys.iter_mut().zip(columns).zip(kinds) {
-                    *slot = (*kind, field(col.position));
-                }
-                let keys = &keys[..columns.len()];
-                let Ok(remainder) = hash_remainder(keys, *greatest) else {
-                    let bad =
-                        keys.iter().zip(columns).find(|((kind, wire), _)| wire.is_some_and(|w| hash_wire_value(*kind, w, 0).is_err()));
-                    return Err(bad.map_or(columns[0].position, |(_, col)| col.position));
+                let remainder = if columns.len() <= SMALL_KEY {
+                    hash_row::<SMALL_KEY>(columns, kinds, field, *greatest)?
+                } else {
+                    hash_row::<PARTITION_MAX_KEYS>(columns, kinds, field, *greatest)?
                 };
                 // Every modulus divides the greatest, so remainder % m is the row's remainder for m.
                 Ok(groups.iter().find_map(|(modulus, slots)| slots[(remainder % modulus) as usize]))
@@ -448,13 +438,70 @@ impl Node {
     }
 }
 
+/// Key columns up to this many are gathered in a small stack array per row.
+const SMALL_KEY: usize = 4;
+
+/// Decodes a multi-column range key into an array of `N` slots and hands it
+/// to `find`; a NULL anywhere means no range partition.
+#[inline]
+fn range_multi<'v, const N: usize, F>(
+    (columns, codecs): (&[KeyColumn], &[Codec]),
+    field: &impl Fn(usize) -> Option<&'v [u8]>,
+    find: F,
+) -> Result<Option<Target>, usize>
+where
+    F: FnOnce(&[Value<'v>]) -> Option<Target>,
+{
+    let mut row = [Value::Int(0); N];
+    let mut has_null = false;
+    for ((slot, col), codec) in row.iter_mut().zip(columns).zip(codecs) {
+        match field(col.position) {
+            Some(wire) => *slot = codec.decode(wire).ok_or(col.position)?,
+            None => has_null = true,
+        }
+    }
+    Ok(if has_null { None } else { find(&row[..columns.len()]) })
+}
+
+/// The row's partition hash modulo `greatest` (`N` slots of scratch space),
+/// or the position of a value the hash function refuses.
+#[inline]
+fn hash_row<'v, const N: usize>(
+    columns: &[KeyColumn],
+    kinds: &[HashKind],
+    field: &impl Fn(usize) -> Option<&'v [u8]>,
+    greatest: u64,
+) -> Result<u64, usize> {
+    let mut keys: [(HashKind, Option<&'v [u8]>); N] = [(HashKind::Int4, None); N];
+    for ((slot, col), kind) in keys.iter_mut().zip(columns).zip(kinds) {
+        *slot = (*kind, field(col.position));
+    }
+    let keys = &keys[..columns.len()];
+    hash_remainder(keys, greatest).map_err(|_| {
+        let bad = keys.iter().zip(columns).find(|((kind, wire), _)| wire.is_some_and(|w| hash_wire_value(*kind, w, 0).is_err()));
+        bad.map_or(columns[0].position, |(_, col)| col.position)
+    })
+}
+
 /// The range partition holding `row`: the last one whose lower bound is not
 /// above the row, if its upper bound is above it (`partition_range_datum_bsearch`).
 #[inline]
-fn range_find(lowers: &[Box<[Datum]>], uppers: &[Box<[Datum]>], targets: &[Target], row: &[Value<'_>]) -> Option<Target> {
-    let after = lowers.partition_point(|lower| cmp_bound_to_row(lower, row) != Ordering::Greater);
-    let i = after.checked_sub(1)?;
-    (cmp_bound_to_row(&uppers[i], row) == Ordering::Greater).then_some(targets[i])
+fn range_find(lowers: &[Datum], uppers: &[Datum], targets: &[Target], row: &[Value<'_>]) -> Option<Target> {
+    let width = row.len();
+    fn bound(datums: &[Datum], width: usize, i: usize) -> &[Datum] {
+        &datums[i * width..(i + 1) * width]
+    }
+    let (mut lo, mut hi) = (0, targets.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if cmp_bound_to_row(bound(lowers, width, mid), row) == Ordering::Greater {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let i = lo.checked_sub(1)?;
+    (cmp_bound_to_row(bound(uppers, width, i), row) == Ordering::Greater).then_some(targets[i])
 }
 
 /// `partition_rbound_datum_cmp`: a bound against a row's key values.
@@ -614,12 +661,12 @@ fn range_dispatch(spec: &TableSpec, targets: &[Target]) -> Result<Built, RouteEr
     if let Some(w) = parts.windows(2).find(|w| cmp_bounds(&w[0].1, &w[1].0) == Ordering::Greater) {
         return Err(invalid(w[1].3, format!("it overlaps {}", w[0].3)));
     }
-    let mut lowers = Vec::with_capacity(parts.len());
-    let mut uppers = Vec::with_capacity(parts.len());
+    let mut lowers = Vec::with_capacity(parts.len() * spec.key.len());
+    let mut uppers = Vec::with_capacity(parts.len() * spec.key.len());
     let mut sorted_targets = Vec::with_capacity(parts.len());
     for (lower, upper, target, _) in parts {
-        lowers.push(lower);
-        uppers.push(upper);
+        lowers.extend(lower.into_vec());
+        uppers.extend(upper.into_vec());
         sorted_targets.push(target);
     }
     Ok((Dispatch::Range { codecs, lowers, uppers, targets: sorted_targets }, default))

@@ -503,3 +503,46 @@ fn a_table_without_partitions_routes_nothing() {
     let tree = PartitionTree::build(&table("empty", Strategy::List, vec![col("k", 0, 23)], vec![])).unwrap();
     assert_eq!(routed(&tree, &[None]), "!empty");
 }
+
+#[test]
+fn keys_wider_than_the_small_scratch_array_route_the_same() {
+    // Six int8 columns: rows equal to a bound in the first five columns decide on the sixth.
+    let bound = |v: i64, last: RangeDatum| {
+        let mut d: Vec<RangeDatum> = (0..5).map(|_| i64v(v)).collect();
+        d.push(last);
+        d
+    };
+    let parts = vec![
+        leaf("low", range(bound(0, MIN), bound(0, i64v(10)))),
+        leaf("high", range(bound(0, i64v(10)), bound(1, MIN))),
+        leaf("one", range(bound(1, MIN), bound(1, MAX))),
+    ];
+    let key: Vec<KeyColumnSpec> = (0..6).map(|i| col(&format!("c{i}"), i, 20)).collect();
+    let tree = PartitionTree::build(&table("wide", Strategy::Range, key.clone(), parts)).unwrap();
+    let row = |head: i64, last: i64| -> Vec<[u8; 8]> {
+        let mut r: Vec<[u8; 8]> = (0..5).map(|_| head.to_be_bytes()).collect();
+        r.push(last.to_be_bytes());
+        r
+    };
+    let at = |r: &[[u8; 8]]| routed(&tree, &r.iter().map(|b| Some(&b[..])).collect::<Vec<_>>());
+    assert_eq!(at(&row(0, -5)), "low");
+    assert_eq!(at(&row(0, 10)), "high");
+    assert_eq!(at(&row(1, i64::MAX)), "one");
+    assert_eq!(at(&row(2, 0)), "!wide");
+    let mut with_null: Vec<Option<&[u8]>> = row(1, 0).iter().map(|_| None).collect();
+    with_null[5] = Some(&[0; 8]);
+    assert_eq!(routed(&tree, &with_null), "!wide");
+
+    let parts = (0..3).map(|r| leaf(&format!("h{r}"), BoundSpec::Hash { modulus: 3, remainder: r })).collect();
+    let tree = PartitionTree::build(&table("wideh", Strategy::Hash, key, parts)).unwrap();
+    let mut rng = SplitMix64::new(11);
+    for _ in 0..200 {
+        let values: Vec<[u8; 8]> = (0..6).map(|_| rng.next_u64().to_be_bytes()).collect();
+        let fields: Vec<Option<&[u8]>> = values.iter().enumerate().map(|(i, v)| (i != 2).then_some(&v[..])).collect();
+        let keys: Vec<(HashKind, Option<&[u8]>)> = fields.iter().map(|f| (HashKind::Int8, *f)).collect();
+        assert_eq!(routed(&tree, &fields), format!("h{}", hash_remainder(&keys, 3).unwrap()));
+    }
+    let mut bad = vec![Some(&[0u8; 8][..]); 6];
+    bad[4] = Some(&[1, 2, 3]);
+    assert_eq!(tree.route_row(&bad), Route::BadKey { position: 4 });
+}
