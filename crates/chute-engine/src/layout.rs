@@ -220,7 +220,9 @@ async fn keys(
              JOIN pg_opclass oc ON oc.oid = k.opclass
              LEFT JOIN pg_attribute a ON a.attrelid = pt.partrelid AND a.attnum = k.attnum AND k.attnum > 0
              LEFT JOIN pg_collation co ON co.oid = k.coll
-             CROSS JOIN (SELECT datlocprovider, datcollate FROM pg_database WHERE datname = current_database()) AS db
+             CROSS JOIN (SELECT datlocprovider,
+                                CASE WHEN datlocprovider = 'i' THEN daticulocale ELSE datcollate END AS datcollate
+                         FROM pg_database WHERE datname = current_database()) AS db
              WHERE pt.partrelid = ANY($1)
              ORDER BY pt.partrelid, k.i",
             &[&oids],
@@ -266,7 +268,7 @@ async fn keys(
 
 /// What a key column's collation means for routing. The default collation
 /// (oid 100) is the database's: byte-wise only under libc `C` or `POSIX`, as
-/// `lc_collate_is_c` decides.
+/// `lc_collate_is_c` decides (an ICU default never is; its locale is named in messages).
 fn collation(
     oid: u32,
     name: Option<String>,

@@ -366,8 +366,9 @@ impl PartitionTree {
     ///
     /// `field(position)` returns the binary wire bytes of one column of the
     /// ROOT table (`None` for NULL): the bytes binary COPY carries for that
-    /// value, as the server will store it (after any typmod rounding or
-    /// padding). `position` is the column's 0-based index among the root
+    /// value, as the server will store it: after any typmod rounding
+    /// (`numeric(p,s)`, `timestamp(p)`); `char(n)` padding does not matter,
+    /// since bpchar compares without trailing spaces. `position` is the column's 0-based index among the root
     /// table's columns in `attnum` order with dropped columns skipped, i.e.
     /// its place in `SELECT *` and in a binary COPY without a column list.
     /// Sub-partition keys are mapped to these positions by column name, so
