@@ -12,5 +12,6 @@ pub mod ident;
 pub mod parse;
 pub mod partman;
 pub mod pghash;
+pub mod route;
 pub mod rowenc;
 pub mod value;

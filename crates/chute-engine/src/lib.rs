@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod connect;
 pub mod demo;
 pub mod exec;
+pub mod layout;
 pub mod load;
 pub mod local;
 pub mod partman;
