@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use chute_core::generate::Workload;
 
-use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, LeafRef, Prepared, RouteMode, Routed, Routing, Segment, Target, finish_chunk};
+use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, PendingPart, Prepared, Routing, Segment, Target, file_row, finish_chunk};
 use super::target;
 use super::{LoadError, LoadProgress, LoadSpec};
 
@@ -48,23 +48,8 @@ pub(crate) async fn prepare(
             )));
         }
     }
-    let mut via_parent_reason = None;
-    let mode = if spec.via_parent {
-        via_parent_reason = Some("--via-parent was given".to_owned());
-        RouteMode::Parent
-    } else if let Some(reason) = target::parent_only_reason(&info) {
-        progress.notice(&format!("loading through the parent: {reason}"));
-        via_parent_reason = Some(reason);
-        RouteMode::Parent
-    } else if info.relkind == 'r' {
-        RouteMode::Single
-    } else {
-        let reason = format!("client-side routing into the partitions of {} is not available yet", info.name);
-        progress.notice(&format!("loading through the parent: {reason}"));
-        via_parent_reason = Some(reason);
-        RouteMode::Parent
-    };
-    let routing = Arc::new(Routing { leaves: vec![info.name.clone()], parent: info.name.clone(), mode, copy_list: plan.copy_list });
+    let (routing, via_parent_reason) = super::routing::build(spec, control, &info, &plan, progress).await?;
+    let routing = Arc::new(routing);
     Ok(Prepared {
         tables: vec![routing.clone()],
         processor: Arc::new(GenProcessor { workload, routing }),
@@ -86,14 +71,18 @@ impl ChunkProcessor for GenProcessor {
         let mut segments: HashMap<Target, Segment> = HashMap::new();
         let (from, to) = chunk.seq.unwrap_or((0, 0));
         let mut row = Vec::with_capacity(256);
+        let mut rc = self.routing.ctx();
+        let (mut pending, mut rejects): (Vec<PendingPart>, _) = (Vec::new(), Vec::new());
         for seq in from..to {
             row.clear();
             self.workload.encode_row(seq, &mut row);
             // No raw record is kept: a reject file regenerates row `line - 1`.
-            let Routed::To(leaf) = self.routing.route(&row);
-            segments.entry(Target { table: 0, leaf, text: false }).or_default().push(&row, &[], seq + 1);
+            let routed = self.routing.route(&mut rc, &row);
+            file_row(routed, 0, &row, &[], seq + 1, 0, &mut segments, &mut pending, &mut rejects);
         }
-        let _ = LeafRef::Parent;
-        finish_chunk(segments, Vec::new(), 0)
+        let mut out = finish_chunk(segments, rejects, 0);
+        out.budget += pending.iter().map(|p| p.row.len()).sum::<usize>();
+        out.pending_parts = pending;
+        out
     }
 }

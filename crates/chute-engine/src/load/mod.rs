@@ -16,6 +16,7 @@
 mod copy;
 mod gen_source;
 mod pipeline;
+mod routing;
 pub mod source;
 pub mod target;
 mod tsbs;

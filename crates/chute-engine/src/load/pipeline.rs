@@ -15,6 +15,7 @@ use chute_core::rowenc::{RowEncoder, RowOutcome, write_text_row};
 use chute_core::value::EncodeContext;
 
 use super::copy::{self, Batch, CopyOutcome, RejectedRow};
+pub(crate) use super::routing::{JitCreator, LeafRef, Routed, Routing};
 use super::source::{self, InputSpec};
 use super::target::{self, ColumnPlan};
 
@@ -28,51 +29,6 @@ pub(crate) struct Target {
     pub table: u16,
     pub leaf: LeafRef,
     pub text: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum LeafRef {
-    Leaf(u32),
-    Parent,
-}
-
-/// How rows of one table find their leaf.
-#[derive(Debug)]
-pub(crate) struct Routing {
-    /// Leaf names by id.
-    pub leaves: Vec<QualifiedName>,
-    pub parent: QualifiedName,
-    pub mode: RouteMode,
-    /// `("a", "b", …)` for this table's COPY statements.
-    pub copy_list: String,
-}
-
-#[derive(Debug)]
-pub(crate) enum RouteMode {
-    /// A plain table: every row to leaf 0 (the table itself).
-    Single,
-    /// Everything through the parent.
-    Parent,
-}
-
-pub(crate) enum Routed {
-    To(LeafRef),
-}
-
-impl Routing {
-    pub(crate) fn route(&self, _row: &[u8]) -> Routed {
-        match self.mode {
-            RouteMode::Single => Routed::To(LeafRef::Leaf(0)),
-            RouteMode::Parent => Routed::To(LeafRef::Parent),
-        }
-    }
-
-    pub fn name(&self, leaf: LeafRef) -> &QualifiedName {
-        match leaf {
-            LeafRef::Leaf(i) => &self.leaves[i as usize],
-            LeafRef::Parent => &self.parent,
-        }
-    }
 }
 
 /// A piece of input cut at a record end.
@@ -126,7 +82,38 @@ pub(crate) struct ChunkOut {
     pub rejects: Vec<Reject>,
     /// Rows whose tag set has no id yet (tsbs): resolved by the coordinator.
     pub pending_tags: Vec<super::tsbs::PendingRow>,
+    /// Rows whose time partition does not exist yet.
+    pub pending_parts: Vec<PendingPart>,
     pub budget: usize,
+}
+
+/// A row waiting for its partition to be created.
+pub(crate) struct PendingPart {
+    pub table: u16,
+    pub start: i64,
+    pub row: Vec<u8>,
+    pub raw: Vec<u8>,
+    pub line: u64,
+}
+
+/// Files a routed row: into its segment, the pending list or the rejects.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn file_row(
+    routed: Routed,
+    table: u16,
+    row: &[u8],
+    raw: &[u8],
+    line: u64,
+    input: usize,
+    segments: &mut HashMap<Target, Segment>,
+    pending: &mut Vec<PendingPart>,
+    rejects: &mut Vec<Reject>,
+) {
+    match routed {
+        Routed::To(leaf) => segments.entry(Target { table, leaf, text: false }).or_default().push(row, raw, line),
+        Routed::Missing { start } => pending.push(PendingPart { table, start, row: row.to_vec(), raw: raw.to_vec(), line }),
+        Routed::Reject(reason) => rejects.push(Reject { input, line, raw: raw.to_vec(), reason }),
+    }
 }
 
 /// Turns a chunk of input into rows for targets: the per-format part of a
@@ -231,23 +218,8 @@ async fn prepare_single(spec: &LoadSpec, control: &tokio_postgres::Client, progr
     let columns = target::table_columns(control, info.oid).await?;
     let plan = target::plan_columns(&info.name, &columns, spec.columns.as_deref())?;
     let ctx = EncodeContext { session_tz: session_zone(control).await, epoch: spec.epoch };
-    let mut via_parent_reason = None;
-    let mode = if spec.via_parent {
-        via_parent_reason = Some("--via-parent was given".to_owned());
-        RouteMode::Parent
-    } else if let Some(reason) = target::parent_only_reason(&info) {
-        progress.notice(&format!("loading through the parent: {reason}"));
-        via_parent_reason = Some(reason);
-        RouteMode::Parent
-    } else if info.relkind == 'r' {
-        RouteMode::Single
-    } else {
-        let reason = format!("client-side routing into the partitions of {} is not available yet", info.name);
-        progress.notice(&format!("loading through the parent: {reason}"));
-        via_parent_reason = Some(reason);
-        RouteMode::Parent
-    };
-    let routing = Arc::new(Routing { leaves: vec![info.name.clone()], parent: info.name.clone(), mode, copy_list: plan.copy_list.clone() });
+    let (routing, via_parent_reason) = super::routing::build(spec, control, &info, &plan, progress).await?;
+    let routing = Arc::new(routing);
     let format: Arc<dyn Format> = Arc::from(make_format(spec, &plan)?);
     let processor = Arc::new(GenericProcessor {
         format: format.clone(),
@@ -357,6 +329,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         limit_hit: false,
         tags: prepared.tags,
         control,
+        jit: JitCreator::default(),
+        target: spec.target.clone(),
     };
     let mut last_report = Instant::now();
     let mut error: Option<LoadError> = None;
@@ -536,14 +510,17 @@ impl ChunkProcessor for GenericProcessor {
         let (encoder, routing) = (&self.encoder, &self.routing);
         let mut segments: HashMap<Target, Segment> = HashMap::new();
         let mut rejects = Vec::new();
+        let mut pending = Vec::new();
         let mut row = Vec::with_capacity(512);
+        let mut rc = routing.ctx();
         let mut on_record = |fields: &Fields, pos: RecordPos| {
             let raw = pos.slice(&chunk.data, chunk.base_offset);
             row.clear();
             match encoder.encode(fields, &mut row) {
-                RowOutcome::Binary => match routing.route(&row) {
-                    Routed::To(leaf) => segments.entry(Target { table: 0, leaf, text: false }).or_default().push(&row, raw, pos.line),
-                },
+                RowOutcome::Binary => {
+                    let routed = routing.route(&mut rc, &row);
+                    file_row(routed, 0, &row, raw, pos.line, chunk.input, &mut segments, &mut pending, &mut rejects);
+                }
                 RowOutcome::NeedsServer { .. } => {
                     // The server parses this row; it routes it too.
                     write_text_row(fields, &mut row);
@@ -570,7 +547,10 @@ impl ChunkProcessor for GenericProcessor {
         let _: ChunkEnd = self.format.parse_chunk(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
         rejects.append(&mut parse_errors);
         rejects.sort_by_key(|r| r.line);
-        finish_chunk(segments, rejects, chunk.input)
+        let mut out = finish_chunk(segments, rejects, chunk.input);
+        out.budget += pending.iter().map(|p: &PendingPart| p.row.len() + p.raw.len()).sum::<usize>();
+        out.pending_parts = pending;
+        out
     }
 }
 
@@ -578,7 +558,7 @@ impl ChunkProcessor for GenericProcessor {
 pub(crate) fn finish_chunk(segments: HashMap<Target, Segment>, rejects: Vec<Reject>, _input: usize) -> ChunkOut {
     let segments: Vec<(Target, Segment)> = segments.into_iter().collect();
     let budget = segments.iter().map(|(_, s)| s.bytes()).sum();
-    ChunkOut { segments, rejects, pending_tags: Vec::new(), budget }
+    ChunkOut { segments, rejects, pending_tags: Vec::new(), pending_parts: Vec::new(), budget }
 }
 
 /// Rows waiting for a target to fill a batch.
@@ -602,6 +582,12 @@ struct Coordinator {
     limit_hit: bool,
     tags: Option<super::tsbs::TagResolver>,
     control: tokio_postgres::Client,
+    jit: JitCreator,
+    target: crate::ConnectOptions,
+}
+
+fn merge_segments(into: &mut Vec<(Target, Segment)>, extra: HashMap<Target, Segment>) {
+    into.extend(extra);
 }
 
 impl Coordinator {
@@ -612,8 +598,21 @@ impl Coordinator {
         if !out.pending_tags.is_empty() {
             let resolver = self.tags.as_mut().ok_or_else(|| LoadError::Setup("rows wait for tags, but no tag table is set up".into()))?;
             let mut extra: HashMap<Target, Segment> = HashMap::new();
-            resolver.resolve(&self.control, std::mem::take(&mut out.pending_tags), &self.tables, &mut extra).await?;
-            out.segments.extend(extra);
+            let mut parts = Vec::new();
+            let mut rejects = Vec::new();
+            resolver
+                .resolve(&self.control, std::mem::take(&mut out.pending_tags), &self.tables, &mut extra, &mut parts, &mut rejects)
+                .await?;
+            out.pending_parts.extend(parts);
+            for r in rejects {
+                self.reject(r);
+            }
+            merge_segments(&mut out.segments, extra);
+        }
+        if !out.pending_parts.is_empty() {
+            let mut extra: HashMap<Target, Segment> = HashMap::new();
+            self.create_partitions(std::mem::take(&mut out.pending_parts), &mut extra).await?;
+            merge_segments(&mut out.segments, extra);
         }
         let per_segment = out.budget / out.segments.len().max(1);
         for (target, seg) in out.segments {
@@ -630,6 +629,41 @@ impl Coordinator {
             if a.seg.data.len() >= self.batch_bytes {
                 self.dispatch(target).await;
             }
+        }
+        Ok(())
+    }
+
+    /// Creates the partitions pending rows need (each table once per
+    /// interval), then routes those rows with the new tree.
+    async fn create_partitions(&mut self, pending: Vec<PendingPart>, out: &mut HashMap<Target, Segment>) -> Result<(), LoadError> {
+        let mut by_table: HashMap<u16, Vec<i64>> = HashMap::new();
+        for p in &pending {
+            by_table.entry(p.table).or_default().push(p.start);
+        }
+        for (table, starts) in by_table {
+            let routing = self.tables[usize::from(table)].clone();
+            self.stats.partitions_created += self.jit.create(&self.target, &self.control, &routing, &starts).await?;
+        }
+        let mut rejects = Vec::new();
+        let mut still: Vec<PendingPart> = Vec::new();
+        for p in pending {
+            let routing = &self.tables[usize::from(p.table)];
+            let mut rc = routing.ctx();
+            match routing.route(&mut rc, &p.row) {
+                Routed::Missing { .. } => still.push(p),
+                routed => file_row(routed, p.table, &p.row, &p.raw, p.line, 0, out, &mut still, &mut rejects),
+            }
+        }
+        for p in still {
+            rejects.push(Reject {
+                input: 0,
+                line: p.line,
+                raw: p.raw,
+                reason: "its partition could not be created (it overlaps a partition made by hand?)".into(),
+            });
+        }
+        for r in rejects {
+            self.reject(r);
         }
         Ok(())
     }
@@ -651,6 +685,7 @@ impl Coordinator {
         self.accum_bytes -= a.seg.data.len();
         let table = &self.tables[usize::from(target.table)];
         let name = table.name(target.leaf);
+        let name = &name;
         let sql = if target.text {
             format!("COPY {} {} FROM STDIN", name.quoted(), table.copy_list)
         } else {

@@ -21,7 +21,7 @@ use chute_core::value::{EncodeContext, PgType, ValueError, encode_text};
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
-use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, Prepared, Reject, RouteMode, Routed, Routing, Segment, Target, finish_chunk};
+use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, PendingPart, Prepared, Reject, Routing, Segment, Target, file_row, finish_chunk};
 use super::source::{self, InputSpec};
 use super::{LoadError, LoadProgress, LoadSpec};
 
@@ -54,6 +54,8 @@ impl TagResolver {
         pending: Vec<PendingRow>,
         tables: &[Arc<Routing>],
         out: &mut HashMap<Target, Segment>,
+        parts: &mut Vec<PendingPart>,
+        rejects: &mut Vec<Reject>,
     ) -> Result<(), LoadError> {
         for mut p in pending {
             let cached = self.cache.read().expect("tag cache").get(&p.key).copied();
@@ -69,8 +71,8 @@ impl TagResolver {
             };
             p.row[TAGS_ID_AT..TAGS_ID_AT + 4].copy_from_slice(&id.to_be_bytes());
             let table = &tables[usize::from(p.table)];
-            let Routed::To(leaf) = table.route(&p.row);
-            out.entry(Target { table: p.table, leaf, text: false }).or_default().push(&p.row, &p.raw, p.line);
+            let routed = table.route(&mut table.ctx(), &p.row);
+            file_row(routed, p.table, &p.row, &p.raw, p.line, 0, out, parts, rejects);
         }
         Ok(())
     }
@@ -125,11 +127,10 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
             )));
         }
     }
-    if spec.tsbs_interval.is_some() {
-        return Err(LoadError::Setup(
-            "--interval with --format tsbs needs client-side routing into partitions, which is not built yet".into(),
-        ));
-    }
+    let interval = match &spec.tsbs_interval {
+        Some(i) => Some(chute_core::partman::Span::parse(i).map_err(|e| LoadError::Setup(format!("--interval: {e}")))?),
+        None => None,
+    };
     let schema: String =
         control.query_one("SELECT current_schema()::text", &[]).await.map_err(|e| LoadError::sql("reading the schema", &e))?.get(0);
     let tag_cols: Vec<String> = header.tags.iter().map(|(n, _)| quote_ident(n)).collect();
@@ -190,17 +191,43 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
             defs.extend(fields.iter().map(|f| format!("{} double precision", quote_ident(f))));
             defs.push("additional_tags jsonb".into());
             let q = name.quoted();
+            match interval {
+                Some(interval) => {
+                    // Partitioned by time; partitions appear just in time as rows need them.
+                    let policy = chute_core::partman::Policy {
+                        parent: name.clone(),
+                        key: "time".into(),
+                        key_type: chute_core::partman::KeyType::Timestamptz,
+                        interval,
+                        premake: 4,
+                        start: None,
+                        max_future: Some(chute_core::partman::Span::parse("1d").expect("static")),
+                        retention: None,
+                        tz: "UTC".into(),
+                        hash: None,
+                        unlogged: false,
+                        default_partition: false,
+                    };
+                    let req = crate::partman::CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
+                    let mut mgr = crate::partman::PartitionManager::connect(&spec.target, Default::default()).await?;
+                    mgr.create(req, jiff::Timestamp::now().as_microsecond(), false, &mut crate::exec::quiet).await?;
+                }
+                None => control
+                    .batch_execute(&format!("CREATE TABLE {q} ({})", defs.join(", ")))
+                    .await
+                    .map_err(|e| LoadError::sql(format!("creating {name}"), &e))?,
+            }
             control
-                .batch_execute(&format!(
-                    "CREATE TABLE {q} ({}); CREATE INDEX ON {q} (tags_id, time DESC); CREATE INDEX ON {q} (time DESC)",
-                    defs.join(", ")
-                ))
+                .batch_execute(&format!("CREATE INDEX ON {q} (tags_id, time DESC); CREATE INDEX ON {q} (time DESC)"))
                 .await
-                .map_err(|e| LoadError::sql(format!("creating {name}"), &e))?;
+                .map_err(|e| LoadError::sql(format!("indexing {name}"), &e))?;
             progress.notice(&format!("created {name}"));
         }
-        let copy_list = format!("({})", cols.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", "));
-        tables.push(Arc::new(Routing { leaves: vec![name.clone()], parent: name, mode: RouteMode::Single, copy_list }));
+        let info = super::target::resolve(control, &name).await?;
+        let columns = super::target::table_columns(control, info.oid).await?;
+        let plan = super::target::plan_columns(&info.name, &columns, Some(&cols))?;
+        let (routing, _) = super::routing::build(spec, control, &info, &plan, progress).await?;
+        tables.push(Arc::new(routing));
     }
     let cache: TagCache = Arc::default();
     let processor = Arc::new(TsbsProcessor { parser: TsbsParser::new(header.clone()), cache: cache.clone(), tables: tables.clone() });
@@ -279,8 +306,10 @@ impl ChunkProcessor for TsbsProcessor {
         let mut segments: HashMap<Target, Segment> = HashMap::new();
         let mut rejects = Vec::new();
         let mut pending = Vec::new();
+        let mut parts = Vec::new();
         let mut row = Vec::with_capacity(256);
         let mut key = Vec::with_capacity(128);
+        let mut ctxs: Vec<_> = self.tables.iter().map(|t| t.ctx()).collect();
         let cache = self.cache.read().expect("tag cache").clone();
         let mut on_record = |rec: &TsbsRecord<'_>, pos: RecordPos| {
             let raw = pos.slice(&chunk.data, chunk.base_offset);
@@ -294,8 +323,8 @@ impl ChunkProcessor for TsbsProcessor {
             match cache.get(&key) {
                 Some(id) => {
                     row[TAGS_ID_AT..TAGS_ID_AT + 4].copy_from_slice(&id.to_be_bytes());
-                    let Routed::To(leaf) = self.tables[rec.measurement].route(&row);
-                    segments.entry(Target { table, leaf, text: false }).or_default().push(&row, raw, rec.data_line);
+                    let routed = self.tables[rec.measurement].route(&mut ctxs[rec.measurement], &row);
+                    file_row(routed, table, &row, raw, rec.data_line, chunk.input, &mut segments, &mut parts, &mut rejects);
                 }
                 None => {
                     let tags = rec.tags.iter().map(|t| t.map(|v| String::from_utf8_lossy(v).into_owned())).collect();
@@ -312,7 +341,9 @@ impl ChunkProcessor for TsbsProcessor {
         rejects.append(&mut parse_errors);
         let mut out = finish_chunk(segments, rejects, chunk.input);
         out.budget += pending.iter().map(|p: &PendingRow| p.row.len() + p.raw.len()).sum::<usize>();
+        out.budget += parts.iter().map(|p: &PendingPart| p.row.len() + p.raw.len()).sum::<usize>();
         out.pending_tags = pending;
+        out.pending_parts = parts;
         out
     }
 }

@@ -1,0 +1,303 @@
+//! How rows find their leaf, per target table.
+//!
+//! A plain table is its own leaf. A partitioned table is routed on the
+//! client with the partition tree read from the catalog, on the encoded key
+//! bytes of each row; when that is not possible (row-level security or
+//! triggers on the parent, a layout the router does not support, a key column
+//! the input does not fill, or `--via-parent`) rows go through the parent and
+//! the reason is told to the user. Rows whose time partition does not exist
+//! get one just in time from the table's policy; leaf ids stay stable when the
+//! tree is re-read after that.
+
+use std::sync::{Arc, RwLock};
+
+use chute_core::encode::{PG_EPOCH_OFFSET_DAYS, PG_EPOCH_OFFSET_MICROS};
+use chute_core::ident::QualifiedName;
+use chute_core::partman::interval::MICROS_PER_DAY;
+use chute_core::partman::planner::{self, KeyLimits};
+use chute_core::partman::{KeyType, Policy};
+use chute_core::route::{PartitionTree, Route};
+use chute_core::rowenc::field_ranges;
+
+use super::target::{self, ColumnPlan};
+use super::{LoadError, LoadProgress, LoadSpec};
+use crate::catalog::TableInfo;
+use crate::partman::PartitionManager;
+
+/// A leaf: an id in the load's leaf registry, or the parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum LeafRef {
+    Leaf(u32),
+    Parent,
+}
+
+pub(crate) enum Routed {
+    To(LeafRef),
+    /// No partition yet; the policy may create the interval starting here.
+    Missing {
+        start: i64,
+    },
+    Reject(String),
+}
+
+/// Just-in-time creation: the policy and what it allows.
+pub(crate) struct Jit {
+    pub info: TableInfo,
+    pub policy: Policy,
+    pub limits: KeyLimits,
+    pub now: i64,
+    /// Where the key sits among the row's fields.
+    key_field: usize,
+}
+
+/// One version of the partition tree, with its leaves' registry ids.
+pub(crate) struct TreeState {
+    tree: PartitionTree,
+    ids: Vec<u32>,
+}
+
+pub(crate) enum RouteMode {
+    /// A plain table: every row to leaf 0.
+    Single,
+    /// Everything through the parent.
+    Parent,
+    /// Client-side routing into leaves.
+    Tree(Box<TreeMode>),
+}
+
+pub(crate) struct TreeMode {
+    state: RwLock<Arc<TreeState>>,
+    table_to_target: Vec<Option<usize>>,
+    jit: Option<Jit>,
+    no_create: bool,
+}
+
+/// How rows of one table find their leaf.
+pub(crate) struct Routing {
+    pub parent: QualifiedName,
+    /// `("a", "b", …)` for this table's COPY statements.
+    pub copy_list: String,
+    pub mode: RouteMode,
+    /// Leaf names by id; append-only, so ids held by accumulators stay valid.
+    registry: RwLock<Vec<QualifiedName>>,
+}
+
+/// Per-chunk routing state: the tree version in use and a scratch buffer.
+pub(crate) struct RouteCtx {
+    state: Option<Arc<TreeState>>,
+    ranges: Vec<Option<(usize, usize)>>,
+}
+
+impl Routing {
+    pub(crate) fn single(name: QualifiedName, copy_list: String) -> Routing {
+        Routing { parent: name.clone(), copy_list, mode: RouteMode::Single, registry: RwLock::new(vec![name]) }
+    }
+
+    pub(crate) fn via_parent(name: QualifiedName, copy_list: String) -> Routing {
+        Routing { parent: name, copy_list, mode: RouteMode::Parent, registry: RwLock::new(vec![]) }
+    }
+
+    fn tree(
+        name: QualifiedName,
+        copy_list: String,
+        tree: PartitionTree,
+        table_to_target: Vec<Option<usize>>,
+        jit: Option<Jit>,
+        no_create: bool,
+    ) -> Routing {
+        let names: Vec<QualifiedName> = tree.leaves.iter().map(|l| l.name.clone()).collect();
+        let ids = (0..names.len() as u32).collect();
+        Routing {
+            parent: name,
+            copy_list,
+            mode: RouteMode::Tree(Box::new(TreeMode {
+                state: RwLock::new(Arc::new(TreeState { tree, ids })),
+                table_to_target,
+                jit,
+                no_create,
+            })),
+            registry: RwLock::new(names),
+        }
+    }
+
+    /// Makes `tree` the version new chunks route with.
+    pub(crate) fn install(&self, tree: PartitionTree) {
+        let RouteMode::Tree(t) = &self.mode else { return };
+        let state = &t.state;
+        let mut reg = self.registry.write().expect("leaf registry");
+        let ids = tree
+            .leaves
+            .iter()
+            .map(|l| match reg.iter().position(|n| *n == l.name) {
+                Some(i) => i as u32,
+                None => {
+                    reg.push(l.name.clone());
+                    (reg.len() - 1) as u32
+                }
+            })
+            .collect();
+        *state.write().expect("tree state") = Arc::new(TreeState { tree, ids });
+    }
+
+    pub(crate) fn ctx(&self) -> RouteCtx {
+        let state = match &self.mode {
+            RouteMode::Tree(t) => Some(t.state.read().expect("tree state").clone()),
+            _ => None,
+        };
+        RouteCtx { state, ranges: Vec::with_capacity(16) }
+    }
+
+    pub(crate) fn name(&self, leaf: LeafRef) -> QualifiedName {
+        match leaf {
+            LeafRef::Leaf(i) => self.registry.read().expect("leaf registry")[i as usize].clone(),
+            LeafRef::Parent => self.parent.clone(),
+        }
+    }
+
+    pub(crate) fn jit(&self) -> Option<&Jit> {
+        match &self.mode {
+            RouteMode::Tree(t) => t.jit.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Routes one encoded row.
+    pub(crate) fn route(&self, ctx: &mut RouteCtx, row: &[u8]) -> Routed {
+        let RouteMode::Tree(t) = &self.mode else {
+            return Routed::To(if matches!(self.mode, RouteMode::Single) { LeafRef::Leaf(0) } else { LeafRef::Parent });
+        };
+        let (table_to_target, jit, no_create) = (&t.table_to_target, &t.jit, &t.no_create);
+        let state = ctx.state.as_ref().expect("tree mode has a state");
+        if field_ranges(row, &mut ctx.ranges).is_none() {
+            return Routed::Reject("the encoded row is malformed (a chute bug)".into());
+        }
+        let ranges = &ctx.ranges;
+        let field = |pos: usize| -> Option<&[u8]> {
+            let t = table_to_target.get(pos).copied().flatten()?;
+            let (s, l) = ranges.get(t).copied().flatten()?;
+            Some(&row[s..s + l])
+        };
+        match state.tree.route(field) {
+            Route::Leaf(id) => Routed::To(LeafRef::Leaf(state.ids[id as usize])),
+            Route::NoPartition { parent, level } => {
+                let Some(j) = jit.as_ref().filter(|_| level == 0) else {
+                    return Routed::Reject(format!("no partition of relation {parent} found for row (SQLSTATE 23514)"));
+                };
+                let Some(key) = ranges.get(j.key_field).copied().flatten().and_then(|(s, l)| key_value(j.policy.key_type, &row[s..s + l]))
+                else {
+                    return Routed::Reject(format!("no partition of relation {parent} found for row: the key {:?} is NULL", j.policy.key));
+                };
+                if let Err(refusal) = planner::check_key(&j.policy, &j.limits, key) {
+                    return Routed::Reject(refusal.to_string());
+                }
+                if *no_create {
+                    return Routed::Reject(format!(
+                        "no partition of relation {parent} holds this row, and --no-create-partitions forbids making one"
+                    ));
+                }
+                match j.policy.interval.floor(key, &j.policy.zone().unwrap_or(jiff::tz::TimeZone::UTC)) {
+                    Ok(start) => Routed::Missing { start },
+                    Err(e) => Routed::Reject(e.to_string()),
+                }
+            }
+            Route::BadKey { position } => {
+                Routed::Reject(format!("the key column at position {position} has a malformed value (a chute bug)"))
+            }
+        }
+    }
+}
+
+/// A key's binary wire value as the planner's i64.
+fn key_value(ty: KeyType, v: &[u8]) -> Option<i64> {
+    Some(match ty {
+        KeyType::Timestamptz | KeyType::Timestamp => i64::from_be_bytes(v.try_into().ok()?).checked_add(PG_EPOCH_OFFSET_MICROS)?,
+        KeyType::Date => {
+            (i64::from(i32::from_be_bytes(v.try_into().ok()?)) + i64::from(PG_EPOCH_OFFSET_DAYS)).checked_mul(MICROS_PER_DAY)?
+        }
+        KeyType::Int2 => i64::from(i16::from_be_bytes(v.try_into().ok()?)),
+        KeyType::Int4 => i64::from(i32::from_be_bytes(v.try_into().ok()?)),
+        KeyType::Int8 => i64::from_be_bytes(v.try_into().ok()?),
+    })
+}
+
+/// Decides how one table's rows are routed; returns the routing and, when
+/// rows go through the parent, why.
+pub(crate) async fn build(
+    spec: &LoadSpec,
+    control: &tokio_postgres::Client,
+    info: &TableInfo,
+    plan: &ColumnPlan,
+    progress: &mut dyn LoadProgress,
+) -> Result<(Routing, Option<String>), LoadError> {
+    let parent = |reason: String, progress: &mut dyn LoadProgress| {
+        progress.notice(&format!("loading {} through the parent: {reason}", info.name));
+        Ok((Routing::via_parent(info.name.clone(), plan.copy_list.clone()), Some(reason)))
+    };
+    if spec.via_parent {
+        return Ok((Routing::via_parent(info.name.clone(), plan.copy_list.clone()), Some("--via-parent was given".into())));
+    }
+    if let Some(reason) = target::parent_only_reason(info) {
+        return parent(reason, progress);
+    }
+    if info.relkind != 'p' {
+        return Ok((Routing::single(info.name.clone(), plan.copy_list.clone()), None));
+    }
+    let tree = match crate::layout::load_partition_tree(control, &info.name).await {
+        Ok(t) => t,
+        Err(crate::layout::LayoutError::Route(e)) => return parent(format!("chute cannot route this layout itself ({e})"), progress),
+        Err(e) => return Err(LoadError::Setup(format!("reading the partitions of {}: {e}", info.name))),
+    };
+    if let Some(pos) = tree.key_positions().iter().find(|p| plan.table_to_target.get(**p).copied().flatten().is_none()) {
+        return parent(
+            format!("the partition key column at position {} is not among the loaded columns; the server fills its default", pos + 1),
+            progress,
+        );
+    }
+    let jit = jit_for(spec, info, &tree, plan).await?;
+    Ok((Routing::tree(info.name.clone(), plan.copy_list.clone(), tree, plan.table_to_target.clone(), jit, spec.no_create_partitions), None))
+}
+
+/// The table's policy, when it has one whose key is the tree's top-level range key.
+async fn jit_for(spec: &LoadSpec, info: &TableInfo, tree: &PartitionTree, plan: &ColumnPlan) -> Result<Option<Jit>, LoadError> {
+    let mgr = PartitionManager::connect(&spec.target, Default::default()).await?;
+    let Ok(policy) = mgr.policies().await.map(|ps| ps.into_iter().find(|p| p.parent == info.name)) else { return Ok(None) };
+    let Some(policy) = policy else { return Ok(None) };
+    let top = tree.top_level_key();
+    if top.strategy != chute_core::route::Strategy::Range || top.columns.len() != 1 || top.columns[0].name != policy.key {
+        return Ok(None);
+    }
+    let Some(key_field) = plan.table_to_target.get(top.columns[0].position).copied().flatten() else { return Ok(None) };
+    let now = jiff::Timestamp::now().as_microsecond();
+    let limits = planner::key_limits(&policy, None, now).map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", info.name)))?;
+    Ok(Some(Jit { info: info.clone(), policy, limits, now, key_field }))
+}
+
+/// Keeps one partition manager connection for just-in-time creation.
+#[derive(Default)]
+pub(crate) struct JitCreator {
+    mgr: Option<PartitionManager>,
+}
+
+impl JitCreator {
+    /// Creates the partitions for `starts`, then re-reads the tree. Returns
+    /// how many partitions were created.
+    pub(crate) async fn create(
+        &mut self,
+        spec_target: &crate::ConnectOptions,
+        control: &tokio_postgres::Client,
+        routing: &Routing,
+        starts: &[i64],
+    ) -> Result<usize, LoadError> {
+        let Some(j) = routing.jit() else { return Ok(0) };
+        if self.mgr.is_none() {
+            self.mgr = Some(PartitionManager::connect(spec_target, Default::default()).await?);
+        }
+        let mgr = self.mgr.as_mut().expect("connected above");
+        let created = mgr.ensure(&j.info, &j.policy, starts, j.now).await?;
+        let tree = crate::layout::load_partition_tree(control, &routing.parent)
+            .await
+            .map_err(|e| LoadError::Setup(format!("re-reading the partitions of {}: {e}", routing.parent)))?;
+        routing.install(tree);
+        Ok(created.len())
+    }
+}
