@@ -13,5 +13,7 @@ mod load;
 mod local;
 #[path = "cli/partition.rs"]
 mod partition;
+#[path = "cli/routing.rs"]
+mod routing;
 #[path = "cli/tsbs.rs"]
 mod tsbs;
