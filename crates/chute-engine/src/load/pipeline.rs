@@ -96,6 +96,13 @@ pub(crate) struct PendingPart {
     pub line: u64,
 }
 
+impl PendingPart {
+    /// Its share of the memory budget.
+    pub(crate) fn bytes(&self) -> usize {
+        self.row.len() + self.raw.len()
+    }
+}
+
 /// Files a routed row: into its segment, the pending list or the rejects.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn file_row(
@@ -315,6 +322,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     drop(chunk_rx);
     drop(out_tx);
 
+    let (jit_tx, jit_rx) = flume::unbounded::<JitDone>();
     let mut co = Coordinator {
         tables: prepared.tables.clone(),
         batch_bytes: spec.batch_bytes,
@@ -329,13 +337,20 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         limit_hit: false,
         tags: prepared.tags,
         control,
-        jit: JitCreator::default(),
+        jit: Some(JitCreator::default()),
+        jit_done: jit_tx,
+        waiting: Vec::new(),
         target: spec.target.clone(),
     };
     let mut last_report = Instant::now();
     let mut error: Option<LoadError> = None;
     let mut parsing_done = false;
     loop {
+        // Once every chunk is in and no row waits for a partition, send the rest.
+        if parsing_done && co.batch_tx.is_some() && (co.jit_idle() || error.is_some()) {
+            co.flush_all().await;
+            co.batch_tx = None;
+        }
         if parsing_done && co.batch_tx.is_none() {
             match outcome_rx.recv_async().await {
                 Ok(o) => co.absorb(o, &mut error),
@@ -345,11 +360,12 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             tokio::select! {
                 out = out_rx.recv_async(), if !parsing_done => match out {
                     Ok(out) => if let Err(e) = co.merge(out).await { error.get_or_insert(e); },
-                    Err(_) => {
-                        parsing_done = true;
-                        co.flush_all().await;
-                        co.batch_tx = None;
-                    }
+                    Err(_) => parsing_done = true,
+                },
+                j = jit_rx.recv_async() => if let Ok((creator, result)) = j
+                    && let Err(e) = co.jit_finished(creator, result).await
+                {
+                    error.get_or_insert(e);
                 },
                 o = outcome_rx.recv_async() => if let Ok(o) = o { co.absorb(o, &mut error) },
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
@@ -582,13 +598,43 @@ struct Coordinator {
     limit_hit: bool,
     tags: Option<super::tsbs::TagResolver>,
     control: tokio_postgres::Client,
-    jit: JitCreator,
+    /// The partition creator; `None` while a creation task has it.
+    jit: Option<JitCreator>,
+    jit_done: flume::Sender<JitDone>,
+    /// Rows whose partition is being (or is about to be) created.
+    waiting: Vec<PendingPart>,
     target: crate::ConnectOptions,
 }
 
 fn merge_segments(into: &mut Vec<(Target, Segment)>, extra: HashMap<Target, Segment>) {
     into.extend(extra);
 }
+
+/// One segment per target (a chunk may have produced several).
+fn combine(segments: Vec<(Target, Segment)>) -> HashMap<Target, Segment> {
+    let mut out: HashMap<Target, Segment> = HashMap::with_capacity(segments.len());
+    for (t, s) in segments {
+        match out.get_mut(&t) {
+            Some(have) => append(have, &s),
+            None => {
+                out.insert(t, s);
+            }
+        }
+    }
+    out
+}
+
+fn append(into: &mut Segment, seg: &Segment) {
+    let rebase_data = into.data.len() as u32;
+    let rebase_raw = into.raw.len() as u32;
+    into.data.extend_from_slice(&seg.data);
+    into.row_ends.extend(seg.row_ends.iter().map(|e| e + rebase_data));
+    into.raw.extend_from_slice(&seg.raw);
+    into.raw_ends.extend(seg.raw_ends.iter().map(|e| e + rebase_raw));
+    into.lines.extend_from_slice(&seg.lines);
+}
+
+type JitDone = (JitCreator, Result<(usize, Vec<(u16, i64)>), LoadError>);
 
 impl Coordinator {
     async fn merge(&mut self, mut out: ChunkOut) -> Result<(), LoadError> {
@@ -609,63 +655,125 @@ impl Coordinator {
             }
             merge_segments(&mut out.segments, extra);
         }
-        if !out.pending_parts.is_empty() {
-            let mut extra: HashMap<Target, Segment> = HashMap::new();
-            self.create_partitions(std::mem::take(&mut out.pending_parts), &mut extra).await?;
-            merge_segments(&mut out.segments, extra);
-        }
-        let per_segment = out.budget / out.segments.len().max(1);
-        for (target, seg) in out.segments {
-            let a = self.accum.entry(target).or_default();
-            let rebase_data = a.seg.data.len() as u32;
-            let rebase_raw = a.seg.raw.len() as u32;
-            a.seg.data.extend_from_slice(&seg.data);
-            a.seg.row_ends.extend(seg.row_ends.iter().map(|e| e + rebase_data));
-            a.seg.raw.extend_from_slice(&seg.raw);
-            a.seg.raw_ends.extend(seg.raw_ends.iter().map(|e| e + rebase_raw));
-            a.seg.lines.extend_from_slice(&seg.lines);
-            a.budget += per_segment;
-            self.accum_bytes += seg.data.len();
-            if a.seg.data.len() >= self.batch_bytes {
-                self.dispatch(target).await;
-            }
-        }
+        // Rows waiting for a partition carry their own share of the budget.
+        let waiting_bytes: usize = out.pending_parts.iter().map(PendingPart::bytes).sum();
+        self.waiting.extend(std::mem::take(&mut out.pending_parts));
+        let segment_budget = out.budget.saturating_sub(waiting_bytes);
+        self.accumulate(combine(out.segments), segment_budget).await;
+        self.start_jit();
         Ok(())
     }
 
-    /// Creates the partitions pending rows need (each table once per
-    /// interval), then routes those rows with the new tree.
-    async fn create_partitions(&mut self, pending: Vec<PendingPart>, out: &mut HashMap<Target, Segment>) -> Result<(), LoadError> {
-        let mut by_table: HashMap<u16, Vec<i64>> = HashMap::new();
-        for p in &pending {
-            by_table.entry(p.table).or_default().push(p.start);
+    /// Appends a chunk's rows to the accumulators, all of one target at
+    /// once, then sends the accumulators that are full.
+    async fn accumulate(&mut self, segments: HashMap<Target, Segment>, budget: usize) {
+        if segments.is_empty() {
+            self.budget.release(budget);
+            return;
         }
-        for (table, starts) in by_table {
-            let routing = self.tables[usize::from(table)].clone();
-            self.stats.partitions_created += self.jit.create(&self.target, &self.control, &routing, &starts).await?;
-        }
-        let mut rejects = Vec::new();
-        let mut still: Vec<PendingPart> = Vec::new();
-        for p in pending {
-            let routing = &self.tables[usize::from(p.table)];
-            let mut rc = routing.ctx();
-            match routing.route(&mut rc, &p.row) {
-                Routed::Missing { .. } => still.push(p),
-                routed => file_row(routed, p.table, &p.row, &p.raw, p.line, 0, out, &mut still, &mut rejects),
+        let per_segment = budget / segments.len();
+        self.budget.release(budget - per_segment * segments.len());
+        let mut full = Vec::new();
+        for (target, seg) in segments {
+            let a = self.accum.entry(target).or_default();
+            append(&mut a.seg, &seg);
+            a.budget += per_segment;
+            self.accum_bytes += seg.data.len();
+            if a.seg.data.len() >= self.batch_bytes {
+                full.push(target);
             }
         }
-        for p in still {
-            rejects.push(Reject {
-                input: 0,
-                line: p.line,
-                raw: p.raw,
-                reason: "its partition could not be created (it overlaps a partition made by hand?)".into(),
-            });
+        for t in full {
+            self.dispatch(t).await;
+        }
+    }
+
+    /// Starts creating the partitions waiting rows need, unless a creation
+    /// runs already; rows with existing partitions keep flowing meanwhile.
+    fn start_jit(&mut self) {
+        if self.waiting.is_empty() || self.jit.is_none() {
+            return;
+        }
+        let mut by_table: HashMap<u16, Vec<i64>> = HashMap::new();
+        for p in &self.waiting {
+            by_table.entry(p.table).or_default().push(p.start);
+        }
+        let mut creator = self.jit.take().expect("checked above");
+        let (tables, target, done) = (self.tables.clone(), self.target.clone(), self.jit_done.clone());
+        tokio::spawn(async move {
+            let mut result = Ok((0, Vec::new()));
+            for (table, mut starts) in by_table {
+                starts.sort_unstable();
+                starts.dedup();
+                match creator.create(&target, &tables[usize::from(table)], &starts).await {
+                    Ok(n) => {
+                        if let Ok((created, asked)) = &mut result {
+                            *created += n;
+                            asked.extend(starts.into_iter().map(|s| (table, s)));
+                        }
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            let _ = done.send((creator, result));
+        });
+    }
+
+    /// A creation finished: route the rows that waited for it.
+    async fn jit_finished(&mut self, creator: JitCreator, result: Result<(usize, Vec<(u16, i64)>), LoadError>) -> Result<(), LoadError> {
+        self.jit = Some(creator);
+        let (created, asked) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                for p in std::mem::take(&mut self.waiting) {
+                    self.budget.release(p.bytes());
+                }
+                return Err(e);
+            }
+        };
+        self.stats.partitions_created += created;
+        let mut segments: HashMap<Target, Segment> = HashMap::new();
+        let mut budget = 0;
+        let mut still = Vec::new();
+        let mut rejects = Vec::new();
+        for p in std::mem::take(&mut self.waiting) {
+            let routing = &self.tables[usize::from(p.table)];
+            match routing.route(&mut routing.ctx(), &p.row) {
+                Routed::To(leaf) => {
+                    segments.entry(Target { table: p.table, leaf, text: false }).or_default().push(&p.row, &p.raw, p.line);
+                    budget += p.bytes();
+                }
+                Routed::Missing { start } if asked.contains(&(p.table, start)) => {
+                    self.budget.release(p.bytes());
+                    rejects.push(Reject {
+                        input: 0,
+                        line: p.line,
+                        raw: p.raw,
+                        reason: "its partition could not be created (it overlaps a partition made by hand?)".into(),
+                    });
+                }
+                Routed::Missing { .. } => still.push(p),
+                Routed::Reject(reason) => {
+                    self.budget.release(p.bytes());
+                    rejects.push(Reject { input: 0, line: p.line, raw: p.raw, reason });
+                }
+            }
         }
         for r in rejects {
             self.reject(r);
         }
+        self.waiting = still;
+        self.accumulate(segments, budget).await;
+        self.start_jit();
         Ok(())
+    }
+
+    /// No partition is being created and no row waits for one.
+    fn jit_idle(&self) -> bool {
+        self.jit.is_some() && self.waiting.is_empty()
     }
 
     fn reject(&mut self, r: Reject) {

@@ -284,7 +284,6 @@ impl JitCreator {
     pub(crate) async fn create(
         &mut self,
         spec_target: &crate::ConnectOptions,
-        control: &tokio_postgres::Client,
         routing: &Routing,
         starts: &[i64],
     ) -> Result<usize, LoadError> {
@@ -294,7 +293,7 @@ impl JitCreator {
         }
         let mgr = self.mgr.as_mut().expect("connected above");
         let created = mgr.ensure(&j.info, &j.policy, starts, j.now).await?;
-        let tree = crate::layout::load_partition_tree(control, &routing.parent)
+        let tree = crate::layout::load_partition_tree(mgr.client(), &routing.parent)
             .await
             .map_err(|e| LoadError::Setup(format!("re-reading the partitions of {}: {e}", routing.parent)))?;
         routing.install(tree);
