@@ -101,7 +101,10 @@ pub enum Command {
     chute load events events.jsonl --format jsonl --columns ts,dev_id,payload
     chute load ticks ticks.csv --columns time,symbol,price --epoch ms
     chute load --format tsbs tsbs_iot.tsbs.gz          # tables come from the file
-    chute load conditions --gen conditions --rows 50000000")]
+    chute load conditions --gen conditions --rows 50000000
+    chute load conditions conditions.csv                # again after a crash: loads only what is missing
+    chute load --status                                  # what each load has committed
+    zcat big.csv.gz | chute load metrics - --load-id big-2021-06   # a resumable stdin load")]
     Load(LoadArgs),
 }
 
@@ -109,7 +112,8 @@ pub enum Command {
 pub struct LoadArgs {
     /// The table to load ([schema.]name). With --format tsbs every
     /// positional argument is a file: the tables come from the file.
-    pub table: String,
+    #[arg(required_unless_present_any = ["status", "forget"])]
+    pub table: Option<String>,
     /// Input files (plain, .gz or .zst); `-` or nothing reads stdin.
     #[arg(conflicts_with = "generate")]
     pub files: Vec<String>,
@@ -164,6 +168,19 @@ pub struct LoadArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Name the load for its journal (default: derived from the table and
+    /// the inputs' path, size and modification time). Needed to resume stdin.
+    #[arg(long, value_name = "ID")]
+    pub load_id: Option<String>,
+    /// Show what loads have committed (all, or the one named) and exit.
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
+    pub status: Option<String>,
+    /// Forget a load's journal (the same command then loads everything again) and exit.
+    #[arg(long, value_name = "ID")]
+    pub forget: Option<String>,
+    /// Keep retrying a lost connection or a restarted server this long.
+    #[arg(long, default_value = "5min", value_name = "DURATION")]
+    pub retry_for: String,
     /// tsbs: partition each measurement table by time with this interval.
     #[arg(long, value_name = "INTERVAL")]
     pub interval: Option<String>,

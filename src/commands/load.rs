@@ -13,6 +13,10 @@ use crate::settings;
 
 pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     let opts = settings::target(conn)?;
+    if a.status.is_some() || a.forget.is_some() {
+        return journal(&opts, &a).await;
+    }
+    let table_arg = a.table.clone().expect("clap requires TABLE without --status or --forget");
     let tsbs = a.format == FormatArg::Tsbs;
     anyhow::ensure!(
         tsbs || a.interval.is_none(),
@@ -20,9 +24,9 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     );
     // With tsbs the tables come from the file, so every argument is a file.
     let (table, files) = if tsbs {
-        (QualifiedName::parse("tsbs")?, std::iter::once(a.table.clone()).chain(a.files.iter().cloned()).collect::<Vec<_>>())
+        (QualifiedName::parse("tsbs")?, std::iter::once(table_arg.clone()).chain(a.files.iter().cloned()).collect::<Vec<_>>())
     } else {
-        (QualifiedName::parse(&a.table)?, a.files.clone())
+        (QualifiedName::parse(&table_arg)?, a.files.clone())
     };
     let inputs: Vec<InputSpec> =
         if files.is_empty() { vec![InputSpec::Stdin] } else { files.iter().map(|f| InputSpec::parse(f)).collect() };
@@ -79,10 +83,41 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     spec.reject_file = a.reject_file.clone();
     spec.max_rejects = a.max_rejects;
     spec.report_every = parse_duration(&a.report_every).context("--report-every")?;
+    spec.load_id = a.load_id.clone();
+    spec.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
     let mut reporter = LoadReporter::new(a.json, spec.report_every, a.rates_csv.as_deref())?;
+    // Ctrl-C or SIGTERM: in-flight batches finish, the rest is left for a resume.
+    let signal = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
+    let watcher = {
+        let (cancel, signal) = (spec.cancel.clone(), signal.clone());
+        tokio::spawn(async move {
+            let code = tokio::select! {
+                _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
+                _ = super::partition::sigterm() => Outcome::Terminated,
+            };
+            signal.store(code as u8, std::sync::atomic::Ordering::SeqCst);
+            cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
     let report = load::run(spec, &mut reporter).await;
+    watcher.abort();
     reporter.finish();
     let report = report?;
+    if report.interrupted {
+        let how = match report.load_id.as_deref() {
+            Some(id) => format!("run the same command again to load the rest (load id {id})"),
+            None => "stdin without --load-id cannot be resumed".to_owned(),
+        };
+        eprintln!("chute: stopped: {} rows committed in this run; {how}", report.stats.rows_loaded);
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
+        return Ok(if signal.load(std::sync::atomic::Ordering::SeqCst) == Outcome::Terminated as u8 {
+            Outcome::Terminated
+        } else {
+            Outcome::Interrupted
+        });
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -102,10 +137,41 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     })
 }
 
+/// `--status` and `--forget`.
+async fn journal(opts: &chute_engine::ConnectOptions, a: &LoadArgs) -> anyhow::Result<Outcome> {
+    let client = opts.connect().await?;
+    if let Some(id) = &a.forget {
+        if chute_engine::load::journal::forget(&client, id).await? {
+            eprintln!("chute: forgot load {id}; the same command now loads everything again");
+            return Ok(Outcome::Ok);
+        }
+        anyhow::bail!("no load {id:?} in this database (see chute load --status)");
+    }
+    let id = a.status.as_deref().filter(|s| !s.is_empty());
+    let loads = chute_engine::load::journal::list(&client, id).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&loads)?);
+    } else if loads.is_empty() {
+        println!("no loads recorded in this database");
+    } else {
+        println!("{:<24} {:<24} {:<12} {:>12} {:>8}  {:<26} inputs", "load id", "table", "status", "rows", "batches", "started");
+        for l in loads {
+            println!(
+                "{:<24} {:<24} {:<12} {:>12} {:>8}  {:<26} {}",
+                l.load_id, l.table, l.status, l.rows_committed, l.batches, l.started_at, l.inputs
+            );
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
 fn print_summary(r: &LoadReport) {
     let s = &r.stats;
     println!("table               {}", r.table);
     println!("rows loaded         {}", s.rows_loaded);
+    if s.rows_skipped > 0 {
+        println!("already loaded      {} (committed by an earlier run of this load)", s.rows_skipped);
+    }
     println!("rows rejected       {}{}", s.rows_rejected, r.reject_file.as_ref().map(|f| format!(" (see {f})")).unwrap_or_default());
     println!("input               {:.1} MiB", s.bytes_read as f64 / 1048576.0);
     println!("seconds             {:.2}", s.seconds);

@@ -36,8 +36,13 @@ async fn iot_loads_with_the_published_counts_and_reruns_add_no_tags() {
     let indexes = count(&c, "SELECT count(*) FROM pg_indexes WHERE tablename = 'readings'").await;
     assert_eq!(indexes, 2, "(tags_id, time DESC) and (time DESC)");
     let tags = count(&c, "SELECT count(*) FROM tags").await;
-    // Loading again reuses the tables and every tag set (NULLS NOT DISTINCT).
-    run_expect(chute().args(["--url", &db.url(), "load", "--format", "tsbs", &file]), 0);
+    // The same command again loads nothing: every row is journaled.
+    let (out, _) = run_expect(chute().args(["--url", &db.url(), "load", "--format", "tsbs", &file]), 0);
+    assert!(out.contains("already loaded      64863"), "{out}");
+    assert_eq!(count(&c, "SELECT count(*) FROM readings").await, 32_478);
+    // A new load of the same file (another load id) reuses the tables and
+    // every tag set (NULLS NOT DISTINCT), and adds the rows again.
+    run_expect(chute().args(["--url", &db.url(), "load", "--format", "tsbs", &file, "--load-id", "second"]), 0);
     assert_eq!(count(&c, "SELECT count(*) FROM tags").await, tags);
     assert_eq!(count(&c, "SELECT count(*) FROM readings").await, 2 * 32_478);
 }

@@ -7,7 +7,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this chute writes and understands.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -28,13 +28,36 @@ CREATE TABLE IF NOT EXISTS chute.partition_config (
     updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (parent_schema, parent_table)
 );
-INSERT INTO chute.meta VALUES ('schema_version', '1') ON CONFLICT (key) DO NOTHING;
+CREATE TABLE IF NOT EXISTS chute.loads (
+    load_id text PRIMARY KEY,
+    table_name text NOT NULL,
+    inputs text NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    finished_at timestamptz,
+    status text NOT NULL DEFAULT 'running'
+);
+CREATE TABLE IF NOT EXISTS chute.load_journal (
+    load_id text NOT NULL REFERENCES chute.loads ON DELETE CASCADE,
+    batch_id text NOT NULL,
+    target text NOT NULL,
+    input int NOT NULL,
+    starts int8[] NOT NULL,
+    ends int8[] NOT NULL,
+    rows int8 NOT NULL,
+    committed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (load_id, batch_id, input)
+);
+INSERT INTO chute.meta VALUES ('schema_version', '2') ON CONFLICT (key) DO UPDATE SET value = '2';
 ";
 
-/// Creates the schema when missing (serialized by an advisory lock, since
-/// `IF NOT EXISTS` races between concurrent sessions) and checks its version.
+/// Creates the schema when missing or older (every statement is idempotent,
+/// so version 1 is upgraded by running it again; serialized by an advisory
+/// lock, since `IF NOT EXISTS` races between concurrent sessions) and checks
+/// its version.
 pub async fn ensure(client: &Client) -> Result<(), SchemaError> {
-    if let Some(v) = version(client).await? {
+    if let Some(v) = version(client).await?
+        && v >= SCHEMA_VERSION
+    {
         return check(v);
     }
     let bootstrap = format!("BEGIN; SELECT pg_advisory_xact_lock({LOCK_CLASS}, 0); {BOOTSTRAP} COMMIT;");

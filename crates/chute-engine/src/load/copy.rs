@@ -1,96 +1,240 @@
 //! COPY workers: one connection each, taking batches from a shared queue.
 //!
+//! A batch is one transaction: its COPY statements and, when the load is
+//! journaled, the journal entries saying which input ranges its leaf now
+//! holds, so a batch is either wholly committed and recorded or not at all.
 //! A batch the server refuses for its data (a bad value, a constraint) is
-//! split in halves until the refused rows are isolated: every other row is
-//! loaded and each refused row becomes a reject with the server's reason and
-//! SQLSTATE. Any other error ends the worker and, through the coordinator,
-//! the load.
+//! split in halves under savepoints until the refused rows are isolated:
+//! every other row is loaded and each refused row becomes a reject with the
+//! server's reason and SQLSTATE, written to the reject file before the
+//! transaction commits. A lost connection, a server restart, a deadlock or a
+//! serialization failure is retried with backoff on a new connection; if the
+//! connection dropped while committing, the journal tells whether the batch
+//! landed, so nothing is loaded twice.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use chute_core::encode::{HEADER, TRAILER};
 use futures_util::SinkExt;
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Transaction};
 
 use super::LoadError;
 use super::pipeline::{Budget, Segment};
+use crate::ConnectOptions;
 
-/// Rows for one COPY statement.
+/// Rows for one COPY transaction.
 pub(crate) struct Batch {
     pub target_name: String,
+    /// The name this target is journaled under.
+    pub journal_target: String,
     pub sql: String,
     pub text: bool,
     pub seg: Segment,
     /// Budget bytes given back once the batch is done.
     pub budget: usize,
+    /// Unique across runs, so a retry can tell whether its commit landed.
+    pub batch_id: String,
 }
 
 pub(crate) struct RejectedRow {
     pub raw: Vec<u8>,
     pub line: u64,
+    pub input: usize,
     pub reason: String,
 }
 
 pub(crate) enum CopyOutcome {
-    Loaded { rows: u64, bytes: u64 },
-    Rejected(RejectedRow),
+    Loaded {
+        rows: u64,
+        bytes: u64,
+    },
+    /// Rows the server refused; the worker waits for `written` before it commits.
+    Rejected {
+        rows: Vec<RejectedRow>,
+        written: tokio::sync::oneshot::Sender<()>,
+    },
     Failed(LoadError),
+    /// The connection was lost; retrying.
+    Retrying {
+        message: String,
+    },
+}
+
+/// What workers share.
+pub(crate) struct WorkerCtx {
+    pub target: ConnectOptions,
+    pub load_id: Option<String>,
+    pub retry_for: Duration,
+    pub budget: Arc<Budget>,
 }
 
 pub(crate) async fn worker(
-    client: Client,
+    mut client: Client,
     rx: flume::Receiver<Batch>,
     tx: flume::Sender<CopyOutcome>,
-    budget: Arc<Budget>,
+    ctx: Arc<WorkerCtx>,
 ) -> Result<(), LoadError> {
     while let Ok(batch) = rx.recv_async().await {
-        let n = batch.seg.row_ends.len();
-        let result = copy_rows(&client, &batch, 0, n, &tx).await;
-        budget.release(batch.budget);
-        if let Err(e) = result {
-            let _ = tx.send(CopyOutcome::Failed(e));
-            return Ok(());
+        let result = commit_with_retries(&mut client, &batch, &tx, &ctx).await;
+        ctx.budget.release(batch.budget);
+        match result {
+            Ok((rows, bytes)) => {
+                let _ = tx.send(CopyOutcome::Loaded { rows, bytes });
+            }
+            Err(e) => {
+                let _ = tx.send(CopyOutcome::Failed(e));
+                return Ok(());
+            }
         }
     }
     Ok(())
+}
+
+/// Errors after which the same batch may be tried again on a new connection.
+fn transient(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        Some(c) => {
+            let c = c.code();
+            c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300")
+        }
+        // No SQLSTATE: an I/O error on the socket.
+        None => e.as_db_error().is_none(),
+    }
+}
+
+async fn commit_with_retries(
+    client: &mut Client,
+    batch: &Batch,
+    tx: &flume::Sender<CopyOutcome>,
+    ctx: &WorkerCtx,
+) -> Result<(u64, u64), LoadError> {
+    let began = Instant::now();
+    let mut attempt = 0u32;
+    loop {
+        let retry = attempt > 0;
+        match commit_batch(client, batch, tx, ctx, retry).await {
+            Ok(r) => return Ok(r),
+            Err(e) if transient(&e) && began.elapsed() < ctx.retry_for => {
+                attempt += 1;
+                let _ = tx.send(CopyOutcome::Retrying {
+                    message: format!("COPY into {}: {}; retrying", batch.target_name, crate::exec::describe(&e)),
+                });
+                *client = reconnect(ctx, began).await?;
+            }
+            Err(e) => return Err(LoadError::sql(format!("COPY into {}", batch.target_name), &e)),
+        }
+    }
+}
+
+/// Connects again, with backoff, until `retry_for` has passed since `began`.
+async fn reconnect(ctx: &WorkerCtx, began: Instant) -> Result<Client, LoadError> {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        tokio::time::sleep(pause).await;
+        match ctx.target.connect().await {
+            Ok(c) => return Ok(c),
+            Err(e) if began.elapsed() < ctx.retry_for => {
+                pause = (pause * 2).min(Duration::from_secs(5));
+                let _ = e;
+            }
+            Err(e) => return Err(LoadError::Setup(format!("gave up after {:?} of retries: {e}", ctx.retry_for))),
+        }
+    }
 }
 
 fn row_start(seg: &Segment, i: usize) -> usize {
     if i == 0 { 0 } else { seg.row_ends[i - 1] as usize }
 }
 
-/// Loads rows `[from, to)` of the batch, splitting on data errors.
-async fn copy_rows(client: &Client, batch: &Batch, from: usize, to: usize, tx: &flume::Sender<CopyOutcome>) -> Result<(), LoadError> {
-    let mut stack = vec![(from, to)];
+/// One attempt at a batch: its COPYs and journal entries in one transaction.
+async fn commit_batch(
+    client: &mut Client,
+    batch: &Batch,
+    tx: &flume::Sender<CopyOutcome>,
+    ctx: &WorkerCtx,
+    retry: bool,
+) -> Result<(u64, u64), tokio_postgres::Error> {
+    let n = batch.seg.row_ends.len();
+    let mut txn = client.transaction().await?;
+    if retry && let Some(load_id) = &ctx.load_id {
+        let done: bool = txn
+            .query_one("SELECT EXISTS (SELECT 1 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2)", &[load_id, &batch.batch_id])
+            .await?
+            .get(0);
+        if done {
+            // The commit landed before the connection was lost.
+            let rows = txn
+                .query_one(
+                    "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2",
+                    &[load_id, &batch.batch_id],
+                )
+                .await?
+                .get::<_, i64>(0);
+            return Ok((rows as u64, batch.seg.data.len() as u64));
+        }
+    }
+    let mut loaded = 0u64;
+    let mut rejected = Vec::new();
+    // Whole batch first; on a data error, halves under savepoints.
+    let mut stack = vec![(0usize, n)];
     while let Some((a, b)) = stack.pop() {
         if a >= b {
             continue;
         }
-        match copy_once(client, batch, a, b).await {
+        let sp = txn.savepoint("chute_rows").await?;
+        let attempt = copy_once(&sp, batch, a, b).await;
+        match attempt {
             Ok(rows) => {
-                let bytes = (row_start(&batch.seg, b) - row_start(&batch.seg, a)) as u64;
-                let _ = tx.send(CopyOutcome::Loaded { rows, bytes });
+                sp.commit().await?;
+                loaded += rows;
             }
             Err(e) if is_data_error(&e) => {
+                sp.rollback().await?;
                 if b - a == 1 {
                     let raw_from = if a == 0 { 0 } else { batch.seg.raw_ends[a - 1] as usize };
                     let raw = batch.seg.raw[raw_from..batch.seg.raw_ends[a] as usize].to_vec();
-                    let reason = crate::exec::describe(&e);
-                    let _ = tx.send(CopyOutcome::Rejected(RejectedRow { raw, line: batch.seg.lines[a], reason }));
+                    rejected.push(RejectedRow {
+                        raw,
+                        line: batch.seg.lines[a],
+                        input: usize::from(batch.seg.inputs[a]),
+                        reason: crate::exec::describe(&e),
+                    });
                 } else {
                     let mid = a + (b - a) / 2;
                     stack.push((mid, b));
                     stack.push((a, mid));
                 }
             }
-            Err(e) => return Err(LoadError::sql(format!("COPY into {}", batch.target_name), &e)),
+            Err(e) => return Err(e),
         }
     }
-    Ok(())
+    if let Some(load_id) = &ctx.load_id {
+        for (i, (input, starts, ends)) in super::journal::journal_rows(&batch.seg.ranges).into_iter().enumerate() {
+            // The rows count goes on the first entry only, so sums stay right.
+            let rows = if i == 0 { loaded as i64 } else { 0 };
+            txn.execute(
+                "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[load_id, &batch.batch_id, &batch.journal_target, &input, &starts, &ends, &rows],
+            )
+            .await?;
+        }
+    }
+    if !rejected.is_empty() {
+        // The reject file must hold these rows before their range is committed.
+        let (written, wait) = tokio::sync::oneshot::channel();
+        let _ = tx.send(CopyOutcome::Rejected { rows: rejected, written });
+        let _ = wait.await;
+    }
+    txn.commit().await?;
+    Ok((loaded, batch.seg.data.len() as u64))
 }
 
-async fn copy_once(client: &Client, batch: &Batch, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {
+async fn copy_once(client: &Transaction<'_>, batch: &Batch, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {
     let sink = client.copy_in::<_, Bytes>(batch.sql.as_str()).await?;
     futures_util::pin_mut!(sink);
     let body = Bytes::copy_from_slice(&batch.seg.data[row_start(&batch.seg, a)..row_start(&batch.seg, b)]);

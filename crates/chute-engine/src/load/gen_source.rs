@@ -3,13 +3,12 @@
 //! Chunks are ranges of sequence numbers, so a row's identity for resume is
 //! its sequence number.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use chute_core::generate::Workload;
 
-use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, PendingPart, Prepared, Routing, Segment, Target, file_row, finish_chunk};
+use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, Filed, Prepared, Routing, RowPos};
 use super::target;
 use super::{LoadError, LoadProgress, LoadSpec};
 
@@ -68,21 +67,18 @@ struct GenProcessor {
 
 impl ChunkProcessor for GenProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
-        let mut segments: HashMap<Target, Segment> = HashMap::new();
         let (from, to) = chunk.seq.unwrap_or((0, 0));
+        let range = (0, from, to);
+        let mut filed = Filed::default();
         let mut row = Vec::with_capacity(256);
         let mut rc = self.routing.ctx();
-        let (mut pending, mut rejects): (Vec<PendingPart>, _) = (Vec::new(), Vec::new());
         for seq in from..to {
             row.clear();
             self.workload.encode_row(seq, &mut row);
             // No raw record is kept: a reject file regenerates row `line - 1`.
             let routed = self.routing.route(&mut rc, &row);
-            file_row(routed, 0, &row, &[], seq + 1, 0, &mut segments, &mut pending, &mut rejects);
+            filed.file(&self.routing, routed, 0, &row, &[], RowPos { input: 0, line: seq + 1, offset: seq, range });
         }
-        let mut out = finish_chunk(segments, rejects, 0);
-        out.budget += pending.iter().map(|p| p.row.len()).sum::<usize>();
-        out.pending_parts = pending;
-        out
+        filed.finish(range)
     }
 }

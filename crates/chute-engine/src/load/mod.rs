@@ -15,6 +15,7 @@
 
 mod copy;
 mod gen_source;
+pub mod journal;
 mod pipeline;
 mod routing;
 pub mod source;
@@ -76,6 +77,14 @@ pub struct LoadSpec {
     pub tsbs_interval: Option<String>,
     /// Generated rows instead of inputs: the workload and how many rows.
     pub generator: Option<(std::sync::Arc<dyn chute_core::generate::Workload>, u64)>,
+    /// Names the load for the journal (default: derived from the table and
+    /// the inputs' identity; stdin has none, so without it a stdin load is
+    /// not journaled).
+    pub load_id: Option<String>,
+    /// Set to stop the load: in-flight batches finish, nothing new starts.
+    pub cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// How long to keep retrying a lost connection or a restarted server.
+    pub retry_for: Duration,
 }
 
 impl LoadSpec {
@@ -105,6 +114,9 @@ impl LoadSpec {
             report_every: Duration::from_secs(10),
             tsbs_interval: None,
             generator: None,
+            load_id: None,
+            cancel: Default::default(),
+            retry_for: Duration::from_secs(300),
         }
     }
 }
@@ -113,6 +125,8 @@ impl LoadSpec {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct LoadStats {
     pub rows_loaded: u64,
+    /// Rows an earlier run of the same load committed (skipped on resume).
+    pub rows_skipped: u64,
     pub rows_rejected: u64,
     /// Input bytes read (before decompression).
     pub bytes_read: u64,
@@ -138,6 +152,10 @@ pub struct LoadReport {
     /// Why rows went through the parent instead of straight to leaves.
     pub via_parent_reason: Option<String>,
     pub reject_limit_exceeded: bool,
+    /// The journal's name for this load (resume with the same command).
+    pub load_id: Option<String>,
+    /// The load was stopped before the end (what is committed stays).
+    pub interrupted: bool,
 }
 
 /// Receives progress while a load runs; the binary draws bars or lines.

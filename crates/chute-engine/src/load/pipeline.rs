@@ -14,7 +14,7 @@ use chute_core::parse::{ChunkEnd, Fields, Format, RecordError, RecordPos, count_
 use chute_core::rowenc::{RowEncoder, RowOutcome, write_text_row};
 use chute_core::value::EncodeContext;
 
-use super::copy::{self, Batch, CopyOutcome, RejectedRow};
+use super::copy::{self, Batch, CopyOutcome, RejectedRow, WorkerCtx};
 pub(crate) use super::routing::{JitCreator, LeafRef, Routed, Routing};
 use super::source::{self, InputSpec};
 use super::target::{self, ColumnPlan};
@@ -51,10 +51,15 @@ pub(crate) struct Segment {
     pub raw: Vec<u8>,
     pub raw_ends: Vec<u32>,
     pub lines: Vec<u64>,
+    /// The input each row came from.
+    pub inputs: Vec<u16>,
+    /// The input ranges whose rows for this target are all here (see `journal`).
+    pub ranges: Vec<(u32, u64, u64)>,
 }
 
 impl Segment {
-    pub(crate) fn push(&mut self, row: &[u8], raw: &[u8], line: u64) {
+    pub(crate) fn push(&mut self, row: &[u8], raw: &[u8], line: u64, input: usize) {
+        self.inputs.push(input as u16);
         self.data.extend_from_slice(row);
         self.row_ends.push(self.data.len() as u32);
         self.raw.extend_from_slice(raw);
@@ -85,6 +90,10 @@ pub(crate) struct ChunkOut {
     /// Rows whose time partition does not exist yet.
     pub pending_parts: Vec<PendingPart>,
     pub budget: usize,
+    /// The chunk's input range: (input, start, end) in bytes or sequence numbers.
+    pub range: (u32, u64, u64),
+    /// Rows an earlier run of this load committed already.
+    pub skipped: u64,
 }
 
 /// A row waiting for its partition to be created.
@@ -94,6 +103,9 @@ pub(crate) struct PendingPart {
     pub row: Vec<u8>,
     pub raw: Vec<u8>,
     pub line: u64,
+    /// The row's position (for the journal) and its chunk's range.
+    pub offset: u64,
+    pub range: (u32, u64, u64),
 }
 
 impl PendingPart {
@@ -103,23 +115,66 @@ impl PendingPart {
     }
 }
 
-/// Files a routed row: into its segment, the pending list or the rejects.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn file_row(
-    routed: Routed,
-    table: u16,
-    row: &[u8],
-    raw: &[u8],
-    line: u64,
-    input: usize,
-    segments: &mut HashMap<Target, Segment>,
-    pending: &mut Vec<PendingPart>,
-    rejects: &mut Vec<Reject>,
-) {
-    match routed {
-        Routed::To(leaf) => segments.entry(Target { table, leaf, text: false }).or_default().push(row, raw, line),
-        Routed::Missing { start } => pending.push(PendingPart { table, start, row: row.to_vec(), raw: raw.to_vec(), line }),
-        Routed::Reject(reason) => rejects.push(Reject { input, line, raw: raw.to_vec(), reason }),
+/// Where a row came from, for journal, resume and reject file.
+#[derive(Clone, Copy)]
+pub(crate) struct RowPos {
+    pub input: usize,
+    pub line: u64,
+    pub offset: u64,
+    pub range: (u32, u64, u64),
+}
+
+/// What one chunk's rows became.
+#[derive(Default)]
+pub(crate) struct Filed {
+    pub segments: HashMap<Target, Segment>,
+    pub pending: Vec<PendingPart>,
+    pub rejects: Vec<Reject>,
+    pub skipped: u64,
+}
+
+impl Filed {
+    /// Files a routed row: into its segment, the pending list or the rejects,
+    /// or nowhere when an earlier run committed it.
+    pub(crate) fn file(&mut self, routing: &Routing, routed: Routed, table: u16, row: &[u8], raw: &[u8], at: RowPos) {
+        match routed {
+            Routed::To(leaf) => {
+                if routing.is_committed(leaf, false, at.input, at.offset) {
+                    self.skipped += 1;
+                } else {
+                    self.segments.entry(Target { table, leaf, text: false }).or_default().push(row, raw, at.line, at.input);
+                }
+            }
+            Routed::Missing { start } => self.pending.push(PendingPart {
+                table,
+                start,
+                row: row.to_vec(),
+                raw: raw.to_vec(),
+                line: at.line,
+                offset: at.offset,
+                range: at.range,
+            }),
+            Routed::Reject(reason) => self.rejects.push(Reject { input: at.input, line: at.line, raw: raw.to_vec(), reason }),
+        }
+    }
+
+    /// Packs the chunk's results with the budget they take.
+    pub(crate) fn finish(mut self, range: (u32, u64, u64)) -> ChunkOut {
+        self.rejects.sort_by_key(|r| r.line);
+        let mut segments: Vec<(Target, Segment)> = self.segments.into_iter().collect();
+        for (_, s) in &mut segments {
+            s.ranges.push(range);
+        }
+        let budget = segments.iter().map(|(_, s)| s.bytes()).sum::<usize>() + self.pending.iter().map(PendingPart::bytes).sum::<usize>();
+        ChunkOut {
+            segments,
+            rejects: self.rejects,
+            pending_tags: Vec::new(),
+            pending_parts: self.pending,
+            budget,
+            range,
+            skipped: self.skipped,
+        }
     }
 }
 
@@ -268,6 +323,25 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let generated = spec.generator.as_ref().map(|(_, rows)| *rows);
     let names: Vec<InputSpec> = spec.inputs.clone();
 
+    // The journal: what earlier runs of this load committed.
+    let load_id = load_id_for(&spec, &inputs);
+    let mut resumed = 0;
+    if let Some(id) = &load_id {
+        let described: Vec<String> = spec.inputs.iter().map(|i| i.display_name()).collect();
+        let committed =
+            super::journal::open(&control, id, &prepared.summary_table, &described.join(", "), spec.inputs.len().max(1)).await?;
+        for t in &prepared.tables {
+            resumed += t.set_committed(&committed);
+        }
+        if committed.rows > 0 {
+            progress.notice(&format!("resuming load {id}: {} rows were committed by earlier runs and are skipped", committed.rows));
+        }
+    } else if spec.inputs.contains(&InputSpec::Stdin) {
+        progress.notice("stdin without --load-id is not journaled: an interrupted load cannot be resumed");
+    }
+    let nonce =
+        format!("{:x}", super::journal::stable_hash(&[&std::process::id().to_string(), &format!("{:?}", std::time::SystemTime::now())]));
+
     let (chunk_tx, chunk_rx) = flume::bounded::<Chunk>(spec.parse_threads * 2);
     let (out_tx, out_rx) = flume::bounded::<ChunkOut>(spec.parse_threads * 2);
     let (batch_tx, batch_rx) = flume::bounded::<Batch>(spec.workers * 2);
@@ -275,10 +349,12 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 
     // COPY workers.
     let mut workers = Vec::new();
+    let worker_ctx =
+        Arc::new(WorkerCtx { target: spec.target.clone(), load_id: load_id.clone(), retry_for: spec.retry_for, budget: budget.clone() });
     for _ in 0..spec.workers.max(1) {
         let client = spec.target.connect().await?;
-        let (rx, tx, budget) = (batch_rx.clone(), outcome_tx.clone(), budget.clone());
-        workers.push(tokio::spawn(copy::worker(client, rx, tx, budget)));
+        let (rx, tx, ctx) = (batch_rx.clone(), outcome_tx.clone(), worker_ctx.clone());
+        workers.push(tokio::spawn(copy::worker(client, rx, tx, ctx)));
     }
     drop(batch_rx);
     drop(outcome_tx);
@@ -332,7 +408,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         budget: budget.clone(),
         stats: LoadStats { bytes_total, ..LoadStats::default() },
         touched: HashSet::new(),
-        rejects: RejectWriter::new(spec.reject_file.clone(), &names, spec.generator.as_ref().map(|(w, _)| w.clone())),
+        rejects: RejectWriter::new(spec.reject_file.clone(), &names, spec.generator.as_ref().map(|(w, _)| w.clone()), resumed > 0),
         max_rejects: spec.max_rejects,
         limit_hit: false,
         tags: prepared.tags,
@@ -341,15 +417,32 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         jit_done: jit_tx,
         waiting: Vec::new(),
         target: spec.target.clone(),
+        batch_prefix: nonce,
+        notices: Vec::new(),
     };
     let mut last_report = Instant::now();
     let mut error: Option<LoadError> = None;
     let mut parsing_done = false;
+    let mut out_rx = Some(out_rx);
+    let mut interrupted = false;
     loop {
+        // Stopped: drop what is not sent yet (a resume makes it again) and
+        // let the batches in flight finish.
+        if spec.cancel.load(Ordering::Relaxed) && !interrupted {
+            interrupted = true;
+            cancel.store(true, Ordering::Relaxed);
+            out_rx = None;
+            parsing_done = true;
+            co.drop_unsent();
+            co.batch_tx = None;
+        }
         // Once every chunk is in and no row waits for a partition, send the rest.
         if parsing_done && co.batch_tx.is_some() && (co.jit_idle() || error.is_some()) {
             co.flush_all().await;
             co.batch_tx = None;
+        }
+        for n in std::mem::take(&mut co.notices) {
+            progress.notice(&n);
         }
         if parsing_done && co.batch_tx.is_none() {
             match outcome_rx.recv_async().await {
@@ -358,7 +451,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             }
         } else {
             tokio::select! {
-                out = out_rx.recv_async(), if !parsing_done => match out {
+                out = async { out_rx.as_ref().expect("receiving").recv_async().await }, if !parsing_done => match out {
                     Ok(out) => if let Err(e) = co.merge(out).await { error.get_or_insert(e); },
                     Err(_) => parsing_done = true,
                 },
@@ -414,6 +507,17 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         }
     }
     co.rejects.flush_pending()?;
+    if let Some(id) = &load_id {
+        let status = if error.is_some() {
+            "failed"
+        } else if interrupted {
+            "interrupted"
+        } else {
+            "done"
+        };
+        // A lost control connection must not hide the load's own outcome.
+        let _ = super::journal::close(&co.control, id, status).await;
+    }
     if let Some(e) = error {
         return Err(e);
     }
@@ -429,8 +533,30 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         reject_file: co.rejects.path_if_written(),
         via_parent_reason: prepared.via_parent_reason,
         reject_limit_exceeded: co.limit_hit,
+        load_id,
+        interrupted,
         stats,
     })
+}
+
+/// The journal's name for a load: `--load-id`, or derived from the table
+/// and what is loaded (files: path, size and modification time; generated
+/// rows: the workload and the row count). Stdin has no identity of its own.
+fn load_id_for(spec: &LoadSpec, inputs: &[source::Input]) -> Option<String> {
+    if let Some(id) = &spec.load_id {
+        return Some(id.clone());
+    }
+    let table = spec.table.to_string();
+    if let Some((w, rows)) = &spec.generator {
+        return Some(format!("gen-{:016x}", super::journal::stable_hash(&[&table, &format!("{w:?}"), &rows.to_string()])));
+    }
+    if spec.inputs.contains(&InputSpec::Stdin) {
+        return None;
+    }
+    let mut parts = vec![table.as_str()];
+    let ids: Vec<&str> = inputs.iter().map(|i| i.identity.as_str()).collect();
+    parts.extend(ids);
+    Some(format!("file-{:016x}", super::journal::stable_hash(&parts)))
 }
 
 /// Reads every input in turn and cuts it into chunks at record ends.
@@ -524,29 +650,39 @@ struct GenericProcessor {
 impl ChunkProcessor for GenericProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
         let (encoder, routing) = (&self.encoder, &self.routing);
-        let mut segments: HashMap<Target, Segment> = HashMap::new();
-        let mut rejects = Vec::new();
-        let mut pending = Vec::new();
+        let range = (chunk.input as u32, chunk.base_offset, chunk.base_offset + chunk.data.len() as u64);
+        let mut filed = Filed::default();
         let mut row = Vec::with_capacity(512);
         let mut rc = routing.ctx();
+        let mut parse_errors = Vec::new();
         let mut on_record = |fields: &Fields, pos: RecordPos| {
             let raw = pos.slice(&chunk.data, chunk.base_offset);
+            let at = RowPos { input: chunk.input, line: pos.line, offset: pos.offset, range };
             row.clear();
             match encoder.encode(fields, &mut row) {
                 RowOutcome::Binary => {
                     let routed = routing.route(&mut rc, &row);
-                    file_row(routed, 0, &row, raw, pos.line, chunk.input, &mut segments, &mut pending, &mut rejects);
+                    filed.file(routing, routed, 0, &row, raw, at);
                 }
                 RowOutcome::NeedsServer { .. } => {
                     // The server parses this row; it routes it too.
+                    if routing.is_committed(LeafRef::Parent, true, at.input, at.offset) {
+                        filed.skipped += 1;
+                        return;
+                    }
                     write_text_row(fields, &mut row);
-                    segments.entry(Target { table: 0, leaf: LeafRef::Parent, text: true }).or_default().push(&row, raw, pos.line);
+                    filed.segments.entry(Target { table: 0, leaf: LeafRef::Parent, text: true }).or_default().push(
+                        &row,
+                        raw,
+                        pos.line,
+                        chunk.input,
+                    );
                 }
                 RowOutcome::Invalid { column, reason } => {
                     let reason = format!("column {}: {reason}", encoder.columns[column].name);
-                    rejects.push(Reject { input: chunk.input, line: pos.line, raw: raw.to_vec(), reason })
+                    filed.rejects.push(Reject { input: chunk.input, line: pos.line, raw: raw.to_vec(), reason })
                 }
-                RowOutcome::FieldCount { expected, found } => rejects.push(Reject {
+                RowOutcome::FieldCount { expected, found } => filed.rejects.push(Reject {
                     input: chunk.input,
                     line: pos.line,
                     raw: raw.to_vec(),
@@ -554,27 +690,15 @@ impl ChunkProcessor for GenericProcessor {
                 }),
             }
         };
-        let mut parse_errors = Vec::new();
         let mut on_error = |e: RecordError| {
             let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
             parse_errors.push(Reject { input: chunk.input, line: e.pos.line, raw, reason: e.reason });
         };
         // The reader already cut the input at an end-of-data marker.
         let _: ChunkEnd = self.format.parse_chunk(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
-        rejects.append(&mut parse_errors);
-        rejects.sort_by_key(|r| r.line);
-        let mut out = finish_chunk(segments, rejects, chunk.input);
-        out.budget += pending.iter().map(|p: &PendingPart| p.row.len() + p.raw.len()).sum::<usize>();
-        out.pending_parts = pending;
-        out
+        filed.rejects.append(&mut parse_errors);
+        filed.finish(range)
     }
-}
-
-/// Packs a chunk's results, with the budget they take.
-pub(crate) fn finish_chunk(segments: HashMap<Target, Segment>, rejects: Vec<Reject>, _input: usize) -> ChunkOut {
-    let segments: Vec<(Target, Segment)> = segments.into_iter().collect();
-    let budget = segments.iter().map(|(_, s)| s.bytes()).sum();
-    ChunkOut { segments, rejects, pending_tags: Vec::new(), pending_parts: Vec::new(), budget }
 }
 
 /// Rows waiting for a target to fill a batch.
@@ -604,10 +728,10 @@ struct Coordinator {
     /// Rows whose partition is being (or is about to be) created.
     waiting: Vec<PendingPart>,
     target: crate::ConnectOptions,
-}
-
-fn merge_segments(into: &mut Vec<(Target, Segment)>, extra: HashMap<Target, Segment>) {
-    into.extend(extra);
+    /// Makes batch ids unique across runs.
+    batch_prefix: String,
+    /// Messages for the user, shown by the main loop.
+    notices: Vec<String>,
 }
 
 /// One segment per target (a chunk may have produced several).
@@ -632,6 +756,10 @@ fn append(into: &mut Segment, seg: &Segment) {
     into.raw.extend_from_slice(&seg.raw);
     into.raw_ends.extend(seg.raw_ends.iter().map(|e| e + rebase_raw));
     into.lines.extend_from_slice(&seg.lines);
+    into.inputs.extend_from_slice(&seg.inputs);
+    for r in &seg.ranges {
+        super::journal::push_range(&mut into.ranges, *r);
+    }
 }
 
 type JitDone = (JitCreator, Result<(usize, Vec<(u16, i64)>), LoadError>);
@@ -641,19 +769,22 @@ impl Coordinator {
         for r in std::mem::take(&mut out.rejects) {
             self.reject(r);
         }
+        // On file before any of this chunk's rows can commit (a resume skips them).
+        self.rejects.flush_pending()?;
+        self.stats.rows_skipped += out.skipped;
         if !out.pending_tags.is_empty() {
             let resolver = self.tags.as_mut().ok_or_else(|| LoadError::Setup("rows wait for tags, but no tag table is set up".into()))?;
-            let mut extra: HashMap<Target, Segment> = HashMap::new();
-            let mut parts = Vec::new();
-            let mut rejects = Vec::new();
-            resolver
-                .resolve(&self.control, std::mem::take(&mut out.pending_tags), &self.tables, &mut extra, &mut parts, &mut rejects)
-                .await?;
-            out.pending_parts.extend(parts);
-            for r in rejects {
+            let mut filed = Filed::default();
+            resolver.resolve(&self.control, std::mem::take(&mut out.pending_tags), &self.tables, &mut filed).await?;
+            out.pending_parts.extend(filed.pending);
+            for r in filed.rejects {
                 self.reject(r);
             }
-            merge_segments(&mut out.segments, extra);
+            self.stats.rows_skipped += filed.skipped;
+            for (t, mut seg) in filed.segments {
+                seg.ranges.push(out.range);
+                out.segments.push((t, seg));
+            }
         }
         // Rows waiting for a partition carry their own share of the budget.
         let waiting_bytes: usize = out.pending_parts.iter().map(PendingPart::bytes).sum();
@@ -742,14 +873,20 @@ impl Coordinator {
         for p in std::mem::take(&mut self.waiting) {
             let routing = &self.tables[usize::from(p.table)];
             match routing.route(&mut routing.ctx(), &p.row) {
+                Routed::To(leaf) if routing.is_committed(leaf, false, p.range.0 as usize, p.offset) => {
+                    self.stats.rows_skipped += 1;
+                    self.budget.release(p.bytes());
+                }
                 Routed::To(leaf) => {
-                    segments.entry(Target { table: p.table, leaf, text: false }).or_default().push(&p.row, &p.raw, p.line);
+                    let seg = segments.entry(Target { table: p.table, leaf, text: false }).or_default();
+                    seg.push(&p.row, &p.raw, p.line, p.range.0 as usize);
+                    super::journal::push_range(&mut seg.ranges, p.range);
                     budget += p.bytes();
                 }
                 Routed::Missing { start } if asked.contains(&(p.table, start)) => {
                     self.budget.release(p.bytes());
                     rejects.push(Reject {
-                        input: 0,
+                        input: p.range.0 as usize,
                         line: p.line,
                         raw: p.raw,
                         reason: "its partition could not be created (it overlaps a partition made by hand?)".into(),
@@ -758,7 +895,7 @@ impl Coordinator {
                 Routed::Missing { .. } => still.push(p),
                 Routed::Reject(reason) => {
                     self.budget.release(p.bytes());
-                    rejects.push(Reject { input: 0, line: p.line, raw: p.raw, reason });
+                    rejects.push(Reject { input: p.range.0 as usize, line: p.line, raw: p.raw, reason });
                 }
             }
         }
@@ -777,11 +914,14 @@ impl Coordinator {
     }
 
     fn reject(&mut self, r: Reject) {
+        // A resumed load, or a retried batch, does not repeat a reject line.
+        if !self.rejects.add(r) {
+            return;
+        }
         self.stats.rows_rejected += 1;
         if self.max_rejects.is_some_and(|m| self.stats.rows_rejected > m) {
             self.limit_hit = true;
         }
-        self.rejects.add(r);
     }
 
     async fn dispatch(&mut self, target: Target) {
@@ -801,7 +941,15 @@ impl Coordinator {
         };
         self.touched.insert(name.clone());
         self.stats.batches += 1;
-        let batch = Batch { target_name: name.to_string(), sql, text: target.text, seg: a.seg, budget: a.budget };
+        let batch = Batch {
+            target_name: name.to_string(),
+            journal_target: super::journal::target_key(&name.to_string(), target.text),
+            sql,
+            text: target.text,
+            seg: a.seg,
+            budget: a.budget,
+            batch_id: format!("{}-{}", self.batch_prefix, self.stats.batches),
+        };
         if let Some(tx) = &self.batch_tx
             && tx.send_async(batch).await.is_err()
         {
@@ -835,12 +983,35 @@ impl Coordinator {
                 self.stats.rows_loaded += rows;
                 self.stats.bytes_sent += bytes;
             }
-            CopyOutcome::Rejected(RejectedRow { raw, line, reason }) => {
-                self.reject(Reject { input: 0, line, raw, reason });
+            CopyOutcome::Rejected { rows, written } => {
+                for RejectedRow { raw, line, input, reason } in rows {
+                    self.reject(Reject { input, line, raw, reason });
+                }
+                match self.rejects.flush_pending() {
+                    Ok(()) => {
+                        let _ = written.send(());
+                    }
+                    // Not acknowledged: the worker's transaction does not commit.
+                    Err(e) => {
+                        error.get_or_insert(e);
+                    }
+                }
             }
             CopyOutcome::Failed(e) => {
                 error.get_or_insert(e);
             }
+            CopyOutcome::Retrying { message } => self.notices.push(message),
+        }
+    }
+
+    /// Forgets rows not yet sent (an interrupted load); a resume makes them again.
+    fn drop_unsent(&mut self) {
+        for (_, a) in self.accum.drain() {
+            self.budget.release(a.budget);
+        }
+        self.accum_bytes = 0;
+        for p in std::mem::take(&mut self.waiting) {
+            self.budget.release(p.bytes());
         }
     }
 }
@@ -856,26 +1027,48 @@ pub(crate) struct RejectWriter {
     pending: Vec<Reject>,
     file: Option<std::io::BufWriter<std::fs::File>>,
     written: bool,
+    /// (input, line) of every reject in the file, so none is written twice.
+    seen: HashSet<(usize, u64)>,
+    /// Resuming: append to the file (after reading what it holds); otherwise
+    /// start it afresh.
+    append: bool,
 }
 
 impl RejectWriter {
-    fn new(path: Option<std::path::PathBuf>, inputs: &[InputSpec], workload: Option<Arc<dyn chute_core::generate::Workload>>) -> Self {
+    fn new(
+        path: Option<std::path::PathBuf>,
+        inputs: &[InputSpec],
+        workload: Option<Arc<dyn chute_core::generate::Workload>>,
+        resuming: bool,
+    ) -> Self {
         let path = match &workload {
             Some(_) => path.or_else(|| Some("generated.rejects".into())),
             None => path.or_else(|| inputs.first().map(|i| i.default_reject_file())),
         };
-        RejectWriter {
-            workload,
-            path,
-            names: inputs.iter().map(|i| i.display_name()).collect(),
-            pending: Vec::new(),
-            file: None,
-            written: false,
+        let names: Vec<String> =
+            if workload.is_some() { vec!["generated row".into()] } else { inputs.iter().map(|i| i.display_name()).collect() };
+        let mut seen = HashSet::new();
+        if resuming && let Some(text) = path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
+            for line in text.lines().filter_map(|l| l.strip_prefix("# ")) {
+                for (i, n) in names.iter().enumerate() {
+                    if let Some(rest) = line.strip_prefix(n.as_str()).and_then(|r| r.strip_prefix(':'))
+                        && let Some(num) = rest.split(':').next().and_then(|d| d.parse::<u64>().ok())
+                    {
+                        seen.insert((i, num));
+                    }
+                }
+            }
         }
+        RejectWriter { workload, path, names, pending: Vec::new(), file: None, written: false, seen, append: resuming }
     }
 
-    fn add(&mut self, r: Reject) {
+    /// Queues a reject; `false` when the file already has it.
+    fn add(&mut self, r: Reject) -> bool {
+        if !self.seen.insert((r.input, r.line)) {
+            return false;
+        }
         self.pending.push(r);
+        true
     }
 
     fn flush_pending(&mut self) -> Result<(), LoadError> {
@@ -885,7 +1078,8 @@ impl RejectWriter {
         let Some(path) = self.path.clone() else { return Ok(()) };
         let err = |e: std::io::Error| LoadError::RejectFile { path: path.display().to_string(), message: e.to_string() };
         if self.file.is_none() {
-            let f = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(err)?;
+            let f =
+                std::fs::OpenOptions::new().create(true).append(self.append).write(true).truncate(!self.append).open(&path).map_err(err)?;
             self.file = Some(std::io::BufWriter::new(f));
         }
         let f = self.file.as_mut().expect("opened above");
@@ -895,8 +1089,7 @@ impl RejectWriter {
             {
                 w.write_csv(r.line.saturating_sub(1), &mut r.raw);
             }
-            let input =
-                if self.workload.is_some() { "generated row" } else { self.names.get(r.input).map(String::as_str).unwrap_or("input") };
+            let input = self.names.get(r.input).map(String::as_str).unwrap_or("input");
             writeln!(f, "# {input}:{}: {}", r.line, r.reason.replace('\n', " ")).map_err(err)?;
             f.write_all(&r.raw).map_err(err)?;
             if !r.raw.ends_with(b"\n") {

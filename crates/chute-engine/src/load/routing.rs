@@ -80,6 +80,8 @@ pub(crate) struct Routing {
     pub mode: RouteMode,
     /// Leaf names by id; append-only, so ids held by accumulators stay valid.
     registry: RwLock<Vec<QualifiedName>>,
+    /// What earlier runs of this load committed, per (leaf, text) and input.
+    committed: std::sync::OnceLock<std::collections::HashMap<(LeafRef, bool), Vec<super::journal::RangeSet>>>,
 }
 
 /// Per-chunk routing state: the tree version in use and a scratch buffer.
@@ -90,11 +92,17 @@ pub(crate) struct RouteCtx {
 
 impl Routing {
     pub(crate) fn single(name: QualifiedName, copy_list: String) -> Routing {
-        Routing { parent: name.clone(), copy_list, mode: RouteMode::Single, registry: RwLock::new(vec![name]) }
+        Routing {
+            parent: name.clone(),
+            copy_list,
+            mode: RouteMode::Single,
+            registry: RwLock::new(vec![name]),
+            committed: Default::default(),
+        }
     }
 
     pub(crate) fn via_parent(name: QualifiedName, copy_list: String) -> Routing {
-        Routing { parent: name, copy_list, mode: RouteMode::Parent, registry: RwLock::new(vec![]) }
+        Routing { parent: name, copy_list, mode: RouteMode::Parent, registry: RwLock::new(vec![]), committed: Default::default() }
     }
 
     fn tree(
@@ -117,6 +125,7 @@ impl Routing {
                 no_create,
             })),
             registry: RwLock::new(names),
+            committed: Default::default(),
         }
     }
 
@@ -151,6 +160,33 @@ impl Routing {
         match leaf {
             LeafRef::Leaf(i) => self.registry.read().expect("leaf registry")[i as usize].clone(),
             LeafRef::Parent => self.parent.clone(),
+        }
+    }
+
+    /// Takes what earlier runs committed into this table's leaves (journal
+    /// target names as keys); returns how many targets matched.
+    pub(crate) fn set_committed(&self, committed: &super::journal::Committed) -> usize {
+        let mut map = std::collections::HashMap::new();
+        let reg = self.registry.read().expect("leaf registry");
+        let refs = reg.iter().enumerate().map(|(i, n)| (LeafRef::Leaf(i as u32), n)).chain([(LeafRef::Parent, &self.parent)]);
+        for (leaf, name) in refs {
+            for text in [false, true] {
+                if let Some(sets) = committed.by_target.get(&super::journal::target_key(&name.to_string(), text)) {
+                    map.insert((leaf, text), sets.clone());
+                }
+            }
+        }
+        let n = map.len();
+        let _ = self.committed.set(map);
+        n
+    }
+
+    /// Did an earlier run of this load commit the row at `offset` of `input` into `leaf`?
+    #[inline]
+    pub(crate) fn is_committed(&self, leaf: LeafRef, text: bool, input: usize, offset: u64) -> bool {
+        match self.committed.get() {
+            Some(map) if !map.is_empty() => map.get(&(leaf, text)).and_then(|v| v.get(input)).is_some_and(|set| set.contains(offset)),
+            _ => false,
         }
     }
 

@@ -21,7 +21,7 @@ use chute_core::value::{EncodeContext, PgType, ValueError, encode_text};
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
-use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, PendingPart, Prepared, Reject, Routing, Segment, Target, file_row, finish_chunk};
+use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, Filed, Prepared, Reject, Routing, RowPos};
 use super::source::{self, InputSpec};
 use super::{LoadError, LoadProgress, LoadSpec};
 
@@ -36,7 +36,13 @@ pub(crate) struct PendingRow {
     tags: Vec<Option<String>>,
     row: Vec<u8>,
     raw: Vec<u8>,
-    line: u64,
+    at: RowPos,
+}
+
+impl PendingRow {
+    pub(crate) fn bytes(&self) -> usize {
+        self.row.len() + self.raw.len()
+    }
 }
 
 type TagCache = Arc<RwLock<HashMap<Vec<u8>, i32>>>;
@@ -53,9 +59,7 @@ impl TagResolver {
         client: &Client,
         pending: Vec<PendingRow>,
         tables: &[Arc<Routing>],
-        out: &mut HashMap<Target, Segment>,
-        parts: &mut Vec<PendingPart>,
-        rejects: &mut Vec<Reject>,
+        out: &mut Filed,
     ) -> Result<(), LoadError> {
         for mut p in pending {
             let cached = self.cache.read().expect("tag cache").get(&p.key).copied();
@@ -72,7 +76,7 @@ impl TagResolver {
             p.row[TAGS_ID_AT..TAGS_ID_AT + 4].copy_from_slice(&id.to_be_bytes());
             let table = &tables[usize::from(p.table)];
             let routed = table.route(&mut table.ctx(), &p.row);
-            file_row(routed, p.table, &p.row, &p.raw, p.line, 0, out, parts, rejects);
+            out.file(table, routed, p.table, &p.row, &p.raw, p.at);
         }
         Ok(())
     }
@@ -303,19 +307,20 @@ fn put(row: &mut Vec<u8>, ty: PgType, v: &[u8], ctx: &EncodeContext) -> Result<(
 
 impl ChunkProcessor for TsbsProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
-        let mut segments: HashMap<Target, Segment> = HashMap::new();
-        let mut rejects = Vec::new();
+        let range = (chunk.input as u32, chunk.base_offset, chunk.base_offset + chunk.data.len() as u64);
+        let mut filed = Filed::default();
         let mut pending = Vec::new();
-        let mut parts = Vec::new();
         let mut row = Vec::with_capacity(256);
         let mut key = Vec::with_capacity(128);
         let mut ctxs: Vec<_> = self.tables.iter().map(|t| t.ctx()).collect();
         let cache = self.cache.read().expect("tag cache").clone();
+        let mut parse_errors = Vec::new();
         let mut on_record = |rec: &TsbsRecord<'_>, pos: RecordPos| {
             let raw = pos.slice(&chunk.data, chunk.base_offset);
+            let at = RowPos { input: chunk.input, line: rec.data_line, offset: pos.offset, range };
             row.clear();
             if let Err(reason) = encode_record(rec, &mut row) {
-                rejects.push(Reject { input: chunk.input, line: rec.data_line, raw: raw.to_vec(), reason });
+                filed.rejects.push(Reject { input: chunk.input, line: rec.data_line, raw: raw.to_vec(), reason });
                 return;
             }
             tag_key(rec.tags, &mut key);
@@ -323,27 +328,25 @@ impl ChunkProcessor for TsbsProcessor {
             match cache.get(&key) {
                 Some(id) => {
                     row[TAGS_ID_AT..TAGS_ID_AT + 4].copy_from_slice(&id.to_be_bytes());
-                    let routed = self.tables[rec.measurement].route(&mut ctxs[rec.measurement], &row);
-                    file_row(routed, table, &row, raw, rec.data_line, chunk.input, &mut segments, &mut parts, &mut rejects);
+                    let routing = &self.tables[rec.measurement];
+                    let routed = routing.route(&mut ctxs[rec.measurement], &row);
+                    filed.file(routing, routed, table, &row, raw, at);
                 }
                 None => {
                     let tags = rec.tags.iter().map(|t| t.map(|v| String::from_utf8_lossy(v).into_owned())).collect();
-                    pending.push(PendingRow { table, key: key.clone(), tags, row: row.clone(), raw: raw.to_vec(), line: rec.data_line });
+                    pending.push(PendingRow { table, key: key.clone(), tags, row: row.clone(), raw: raw.to_vec(), at });
                 }
             }
         };
-        let mut parse_errors = Vec::new();
         let mut on_error = |e: RecordError| {
             let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
             parse_errors.push(Reject { input: chunk.input, line: e.pos.line, raw, reason: e.reason })
         };
         self.parser.parse_records(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
-        rejects.append(&mut parse_errors);
-        let mut out = finish_chunk(segments, rejects, chunk.input);
-        out.budget += pending.iter().map(|p: &PendingRow| p.row.len() + p.raw.len()).sum::<usize>();
-        out.budget += parts.iter().map(|p: &PendingPart| p.row.len() + p.raw.len()).sum::<usize>();
+        filed.rejects.append(&mut parse_errors);
+        let mut out = filed.finish(range);
+        out.budget += pending.iter().map(PendingRow::bytes).sum::<usize>();
         out.pending_tags = pending;
-        out.pending_parts = parts;
         out
     }
 }

@@ -1,0 +1,223 @@
+//! Exactly once: which input rows each leaf already holds.
+//!
+//! A row is identified by its input (path, size and modification time, or
+//! `--load-id`) and where it starts: its byte offset (files) or its sequence
+//! number (generated rows). Every COPY batch records, in the same transaction
+//! as its rows, the input ranges it covers for its leaf (`chute.load_journal`).
+//! A batch only ever claims a range when it holds *every* row of that range
+//! that routes to its leaf (chunks enter an accumulator whole), so on resume a
+//! row is skipped exactly when its offset lies in a committed range of the
+//! leaf it routes to. Nothing depends on chunk size, batch size or worker
+//! count, so any of them may change between runs.
+
+use std::collections::HashMap;
+
+use tokio_postgres::Client;
+
+use super::LoadError;
+
+/// FNV-1a, 64 bits: stable across builds (std's hasher is not).
+pub(crate) fn stable_hash(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.bytes().chain([0u8]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Sorted, non-overlapping half-open ranges.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RangeSet(Vec<(u64, u64)>);
+
+impl RangeSet {
+    pub(crate) fn from_ranges(mut v: Vec<(u64, u64)>) -> Self {
+        v.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+        for (a, b) in v {
+            match out.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        RangeSet(out)
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, x: u64) -> bool {
+        let i = self.0.partition_point(|r| r.0 <= x);
+        i > 0 && x < self.0[i - 1].1
+    }
+}
+
+/// Appends a range to a list, merging it with the last one when they touch.
+pub(crate) fn push_range(ranges: &mut Vec<(u32, u64, u64)>, r: (u32, u64, u64)) {
+    if let Some(last) = ranges.last_mut()
+        && last.0 == r.0
+        && r.1 <= last.2
+        && r.2 >= last.1
+    {
+        last.1 = last.1.min(r.1);
+        last.2 = last.2.max(r.2);
+        return;
+    }
+    ranges.push(r);
+}
+
+/// What earlier runs of this load committed, by journal target name and input.
+#[derive(Debug, Default)]
+pub(crate) struct Committed {
+    pub by_target: HashMap<String, Vec<RangeSet>>,
+    pub rows: i64,
+}
+
+/// The name a batch's target is journaled under.
+pub(crate) fn target_key(name: &str, text: bool) -> String {
+    if text { format!("{name} (text)") } else { name.to_owned() }
+}
+
+/// Registers the load (or finds its earlier runs) and reads what they committed.
+pub(crate) async fn open(client: &Client, load_id: &str, table: &str, inputs: &str, n_inputs: usize) -> Result<Committed, LoadError> {
+    crate::schema::ensure(client).await.map_err(|e| LoadError::Setup(e.to_string()))?;
+    client
+        .execute(
+            "INSERT INTO chute.loads (load_id, table_name, inputs) VALUES ($1, $2, $3)
+             ON CONFLICT (load_id) DO UPDATE SET status = 'running', finished_at = NULL",
+            &[&load_id, &table, &inputs],
+        )
+        .await
+        .map_err(|e| LoadError::sql("registering the load in chute.loads", &e))?;
+    let rows = client
+        .query("SELECT target, input, starts, ends, rows FROM chute.load_journal WHERE load_id = $1", &[&load_id])
+        .await
+        .map_err(|e| LoadError::sql("reading chute.load_journal", &e))?;
+    let mut raw: HashMap<String, Vec<Vec<(u64, u64)>>> = HashMap::new();
+    let mut total = 0;
+    for r in rows {
+        let target: String = r.get(0);
+        let input: i32 = r.get(1);
+        let starts: Vec<i64> = r.get(2);
+        let ends: Vec<i64> = r.get(3);
+        total += r.get::<_, i64>(4);
+        let per_input = raw.entry(target).or_insert_with(|| vec![Vec::new(); n_inputs]);
+        if let Some(v) = per_input.get_mut(input as usize) {
+            v.extend(starts.iter().zip(&ends).map(|(a, b)| (*a as u64, *b as u64)));
+        }
+    }
+    let by_target = raw.into_iter().map(|(k, v)| (k, v.into_iter().map(RangeSet::from_ranges).collect())).collect();
+    Ok(Committed { by_target, rows: total })
+}
+
+/// Marks the load finished (or how it ended).
+pub(crate) async fn close(client: &Client, load_id: &str, status: &str) -> Result<(), LoadError> {
+    client
+        .execute("UPDATE chute.loads SET status = $2, finished_at = now() WHERE load_id = $1", &[&load_id, &status])
+        .await
+        .map_err(|e| LoadError::sql("updating chute.loads", &e))?;
+    Ok(())
+}
+
+/// One journal entry per input a batch covers.
+pub(crate) fn journal_rows(ranges: &[(u32, u64, u64)]) -> Vec<(i32, Vec<i64>, Vec<i64>)> {
+    let mut by_input: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    for (i, a, b) in ranges {
+        by_input.entry(*i).or_default().push((*a, *b));
+    }
+    let mut out: Vec<(i32, Vec<i64>, Vec<i64>)> = by_input
+        .into_iter()
+        .map(|(i, v)| {
+            let set = RangeSet::from_ranges(v);
+            (i as i32, set.0.iter().map(|r| r.0 as i64).collect(), set.0.iter().map(|r| r.1 as i64).collect())
+        })
+        .collect();
+    out.sort_by_key(|r| r.0);
+    out
+}
+
+/// `chute load --status`: every load this database knows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadRecord {
+    pub load_id: String,
+    pub table: String,
+    pub inputs: String,
+    pub status: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub rows_committed: i64,
+    pub batches: i64,
+    pub targets: i64,
+}
+
+pub async fn list(client: &Client, load_id: Option<&str>) -> Result<Vec<LoadRecord>, LoadError> {
+    if crate::schema::version(client).await.map_err(|e| LoadError::sql("reading chute.meta", &e))?.unwrap_or(0) < 2 {
+        return Ok(vec![]);
+    }
+    let rows = client
+        .query(
+            "SELECT l.load_id, l.table_name, l.inputs, l.status, l.started_at::text, l.finished_at::text,
+                    coalesce(sum(j.rows), 0)::int8, count(DISTINCT j.batch_id), count(DISTINCT j.target)
+             FROM chute.loads l LEFT JOIN chute.load_journal j USING (load_id)
+             WHERE $1::text IS NULL OR l.load_id = $1
+             GROUP BY l.load_id ORDER BY l.started_at",
+            &[&load_id],
+        )
+        .await
+        .map_err(|e| LoadError::sql("reading chute.loads", &e))?;
+    Ok(rows
+        .iter()
+        .map(|r| LoadRecord {
+            load_id: r.get(0),
+            table: r.get(1),
+            inputs: r.get(2),
+            status: r.get(3),
+            started_at: r.get(4),
+            finished_at: r.get(5),
+            rows_committed: r.get(6),
+            batches: r.get(7),
+            targets: r.get(8),
+        })
+        .collect())
+}
+
+/// `chute load --forget ID`: drops a load's journal (a later run of the same
+/// command loads everything again). Returns whether it existed.
+pub async fn forget(client: &Client, load_id: &str) -> Result<bool, LoadError> {
+    if crate::schema::version(client).await.map_err(|e| LoadError::sql("reading chute.meta", &e))?.unwrap_or(0) < 2 {
+        return Ok(false);
+    }
+    let n = client
+        .execute("DELETE FROM chute.loads WHERE load_id = $1", &[&load_id])
+        .await
+        .map_err(|e| LoadError::sql("deleting from chute.loads", &e))?;
+    Ok(n > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_and_contain() {
+        let s = RangeSet::from_ranges(vec![(10, 20), (0, 5), (18, 30), (40, 41)]);
+        assert_eq!(s.0, [(0, 5), (10, 30), (40, 41)]);
+        for (x, want) in [(0, true), (4, true), (5, false), (9, false), (10, true), (29, true), (30, false), (40, true), (41, false)] {
+            assert_eq!(s.contains(x), want, "{x}");
+        }
+        let mut v = vec![];
+        push_range(&mut v, (0, 0, 10));
+        push_range(&mut v, (0, 10, 20));
+        push_range(&mut v, (1, 20, 30));
+        push_range(&mut v, (1, 0, 5));
+        assert_eq!(v, [(0, 0, 20), (1, 20, 30), (1, 0, 5)]);
+        assert_eq!(journal_rows(&v), [(0, vec![0], vec![20]), (1, vec![0, 20], vec![5, 30])]);
+    }
+
+    #[test]
+    fn the_hash_is_stable() {
+        assert_eq!(stable_hash(&["a", "b"]), stable_hash(&["a", "b"]));
+        assert_ne!(stable_hash(&["ab", ""]), stable_hash(&["a", "b"]));
+        assert_eq!(stable_hash(&[]), 0xcbf2_9ce4_8422_2325);
+    }
+}
