@@ -13,6 +13,8 @@ mod load;
 mod local;
 #[path = "cli/partition.rs"]
 mod partition;
+#[path = "cli/reliability.rs"]
+mod reliability;
 #[path = "cli/routing.rs"]
 mod routing;
 #[path = "cli/tsbs.rs"]

@@ -50,10 +50,10 @@ pub(crate) enum CopyOutcome {
         rows: u64,
         bytes: u64,
     },
-    /// Rows the server refused; the worker waits for `written` before it commits.
+    /// Rows the server refused, already written to the reject file (`new`
+    /// of them were not there before).
     Rejected {
-        rows: Vec<RejectedRow>,
-        written: tokio::sync::oneshot::Sender<()>,
+        new: u64,
     },
     Failed(LoadError),
     /// The connection was lost; retrying.
@@ -68,6 +68,22 @@ pub(crate) struct WorkerCtx {
     pub load_id: Option<String>,
     pub retry_for: Duration,
     pub budget: Arc<Budget>,
+    /// Shared with the coordinator: a worker writes its rejects itself, so it
+    /// never waits for the coordinator (which may be waiting for workers).
+    pub rejects: Arc<std::sync::Mutex<super::pipeline::RejectWriter>>,
+}
+
+/// Why one attempt at a batch failed.
+enum AttemptError {
+    Pg(tokio_postgres::Error),
+    /// The reject file could not be written: the batch must not commit.
+    Rejects(LoadError),
+}
+
+impl From<tokio_postgres::Error> for AttemptError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        AttemptError::Pg(e)
+    }
 }
 
 pub(crate) async fn worker(
@@ -119,14 +135,15 @@ async fn commit_with_retries(
         let retry = attempt > 0;
         match commit_batch(client, batch, tx, ctx, retry).await {
             Ok(r) => return Ok(r),
-            Err(e) if transient(&e) && began.elapsed() < ctx.retry_for => {
+            Err(AttemptError::Pg(e)) if transient(&e) && began.elapsed() < ctx.retry_for => {
                 attempt += 1;
                 let _ = tx.send(CopyOutcome::Retrying {
                     message: format!("COPY into {}: {}; retrying", batch.target_name, crate::exec::describe(&e)),
                 });
                 *client = reconnect(ctx, began).await?;
             }
-            Err(e) => return Err(LoadError::sql(format!("COPY into {}", batch.target_name), &e)),
+            Err(AttemptError::Pg(e)) => return Err(LoadError::sql(format!("COPY into {}", batch.target_name), &e)),
+            Err(AttemptError::Rejects(e)) => return Err(e),
         }
     }
 }
@@ -158,7 +175,7 @@ async fn commit_batch(
     tx: &flume::Sender<CopyOutcome>,
     ctx: &WorkerCtx,
     retry: bool,
-) -> Result<(u64, u64), tokio_postgres::Error> {
+) -> Result<(u64, u64), AttemptError> {
     let n = batch.seg.row_ends.len();
     let mut txn = client.transaction().await?;
     if retry && let Some(load_id) = &ctx.load_id {
@@ -180,37 +197,52 @@ async fn commit_batch(
     }
     let mut loaded = 0u64;
     let mut rejected = Vec::new();
-    // Whole batch first; on a data error, halves under savepoints.
-    let mut stack = vec![(0usize, n)];
-    while let Some((a, b)) = stack.pop() {
-        if a >= b {
+    // The whole batch first. On a data error the server names the failing
+    // row ("COPY t, line N"): load the rows before it, reject it, go on in
+    // small windows. Without a row number, halve the window instead.
+    let mut pos = 0usize;
+    let mut window = n;
+    let mut known_bad: Option<usize> = None;
+    let mut known_reason: Option<String> = None;
+    while pos < n {
+        if known_bad == Some(pos) {
+            rejected.push(reject_row(batch, pos, known_reason.take().unwrap_or_default()));
+            known_bad = None;
+            pos += 1;
+            window = window.max(AFTER_ERROR_WINDOW);
             continue;
         }
+        let end = (pos + window.max(1)).min(n);
         let sp = txn.savepoint("chute_rows").await?;
-        let attempt = copy_once(&sp, batch, a, b).await;
+        let attempt = copy_once(&sp, batch, pos, end).await;
         match attempt {
             Ok(rows) => {
                 sp.commit().await?;
                 loaded += rows;
+                pos = end;
             }
             Err(e) if is_data_error(&e) => {
                 sp.rollback().await?;
-                if b - a == 1 {
-                    let raw_from = if a == 0 { 0 } else { batch.seg.raw_ends[a - 1] as usize };
-                    let raw = batch.seg.raw[raw_from..batch.seg.raw_ends[a] as usize].to_vec();
-                    rejected.push(RejectedRow {
-                        raw,
-                        line: batch.seg.lines[a],
-                        input: usize::from(batch.seg.inputs[a]),
-                        reason: crate::exec::describe(&e),
-                    });
-                } else {
-                    let mid = a + (b - a) / 2;
-                    stack.push((mid, b));
-                    stack.push((a, mid));
+                match failing_row(&e).filter(|k| *k >= 1 && pos + k - 1 < end) {
+                    Some(1) => {
+                        rejected.push(reject_row(batch, pos, crate::exec::describe(&e)));
+                        pos += 1;
+                        window = AFTER_ERROR_WINDOW;
+                    }
+                    Some(k) => {
+                        known_bad = Some(pos + k - 1);
+                        known_reason = Some(crate::exec::describe(&e));
+                        window = k - 1;
+                    }
+                    None if end - pos == 1 => {
+                        rejected.push(reject_row(batch, pos, crate::exec::describe(&e)));
+                        pos += 1;
+                        window = AFTER_ERROR_WINDOW;
+                    }
+                    None => window = (end - pos) / 2,
                 }
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
     if let Some(load_id) = &ctx.load_id {
@@ -226,12 +258,41 @@ async fn commit_batch(
     }
     if !rejected.is_empty() {
         // The reject file must hold these rows before their range is committed.
-        let (written, wait) = tokio::sync::oneshot::channel();
-        let _ = tx.send(CopyOutcome::Rejected { rows: rejected, written });
-        let _ = wait.await;
+        let written = {
+            let mut w = ctx.rejects.lock().expect("reject file lock");
+            let new = rejected
+                .into_iter()
+                .filter(|r| w.add(super::pipeline::Reject { input: r.input, line: r.line, raw: r.raw.clone(), reason: r.reason.clone() }))
+                .count();
+            w.flush_pending().map(|()| new as u64)
+        };
+        match written {
+            Ok(new) => {
+                let _ = tx.send(CopyOutcome::Rejected { new });
+            }
+            Err(e) => return Err(AttemptError::Rejects(e)),
+        }
     }
     txn.commit().await?;
     Ok((loaded, batch.seg.data.len() as u64))
+}
+
+/// Rows per COPY after an error, until the batch is through.
+const AFTER_ERROR_WINDOW: usize = 1024;
+
+fn reject_row(batch: &Batch, i: usize, reason: String) -> RejectedRow {
+    let raw_from = if i == 0 { 0 } else { batch.seg.raw_ends[i - 1] as usize };
+    let raw = batch.seg.raw[raw_from..batch.seg.raw_ends[i] as usize].to_vec();
+    RejectedRow { raw, line: batch.seg.lines[i], input: usize::from(batch.seg.inputs[i]), reason }
+}
+
+/// The 1-based row of a COPY that failed, from the error's context
+/// (`COPY t, line 35, column x: …`; binary COPY counts rows as lines).
+fn failing_row(e: &tokio_postgres::Error) -> Option<usize> {
+    let ctx = e.as_db_error()?.where_()?;
+    let at = ctx.find(", line ")? + ", line ".len();
+    let digits: String = ctx[at..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 async fn copy_once(client: &Transaction<'_>, batch: &Batch, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {

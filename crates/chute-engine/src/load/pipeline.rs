@@ -14,7 +14,7 @@ use chute_core::parse::{ChunkEnd, Fields, Format, RecordError, RecordPos, count_
 use chute_core::rowenc::{RowEncoder, RowOutcome, write_text_row};
 use chute_core::value::EncodeContext;
 
-use super::copy::{self, Batch, CopyOutcome, RejectedRow, WorkerCtx};
+use super::copy::{self, Batch, CopyOutcome, WorkerCtx};
 pub(crate) use super::routing::{JitCreator, LeafRef, Routed, Routing};
 use super::source::{self, InputSpec};
 use super::target::{self, ColumnPlan};
@@ -349,8 +349,19 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 
     // COPY workers.
     let mut workers = Vec::new();
-    let worker_ctx =
-        Arc::new(WorkerCtx { target: spec.target.clone(), load_id: load_id.clone(), retry_for: spec.retry_for, budget: budget.clone() });
+    let rejects = Arc::new(std::sync::Mutex::new(RejectWriter::new(
+        spec.reject_file.clone(),
+        &names,
+        spec.generator.as_ref().map(|(w, _)| w.clone()),
+        resumed > 0,
+    )));
+    let worker_ctx = Arc::new(WorkerCtx {
+        target: spec.target.clone(),
+        load_id: load_id.clone(),
+        retry_for: spec.retry_for,
+        budget: budget.clone(),
+        rejects: rejects.clone(),
+    });
     for _ in 0..spec.workers.max(1) {
         let client = spec.target.connect().await?;
         let (rx, tx, ctx) = (batch_rx.clone(), outcome_tx.clone(), worker_ctx.clone());
@@ -408,7 +419,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         budget: budget.clone(),
         stats: LoadStats { bytes_total, ..LoadStats::default() },
         touched: HashSet::new(),
-        rejects: RejectWriter::new(spec.reject_file.clone(), &names, spec.generator.as_ref().map(|(w, _)| w.clone()), resumed > 0),
+        rejects,
         max_rejects: spec.max_rejects,
         limit_hit: false,
         tags: prepared.tags,
@@ -464,7 +475,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
         }
-        if let Err(e) = co.rejects.flush_pending() {
+        if let Err(e) = co.rejects.lock().expect("reject file lock").flush_pending() {
             error.get_or_insert(e);
         }
         if (error.is_some() || co.limit_hit) && !cancel.load(Ordering::Relaxed) {
@@ -506,7 +517,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             error.get_or_insert(LoadError::Setup("a parse thread panicked".into()));
         }
     }
-    co.rejects.flush_pending()?;
+    co.rejects.lock().expect("reject file lock").flush_pending()?;
     if let Some(id) = &load_id {
         let status = if error.is_some() {
             "failed"
@@ -530,7 +541,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         table: prepared.summary_table,
         rows_per_second: stats.rows_loaded as f64 / stats.seconds.max(1e-9),
         mb_per_second: stats.bytes_read as f64 / 1048576.0 / stats.seconds.max(1e-9),
-        reject_file: co.rejects.path_if_written(),
+        reject_file: co.rejects.lock().expect("reject file lock").path_if_written(),
         via_parent_reason: prepared.via_parent_reason,
         reject_limit_exceeded: co.limit_hit,
         load_id,
@@ -717,7 +728,7 @@ struct Coordinator {
     budget: Arc<Budget>,
     stats: LoadStats,
     touched: HashSet<QualifiedName>,
-    rejects: RejectWriter,
+    rejects: Arc<std::sync::Mutex<RejectWriter>>,
     max_rejects: Option<u64>,
     limit_hit: bool,
     tags: Option<super::tsbs::TagResolver>,
@@ -770,7 +781,7 @@ impl Coordinator {
             self.reject(r);
         }
         // On file before any of this chunk's rows can commit (a resume skips them).
-        self.rejects.flush_pending()?;
+        self.rejects.lock().expect("reject file lock").flush_pending()?;
         self.stats.rows_skipped += out.skipped;
         if !out.pending_tags.is_empty() {
             let resolver = self.tags.as_mut().ok_or_else(|| LoadError::Setup("rows wait for tags, but no tag table is set up".into()))?;
@@ -915,7 +926,7 @@ impl Coordinator {
 
     fn reject(&mut self, r: Reject) {
         // A resumed load, or a retried batch, does not repeat a reject line.
-        if !self.rejects.add(r) {
+        if !self.rejects.lock().expect("reject file lock").add(r) {
             return;
         }
         self.stats.rows_rejected += 1;
@@ -983,18 +994,10 @@ impl Coordinator {
                 self.stats.rows_loaded += rows;
                 self.stats.bytes_sent += bytes;
             }
-            CopyOutcome::Rejected { rows, written } => {
-                for RejectedRow { raw, line, input, reason } in rows {
-                    self.reject(Reject { input, line, raw, reason });
-                }
-                match self.rejects.flush_pending() {
-                    Ok(()) => {
-                        let _ = written.send(());
-                    }
-                    // Not acknowledged: the worker's transaction does not commit.
-                    Err(e) => {
-                        error.get_or_insert(e);
-                    }
+            CopyOutcome::Rejected { new } => {
+                self.stats.rows_rejected += new;
+                if self.max_rejects.is_some_and(|m| self.stats.rows_rejected > m) {
+                    self.limit_hit = true;
                 }
             }
             CopyOutcome::Failed(e) => {
@@ -1063,7 +1066,7 @@ impl RejectWriter {
     }
 
     /// Queues a reject; `false` when the file already has it.
-    fn add(&mut self, r: Reject) -> bool {
+    pub(crate) fn add(&mut self, r: Reject) -> bool {
         if !self.seen.insert((r.input, r.line)) {
             return false;
         }
@@ -1071,7 +1074,7 @@ impl RejectWriter {
         true
     }
 
-    fn flush_pending(&mut self) -> Result<(), LoadError> {
+    pub(crate) fn flush_pending(&mut self) -> Result<(), LoadError> {
         if self.pending.is_empty() {
             return Ok(());
         }
