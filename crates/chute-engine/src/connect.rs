@@ -8,16 +8,33 @@
 //! the OS user name, a database named like the user), and a missing password
 //! is looked up in `~/.pgpass` (or `PGPASSFILE`) exactly as libpq matches it.
 //! Connection failures become one line that says what to do next.
+//!
+//! TLS follows libpq too: `sslmode` (disable, allow, prefer, require,
+//! verify-ca, verify-full) and `sslrootcert` come from the string or from
+//! `PGSSLMODE`/`PGSSLROOTCERT`, `~/.postgresql/root.crt` is the default root
+//! file, and a unix socket never carries TLS. Each host is tried on its own so
+//! that a list mixing sockets and TCP hosts behaves per host, as in libpq.
+//! The TLS stack is rustls (with ring), set up in the `tls` module below to
+//! check what libpq checks for each mode rather than what rustls checks by
+//! default. Client certificates (`sslcert`, `sslkey`) are not sent yet.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio_postgres::config::{Host, SslMode as PgSslMode};
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{Client, Socket};
 
 /// Where libpq on Debian looks for a server when no host is given.
 pub const DEFAULT_SOCKET_DIR: &str = "/var/run/postgresql";
 pub const DEFAULT_PORT: u16 = 5432;
+
+/// Where libpq looks for root certificates when `sslrootcert` is not given,
+/// under the home directory.
+pub const DEFAULT_ROOT_CERT: &str = ".postgresql/root.crt";
 
 /// The environment variables that mean "a server is configured".
 pub const PG_ENV_VARS: &[&str] = &["PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "PGSERVICE"];
@@ -32,6 +49,31 @@ pub enum SslMode {
     Require,
     VerifyCa,
     VerifyFull,
+}
+
+impl SslMode {
+    /// The name libpq spells it with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Allow => "allow",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+
+    /// Whether the server's certificate must chain to a root certificate.
+    fn verifies(self) -> bool {
+        matches!(self, SslMode::VerifyCa | SslMode::VerifyFull)
+    }
+}
+
+impl std::fmt::Display for SslMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl FromStr for SslMode {
@@ -90,8 +132,11 @@ pub struct ConnectOptions {
     pub dbname: String,
     password: Option<String>,
     pub sslmode: SslMode,
-    /// CA certificates for `verify-ca`/`verify-full` (`sslrootcert`).
+    /// The root certificate file as given (`sslrootcert`); when it is not
+    /// given, `~/.postgresql/root.crt` is used if it exists, as in libpq.
     pub sslrootcert: Option<PathBuf>,
+    /// The home directory the default root certificate file is found under.
+    home: Option<PathBuf>,
     pub application_name: String,
     pub connect_timeout: Option<Duration>,
     /// Extra server settings sent at start-up (`options=-c …` / `PGOPTIONS`).
@@ -107,6 +152,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("dbname", &self.dbname)
             .field("password", &self.password.as_ref().map(|_| "<hidden>"))
             .field("sslmode", &self.sslmode)
+            .field("sslrootcert", &self.sslrootcert)
             .finish()
     }
 }
@@ -129,8 +175,28 @@ pub enum ConnectError {
     Refused { user: String, endpoint: String, message: String },
     #[error("could not connect to {endpoint}: {reason}. Is the server running there? Check --url, PGHOST and PGPORT")]
     Unreachable { endpoint: String, reason: String },
-    #[error("sslmode={0:?} needs TLS, which this build of chute does not speak yet; use sslmode=disable or prefer on a trusted network")]
-    TlsUnsupported(SslMode),
+    #[error(
+        "the server at {endpoint} does not accept TLS (sslmode={mode}): turn on ssl in its postgresql.conf, or use sslmode=prefer to fall back to an unencrypted connection"
+    )]
+    TlsNotAccepted { endpoint: String, mode: SslMode },
+    #[error("certificate verification failed for {endpoint} (sslmode={mode}): {reason}; {advice}")]
+    CertificateRejected { endpoint: String, mode: SslMode, reason: String, advice: &'static str },
+    #[error(
+        "TLS handshake with {endpoint} failed (sslmode={mode}): {reason}; check the server's ssl settings (ssl_min_protocol_version, ssl_ciphers) or its log"
+    )]
+    TlsHandshake { endpoint: String, mode: SslMode, reason: String },
+    #[error(
+        "sslmode={mode} checks the server's certificate against a root certificate, but the root certificate file {path} does not exist: put the CA certificate there or name it with sslrootcert=PATH (in --url or PGSSLROOTCERT), or use sslmode=require to encrypt without checking"
+    )]
+    NoRootCert { mode: SslMode, path: String },
+    #[error(
+        "sslmode={mode} checks the server's certificate against a root certificate, but no home directory is known to find ~/.postgresql/root.crt in: name the CA certificate with sslrootcert=PATH (in --url or PGSSLROOTCERT)"
+    )]
+    NoHomeForRootCert { mode: SslMode },
+    #[error(
+        "cannot use the root certificate file {path}: {reason}; sslrootcert must name a file of PEM certificates (-----BEGIN CERTIFICATE-----)"
+    )]
+    BadRootCert { path: String, reason: String },
 }
 
 /// A source of environment variables, so resolution is testable without
@@ -210,8 +276,20 @@ impl ConnectOptions {
             .copied()
             .or_else(|| env.var("PGCONNECT_TIMEOUT").and_then(|s| s.parse::<u64>().ok()).filter(|s| *s > 0).map(Duration::from_secs));
         let options = given.get_options().map(str::to_owned).or_else(|| env.var("PGOPTIONS"));
-        let mut opts =
-            ConnectOptions { hosts, port, user, dbname, password: None, sslmode, sslrootcert, application_name, connect_timeout, options };
+        let home = env.var("HOME").map(PathBuf::from);
+        let mut opts = ConnectOptions {
+            hosts,
+            port,
+            user,
+            dbname,
+            password: None,
+            sslmode,
+            sslrootcert,
+            home,
+            application_name,
+            connect_timeout,
+            options,
+        };
         opts.password = match given.get_password() {
             Some(p) => Some(String::from_utf8_lossy(p).into_owned()),
             None => env.var("PGPASSWORD").or_else(|| {
@@ -233,6 +311,7 @@ impl ConnectOptions {
             password: None,
             sslmode: SslMode::Disable,
             sslrootcert: None,
+            home: home_dir(),
             application_name: "chute".into(),
             connect_timeout: None,
             options: None,
@@ -271,11 +350,13 @@ impl ConnectOptions {
         }
         url.push('/');
         url.push_str(&percent_encode(&self.dbname));
-        if self.sslmode != SslMode::Prefer && self.hosts.iter().any(|h| matches!(h, Endpoint::Tcp(_))) {
-            query.push(format!(
-                "sslmode={}",
-                serde_json::to_value(self.sslmode).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-            ));
+        if self.hosts.iter().any(|h| matches!(h, Endpoint::Tcp(_))) {
+            if self.sslmode != SslMode::Prefer {
+                query.push(format!("sslmode={}", self.sslmode));
+            }
+            if let Some(root) = &self.sslrootcert {
+                query.push(format!("sslrootcert={}", percent_encode(&root.display().to_string()).replace("%2F", "/")));
+            }
         }
         if !query.is_empty() {
             url.push('?');
@@ -286,26 +367,35 @@ impl ConnectOptions {
 
     /// `host:port` or the socket path, for messages.
     pub fn endpoint_label(&self) -> String {
-        let hosts: Vec<String> = self
-            .hosts
-            .iter()
-            .map(|h| match h {
-                Endpoint::Tcp(t) => format!("{t}:{}", self.port),
-                Endpoint::Unix(p) => format!("{}/.s.PGSQL.{}", p.display(), self.port),
-            })
-            .collect();
+        let hosts: Vec<String> = self.hosts.iter().map(|h| self.label(h)).collect();
         hosts.join(",")
     }
 
-    /// The tokio-postgres configuration for these options.
-    pub fn to_config(&self) -> tokio_postgres::Config {
-        let mut c = tokio_postgres::Config::new();
-        for h in &self.hosts {
-            match h {
-                Endpoint::Tcp(t) => c.host(t),
-                Endpoint::Unix(p) => c.host_path(p),
-            };
+    fn label(&self, host: &Endpoint) -> String {
+        match host {
+            Endpoint::Tcp(t) => format!("{t}:{}", self.port),
+            Endpoint::Unix(p) => format!("{}/.s.PGSQL.{}", p.display(), self.port),
         }
+    }
+
+    /// The tokio-postgres configuration for these options, every host in
+    /// it. [`ConnectOptions::connect`] does more than this can say: it tries
+    /// each host with its own TLS decision and brings the TLS connector.
+    pub fn to_config(&self) -> tokio_postgres::Config {
+        let mut c = self.config_without_hosts();
+        for h in &self.hosts {
+            add_host(&mut c, h);
+        }
+        c.ssl_mode(match self.sslmode {
+            SslMode::Disable | SslMode::Allow => PgSslMode::Disable,
+            SslMode::Prefer => PgSslMode::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => PgSslMode::Require,
+        });
+        c
+    }
+
+    fn config_without_hosts(&self) -> tokio_postgres::Config {
+        let mut c = tokio_postgres::Config::new();
         c.port(self.port).user(&self.user).dbname(&self.dbname).application_name(&self.application_name);
         if let Some(p) = &self.password {
             c.password(p);
@@ -316,20 +406,81 @@ impl ConnectOptions {
         if let Some(o) = &self.options {
             c.options(o);
         }
-        c.ssl_mode(match self.sslmode {
-            SslMode::Disable | SslMode::Allow | SslMode::Prefer => PgSslMode::Disable,
-            _ => PgSslMode::Require,
-        });
         c
     }
 
     /// Opens a connection; its driver task runs on the current tokio runtime
-    /// and ends when the returned client is dropped.
-    pub async fn connect(&self) -> Result<tokio_postgres::Client, ConnectError> {
-        if matches!(self.sslmode, SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull) {
-            return Err(ConnectError::TlsUnsupported(self.sslmode));
+    /// and ends when the returned client is dropped. Hosts are tried in
+    /// order and the last one's failure is reported, as libpq does.
+    pub async fn connect(&self) -> Result<Client, ConnectError> {
+        let mut failure = ConnectError::Invalid("no host to connect to: name one with --url or PGHOST".into());
+        for host in &self.hosts {
+            let attempt = match host {
+                // The server never offers TLS on a socket; libpq does not ask.
+                Endpoint::Unix(_) => self.plain(host).await.map_err(|f| self.explain_failure(host, f)),
+                Endpoint::Tcp(_) => self.connect_tcp(host).await,
+            };
+            match attempt {
+                Ok(client) => return Ok(client),
+                Err(e) => failure = e,
+            }
         }
-        let (client, connection) = self.to_config().connect(tokio_postgres::NoTls).await.map_err(|e| self.explain(e))?;
+        Err(failure)
+    }
+
+    /// One TCP host, with libpq's order of attempts for the sslmode. When a
+    /// second attempt fails too, the TLS attempt's failure is reported: that
+    /// is the one that says what to fix.
+    async fn connect_tcp(&self, host: &Endpoint) -> Result<Client, ConnectError> {
+        match self.sslmode {
+            SslMode::Disable => self.plain(host).await.map_err(|f| self.explain_failure(host, f)),
+            // libpq's allow retries with TLS when the server refuses the
+            // plain connection (its pg_hba.conf may have only hostssl lines).
+            SslMode::Allow => match self.plain(host).await {
+                Err(f) if f.refused_by_server() => self.encrypted(host, PgSslMode::Prefer).await.map_err(|f| self.explain_failure(host, f)),
+                other => other.map_err(|f| self.explain_failure(host, f)),
+            },
+            // libpq's prefer goes on without TLS when the server does not
+            // offer it, and also when the TLS handshake fails (a root file
+            // that the server's certificate does not chain to, say).
+            SslMode::Prefer => match self.encrypted(host, PgSslMode::Prefer).await {
+                Err(f) if f.in_handshake() => self.plain(host).await.map_err(|_| self.explain_failure(host, f)),
+                other => other.map_err(|f| self.explain_failure(host, f)),
+            },
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
+                self.encrypted(host, PgSslMode::Require).await.map_err(|f| self.explain_failure(host, f))
+            }
+        }
+    }
+
+    async fn plain(&self, host: &Endpoint) -> Result<Client, Failure> {
+        self.attempt(host, PgSslMode::Disable, tokio_postgres::NoTls).await.map_err(Failure::Plain)
+    }
+
+    /// A TLS attempt: `Require` insists on TLS, `Prefer` goes on without it
+    /// when the server says no.
+    async fn encrypted(&self, host: &Endpoint, mode: PgSslMode) -> Result<Client, Failure> {
+        let connector = self.tls_connector().map_err(Failure::Setup)?;
+        let stage = Arc::new(AtomicU8::new(Stage::Connecting as u8));
+        let tracked = tls::Tracked { inner: connector, stage: stage.clone() };
+        self.attempt(host, mode, tracked).await.map_err(|error| Failure::Tls {
+            error,
+            stage: Stage::load(&stage),
+            required: mode == PgSslMode::Require,
+        })
+    }
+
+    async fn attempt<T>(&self, host: &Endpoint, mode: PgSslMode, tls: T) -> Result<Client, tokio_postgres::Error>
+    where
+        T: MakeTlsConnect<Socket> + Send,
+        T::Stream: Send + 'static,
+        T::TlsConnect: Send,
+        <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+    {
+        let mut config = self.config_without_hosts();
+        add_host(&mut config, host);
+        config.ssl_mode(mode);
+        let (client, connection) = config.connect(tls).await?;
         tokio::spawn(async move {
             // Errors surface on the client's next call; nothing to do here.
             let _ = connection.await;
@@ -337,9 +488,65 @@ impl ConnectOptions {
         Ok(client)
     }
 
+    /// The TLS connector for this sslmode. libpq checks the server's
+    /// certificate whenever the root certificate file exists, whatever the
+    /// mode (so require with a root file acts as verify-ca), and insists on
+    /// the file only for verify-ca and verify-full.
+    fn tls_connector(&self) -> Result<tokio_postgres_rustls::MakeRustlsConnect, ConnectError> {
+        let mode = self.sslmode;
+        if self.sslrootcert.as_deref() == Some(Path::new("system")) {
+            return Err(ConnectError::Invalid(
+                "sslrootcert=system (the operating system's trusted roots) is not supported yet: name a CA certificate file instead".into(),
+            ));
+        }
+        let file = self.sslrootcert.clone().or_else(|| self.home.as_ref().map(|h| h.join(DEFAULT_ROOT_CERT)));
+        let roots = match file {
+            Some(path) if std::fs::metadata(&path).is_ok() => {
+                Some(tls::load_roots(&path).map_err(|reason| ConnectError::BadRootCert { path: path.display().to_string(), reason })?)
+            }
+            Some(path) if mode.verifies() => return Err(ConnectError::NoRootCert { mode, path: path.display().to_string() }),
+            None if mode.verifies() => return Err(ConnectError::NoHomeForRootCert { mode }),
+            _ => None,
+        };
+        Ok(tls::connector(roots, mode == SslMode::VerifyFull))
+    }
+
+    /// Turns a failed attempt on `host` into one line that says what to do.
+    fn explain_failure(&self, host: &Endpoint, failure: Failure) -> ConnectError {
+        let (error, stage, tls_required) = match failure {
+            Failure::Setup(e) => return e,
+            Failure::Plain(error) => return self.explain_at(self.label(host), error),
+            Failure::Tls { error, stage, required } => (error, stage, required),
+        };
+        let (endpoint, mode) = (self.label(host), self.sslmode);
+        if error.as_db_error().is_none() {
+            if let Some(e) = tls::rustls_error(&error) {
+                return match e {
+                    rustls::Error::InvalidCertificate(c) => {
+                        ConnectError::CertificateRejected { endpoint, mode, reason: e.to_string(), advice: tls::advice(c) }
+                    }
+                    _ => ConnectError::TlsHandshake { endpoint, mode, reason: e.to_string() },
+                };
+            }
+            if stage == Stage::Handshaking {
+                return ConnectError::TlsHandshake { endpoint, mode, reason: innermost(&error) };
+            }
+            // The server answered the TLS request with a no: the only way
+            // to fail after the socket opened with nothing read or written
+            // going wrong and no handshake begun.
+            if tls_required && stage == Stage::SocketOpen && !tls::has_io_error(&error) {
+                return ConnectError::TlsNotAccepted { endpoint, mode };
+            }
+        }
+        self.explain_at(endpoint, error)
+    }
+
     /// Turns a connection failure into one line that says what to do.
     pub fn explain(&self, e: tokio_postgres::Error) -> ConnectError {
-        let endpoint = self.endpoint_label();
+        self.explain_at(self.endpoint_label(), e)
+    }
+
+    fn explain_at(&self, endpoint: String, e: tokio_postgres::Error) -> ConnectError {
         if let Some(db) = e.as_db_error() {
             let code = db.code().code();
             return match code {
@@ -348,17 +555,79 @@ impl ConnectOptions {
                 _ => ConnectError::Refused { user: self.user.clone(), endpoint, message: format!("{} (SQLSTATE {code})", db.message()) },
             };
         }
-        let text = e.to_string();
-        if text.contains("password missing") {
+        if e.to_string().contains("password missing") {
             return ConnectError::NoPassword { user: self.user.clone(), endpoint };
         }
-        let mut reason = text;
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            reason = s.to_string();
-            source = s.source();
+        ConnectError::Unreachable { endpoint, reason: innermost(&e) }
+    }
+}
+
+fn add_host(config: &mut tokio_postgres::Config, host: &Endpoint) {
+    match host {
+        Endpoint::Tcp(t) => config.host(t),
+        Endpoint::Unix(p) => config.host_path(p),
+    };
+}
+
+/// The most specific message in an error's chain.
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut reason = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        reason = s.to_string();
+        source = s.source();
+    }
+    reason
+}
+
+/// How far a connection attempt got; the TLS connector records it, so a
+/// failure is told apart by where it happened rather than by message text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Stage {
+    /// The socket is not open yet.
+    Connecting,
+    /// The socket is open; no TLS handshake has begun.
+    SocketOpen,
+    /// The server accepted TLS and the handshake is under way.
+    Handshaking,
+    /// The handshake finished; the session is encrypted.
+    Encrypted,
+}
+
+impl Stage {
+    fn load(cell: &AtomicU8) -> Stage {
+        match cell.load(Ordering::Acquire) {
+            0 => Stage::Connecting,
+            1 => Stage::SocketOpen,
+            2 => Stage::Handshaking,
+            _ => Stage::Encrypted,
         }
-        ConnectError::Unreachable { endpoint, reason }
+    }
+}
+
+/// A connection attempt that did not give a client.
+enum Failure {
+    /// TLS could not be set up (no root certificate file, say): no attempt.
+    Setup(ConnectError),
+    /// An attempt without TLS failed.
+    Plain(tokio_postgres::Error),
+    /// An attempt with TLS failed after `stage`; `required` when it would
+    /// not have gone on without TLS.
+    Tls { error: tokio_postgres::Error, stage: Stage, required: bool },
+}
+
+impl Failure {
+    /// The server answered, with an error (authentication, pg_hba.conf).
+    fn refused_by_server(&self) -> bool {
+        match self {
+            Failure::Plain(e) | Failure::Tls { error: e, .. } => e.as_db_error().is_some(),
+            Failure::Setup(_) => false,
+        }
+    }
+
+    fn in_handshake(&self) -> bool {
+        matches!(self, Failure::Tls { stage: Stage::Handshaking, .. })
     }
 }
 
@@ -385,7 +654,8 @@ fn split_tls_params(conn: &str) -> (String, Vec<(String, String)>) {
         let Some((base, query)) = conn.split_once('?') else { return (conn.to_owned(), found) };
         let kept: Vec<&str> = query.split('&').filter(|kv| !take(kv)).collect();
         let rest = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
-        (rest, found)
+        // URL values are percent-encoded (a path with a space, say).
+        (rest, found.into_iter().map(|(k, v)| (k, percent_decode(&v))).collect())
     } else {
         let kept: Vec<&str> = conn.split_whitespace().filter(|kv| !take(kv)).collect();
         (kept.join(" "), found)
@@ -420,6 +690,27 @@ fn percent_encode(s: &str) -> String {
         }
     }
     out
+}
+
+/// Undoes `%XX` escapes; a malformed escape is kept as written.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn home_dir() -> Option<PathBuf> {
@@ -489,6 +780,232 @@ fn split_pgpass_line(line: &str) -> Vec<String> {
     fields
 }
 
+/// TLS on rustls, checking what libpq checks.
+///
+/// rustls by default checks the chain and the host name together and accepts
+/// nothing less; libpq checks nothing (require without a root file), the
+/// chain only (verify-ca, or any mode with a root file) or both
+/// (verify-full). [`ServerCertCheck`] says which. It also accepts a server
+/// certificate that is itself in the root file even when it is marked as a
+/// CA, as OpenSSL does: that is the self-signed set-up the PostgreSQL
+/// documentation describes (`sslrootcert=server.crt`), which webpki alone
+/// would refuse. Host names are matched against the certificate's subject
+/// alternative names (DNS names and IP addresses); unlike libpq, a
+/// certificate without any is not matched on its common name.
+///
+/// [`Tracked`] wraps the connector to record how far an attempt got, so that
+/// "the server said no to TLS" and "the handshake failed" are told apart
+/// without reading tokio-postgres' message text.
+mod tls {
+    use std::future::Future;
+    use std::path::Path;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::client::{verify_server_cert_signed_by_trust_anchor, verify_server_name};
+    use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::server::ParsedCertificate;
+    use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+    use tokio::io::{AsyncRead, AsyncWrite};
+    use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+    use tokio_postgres_rustls::MakeRustlsConnect;
+
+    use super::Stage;
+
+    /// The certificates of a root certificate file.
+    #[derive(Debug)]
+    pub(super) struct TrustedRoots {
+        store: RootCertStore,
+        /// As read, to recognise a server certificate that is one of them.
+        certs: Vec<CertificateDer<'static>>,
+    }
+
+    pub(super) fn load_roots(path: &Path) -> Result<TrustedRoots, String> {
+        let certs =
+            CertificateDer::pem_file_iter(path).and_then(|certs| certs.collect::<Result<Vec<_>, _>>()).map_err(|e| e.to_string())?;
+        if certs.is_empty() {
+            return Err("it holds no certificate".into());
+        }
+        let mut store = RootCertStore::empty();
+        let (added, _unusable) = store.add_parsable_certificates(certs.iter().cloned());
+        if added == 0 {
+            return Err("none of its certificates can be parsed".into());
+        }
+        Ok(TrustedRoots { store, certs })
+    }
+
+    /// A client configuration that checks the server's certificate against
+    /// `roots` (nothing when there are none), and its name when `check_name`.
+    pub(super) fn connector(roots: Option<TrustedRoots>, check_name: bool) -> MakeRustlsConnect {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let check = ServerCertCheck { roots, check_name, provider: provider.clone() };
+        let config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring supports TLS 1.2 and 1.3")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(check))
+            .with_no_client_auth();
+        MakeRustlsConnect::new(config)
+    }
+
+    /// What libpq checks of the server's certificate for one sslmode. The
+    /// handshake signatures are verified in every mode: without that even an
+    /// unchecked certificate would prove nothing about the peer's key.
+    #[derive(Debug)]
+    struct ServerCertCheck {
+        roots: Option<TrustedRoots>,
+        check_name: bool,
+        provider: Arc<CryptoProvider>,
+    }
+
+    impl ServerCertVerifier for ServerCertCheck {
+        fn verify_server_cert(
+            &self,
+            end_entity: &CertificateDer<'_>,
+            intermediates: &[CertificateDer<'_>],
+            server_name: &ServerName<'_>,
+            _ocsp_response: &[u8],
+            now: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            let Some(roots) = &self.roots else { return Ok(ServerCertVerified::assertion()) };
+            let cert = ParsedCertificate::try_from(end_entity)?;
+            let algorithms = self.provider.signature_verification_algorithms.all;
+            match verify_server_cert_signed_by_trust_anchor(&cert, &roots.store, intermediates, now, algorithms) {
+                Ok(()) => {}
+                // webpki refuses a CA certificate as the server's own
+                // (CertificateError::Other); OpenSSL trusts it when it is in
+                // the root file. Dates were checked before that refusal.
+                Err(rustls::Error::InvalidCertificate(CertificateError::Other(_)))
+                    if roots.certs.iter().any(|c| c.as_ref() == end_entity.as_ref()) => {}
+                Err(e) => return Err(e),
+            }
+            if self.check_name {
+                verify_server_name(&cert, server_name)?;
+            }
+            Ok(ServerCertVerified::assertion())
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.provider.signature_verification_algorithms.supported_schemes()
+        }
+    }
+
+    /// What to do about a refused certificate.
+    pub(super) fn advice(e: &CertificateError) -> &'static str {
+        match e {
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                "connect by a host name or address the certificate lists, or use sslmode=verify-ca to check the chain only"
+            }
+            CertificateError::Expired
+            | CertificateError::ExpiredContext { .. }
+            | CertificateError::NotValidYet
+            | CertificateError::NotValidYetContext { .. } => "the server needs a current certificate (or check this machine's clock)",
+            _ => "check sslrootcert: it must hold the CA certificate that signed the server's certificate",
+        }
+    }
+
+    /// The rustls error behind a failed connection, if TLS failed. tokio-rustls
+    /// carries it inside an `io::Error`, whose `source` skips it.
+    pub(super) fn rustls_error(e: &tokio_postgres::Error) -> Option<&rustls::Error> {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(err) = next {
+            if let Some(found) = err.downcast_ref::<rustls::Error>() {
+                return Some(found);
+            }
+            if let Some(found) = err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()?.downcast_ref::<rustls::Error>()) {
+                return Some(found);
+            }
+            next = err.source();
+        }
+        None
+    }
+
+    /// Whether reading or writing the socket failed somewhere in the chain.
+    pub(super) fn has_io_error(e: &tokio_postgres::Error) -> bool {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(err) = next {
+            if err.is::<std::io::Error>() {
+                return true;
+            }
+            next = err.source();
+        }
+        false
+    }
+
+    /// The rustls connector, recording in `stage` how far an attempt got:
+    /// tokio-postgres asks for a TLS connector once the socket is open and
+    /// uses it only when the server accepted TLS.
+    #[derive(Clone)]
+    pub(super) struct Tracked {
+        pub(super) inner: MakeRustlsConnect,
+        /// Shared with the caller, who reads it after a failure.
+        pub(super) stage: Arc<AtomicU8>,
+    }
+
+    impl<S> MakeTlsConnect<S> for Tracked
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        type Stream = <MakeRustlsConnect as MakeTlsConnect<S>>::Stream;
+        type TlsConnect = TrackedConnect<<MakeRustlsConnect as MakeTlsConnect<S>>::TlsConnect>;
+        type Error = <MakeRustlsConnect as MakeTlsConnect<S>>::Error;
+
+        fn make_tls_connect(&mut self, domain: &str) -> Result<Self::TlsConnect, Self::Error> {
+            self.stage.store(Stage::SocketOpen as u8, Ordering::Release);
+            let inner = MakeTlsConnect::<S>::make_tls_connect(&mut self.inner, domain)?;
+            Ok(TrackedConnect { inner, stage: self.stage.clone() })
+        }
+    }
+
+    pub(super) struct TrackedConnect<T> {
+        inner: T,
+        stage: Arc<AtomicU8>,
+    }
+
+    impl<S, T> TlsConnect<S> for TrackedConnect<T>
+    where
+        T: TlsConnect<S>,
+        T::Future: Send + 'static,
+    {
+        type Stream = T::Stream;
+        type Error = T::Error;
+        type Future = Pin<Box<dyn Future<Output = Result<T::Stream, T::Error>> + Send>>;
+
+        fn connect(self, stream: S) -> Self::Future {
+            self.stage.store(Stage::Handshaking as u8, Ordering::Release);
+            let handshake = self.inner.connect(stream);
+            let stage = self.stage;
+            Box::pin(async move {
+                let stream = handshake.await?;
+                stage.store(Stage::Encrypted as u8, Ordering::Release);
+                Ok(stream)
+            })
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -537,6 +1054,18 @@ mod tests {
         assert_eq!(ConnectOptions::resolve(Some("host=h"), &env).unwrap().sslmode, SslMode::Require);
         assert_eq!(ConnectOptions::resolve(Some("postgres://h/d?sslmode=verify-full"), &env).unwrap().sslmode, SslMode::VerifyFull);
         assert!(ConnectOptions::resolve(None, &[("PGSSLMODE", "bogus")]).is_err());
+    }
+
+    #[test]
+    fn sslrootcert_from_url_then_env_and_back_into_the_url() {
+        let env = [("PGSSLROOTCERT", "/env/root.crt")];
+        assert_eq!(ConnectOptions::resolve(Some("host=h"), &env).unwrap().sslrootcert, Some("/env/root.crt".into()));
+        let o = ConnectOptions::resolve(Some("postgres://h/d?sslmode=verify-ca&sslrootcert=/my%20certs/ca.pem"), &env).unwrap();
+        assert_eq!(o.sslrootcert, Some("/my certs/ca.pem".into()));
+        let again = ConnectOptions::resolve(Some(&o.display_url()), &[]).unwrap();
+        assert_eq!((again.sslmode, again.sslrootcert), (SslMode::VerifyCa, o.sslrootcert));
+        let o = ConnectOptions::resolve(Some("host=h sslrootcert='/k/v.pem'"), &env).unwrap();
+        assert_eq!(o.sslrootcert, Some("/k/v.pem".into()));
     }
 
     #[test]

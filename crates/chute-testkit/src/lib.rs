@@ -21,6 +21,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 
 use chute_engine::ConnectOptions;
@@ -39,6 +40,23 @@ const TEST_SETTINGS: &[(&str, &str)] = &[
     ("log_min_messages", "warning"),
     ("max_prepared_transactions", "10"),
 ];
+
+/// How an owned cluster differs from the default one: the TLS tests need a
+/// server on TCP with certificate files and their own `pg_hba.conf` rules.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ClusterSetup<'a> {
+    /// Also listen on 127.0.0.1, on a port that was free a moment before.
+    pub tcp: bool,
+    /// `postgresql.conf` lines after chute's and the test settings; a later
+    /// line wins, so these override both.
+    pub settings: &'a [(&'a str, &'a str)],
+    /// `pg_hba.conf` lines put before initdb's own, so they are matched first.
+    pub hba: &'a [&'a str],
+    /// Files written into the data directory (name, contents) before the
+    /// server starts, owned by the server's user with mode 0600, as the server
+    /// demands of a private key. A relative `ssl_cert_file` names them.
+    pub files: &'a [(&'a str, &'a [u8])],
+}
 
 /// A private cluster in its own temp directory.
 #[derive(Debug)]
@@ -63,17 +81,55 @@ impl TestCluster {
         TestCluster::start_inner(true)
     }
 
+    /// Starts an owned cluster set up as `setup` says. With `setup.tcp` the
+    /// server's one port serves both its socket and 127.0.0.1.
+    pub fn start_with(setup: &ClusterSetup<'_>) -> TestCluster {
+        let port = if setup.tcp { free_tcp_port() } else { 5432 };
+        let mut settings = TEST_SETTINGS.to_vec();
+        if setup.tcp {
+            settings.push(("listen_addresses", "'127.0.0.1'"));
+        }
+        settings.extend_from_slice(setup.settings);
+        let (cluster, root) = TestCluster::init_cluster(port, &settings);
+        let data = &cluster.data_dir;
+        for (name, contents) in setup.files {
+            let path = data.join(name);
+            std::fs::write(&path, contents).unwrap_or_else(|e| panic!("test fixture: cannot write {}: {e}", path.display()));
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod a file we just wrote");
+            if let Some(r) = cluster.run_as {
+                r.chown(&path).expect("cannot hand a file to the postgres user");
+            }
+        }
+        if !setup.hba.is_empty() {
+            let hba = data.join("pg_hba.conf");
+            let initdb_lines = std::fs::read_to_string(&hba).unwrap_or_else(|e| panic!("test fixture: cannot read {}: {e}", hba.display()));
+            let text = format!("# written by the test fixture\n{}\n{initdb_lines}", setup.hba.join("\n"));
+            std::fs::write(&hba, text).unwrap_or_else(|e| panic!("test fixture: cannot write {}: {e}", hba.display()));
+        }
+        TestCluster::launch(cluster, root, true)
+    }
+
     fn start_inner(owned: bool) -> TestCluster {
+        let (cluster, root) = TestCluster::init_cluster(5432, TEST_SETTINGS);
+        TestCluster::launch(cluster, root, owned)
+    }
+
+    /// A new data directory in its own temp directory, not yet started.
+    fn init_cluster(port: u16, settings: &[(&str, &str)]) -> (Cluster, PathBuf) {
         remove_leftovers();
         let base = std::env::temp_dir();
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let root = base.join(format!("{PREFIX}{}-{nanos:x}", std::process::id()));
         std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("cannot create {}: {e}", root.display()));
-        let cluster = Cluster::new(root.join("db"), 5432).unwrap_or_else(|e| panic!("test fixture: {e}"));
+        let cluster = Cluster::new(root.join("db"), port).unwrap_or_else(|e| panic!("test fixture: {e}"));
         if let Some(r) = cluster.run_as {
             r.chown(&root).expect("cannot hand the test directory to the postgres user");
         }
-        cluster.init(TEST_SETTINGS).unwrap_or_else(|e| panic!("test fixture: initdb failed: {e}"));
+        cluster.init(settings).unwrap_or_else(|e| panic!("test fixture: initdb failed: {e}"));
+        (cluster, root)
+    }
+
+    fn launch(cluster: Cluster, root: PathBuf, owned: bool) -> TestCluster {
         cluster.start().unwrap_or_else(|e| panic!("test fixture: the server did not start: {e}"));
         spawn_watchdog(&root, &cluster.data_dir);
         TestCluster { cluster, root, owned }
@@ -95,6 +151,11 @@ impl TestCluster {
             .await
             .unwrap_or_else(|e| panic!("test fixture: CREATE DATABASE {name}: {e}"));
         TestDb { options: self.options(&name), name }
+    }
+
+    /// The port, on the socket and, for a [`ClusterSetup::tcp`] cluster, on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.cluster.port
     }
 
     /// The socket directory (what `PGHOST` would be).
@@ -128,6 +189,14 @@ impl TestDb {
     pub fn url(&self) -> String {
         self.options.display_url()
     }
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now. Another
+/// process could take it before the server binds it; the server then fails
+/// to start and says so, which beats a fixed port that collides every time.
+fn free_tcp_port() -> u16 {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("test fixture: cannot bind a TCP port on 127.0.0.1");
+    listener.local_addr().expect("a bound listener has an address").port()
 }
 
 /// Waits for this process to end, then stops the server and removes `root`.
