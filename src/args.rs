@@ -102,10 +102,83 @@ pub enum Command {
     chute load ticks ticks.csv --columns time,symbol,price --epoch ms
     chute load --format tsbs tsbs_iot.tsbs.gz          # tables come from the file
     chute load conditions --gen conditions --rows 50000000
+    chute gen lineitem --create | psql && chute load lineitem --gen lineitem --rows 60000000
     chute load conditions conditions.csv                # again after a crash: loads only what is missing
     chute load --status                                  # what each load has committed
     zcat big.csv.gz | chute load metrics - --load-id big-2021-06   # a resumable stdin load")]
     Load(LoadArgs),
+
+    /// Write generated data: CSV rows of a table, or tsbs files.
+    ///
+    /// The same seed and options give the same bytes on every run and every
+    /// machine. conditions, lineitem and accounts are rows of one table
+    /// (CSV; --create prints a matching CREATE TABLE); iot and devops are the
+    /// Time Series Benchmark Suite's use cases as tsbs files, which name
+    /// their own tables (load them with chute load --format tsbs).
+    #[command(after_help = "EXAMPLES:
+    chute gen conditions --rows 10000000 --devices 4000 --fields 10 > conditions.csv
+    chute gen lineitem --create | psql && chute gen lineitem --rows 6000000 --out lineitem.csv
+    chute load lineitem lineitem.csv --workers 8
+    chute gen accounts --rows 10000000 | chute load pgbench_accounts -
+    chute gen iot --scale 1000 --from 2021-06-08 --to 2021-06-09 --out iot.tsbs
+    chute load --format tsbs iot.tsbs --interval 1h
+    chute gen devops --scale 100 --interval 1min --out cpu.tsbs
+    chute gen iot --scale 50 | gzip > iot.tsbs.gz")]
+    Gen(GenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// What to generate.
+    #[arg(value_enum)]
+    pub workload: GenArg,
+    /// Write to FILE instead of stdout (plain; compress through a pipe).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Output format [default: csv for conditions, lineitem and accounts; tsbs for iot and devops].
+    #[arg(long, value_enum)]
+    pub format: Option<GenFormatArg>,
+    /// Rows to write [default: 1000000]; iot and devops stop after N rows
+    /// (without --to they run until then).
+    #[arg(long, value_name = "N")]
+    pub rows: Option<u64>,
+    /// The seed: the same seed gives the same data.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Size: trucks (iot, default 10), hosts (devops, default 10), TPC-H scale
+    /// factor (lineitem; default: enough for --rows), devices (conditions).
+    #[arg(long, value_name = "N")]
+    pub scale: Option<u32>,
+    /// conditions: devices reporting at each time step [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub devices: Option<u32>,
+    /// conditions: float8 columns data1..dataN [default: 5].
+    #[arg(long, value_name = "N")]
+    pub fields: Option<u16>,
+    /// The first timestamp (conditions, iot, devops) [default: 2021-06-01T00:00:00Z].
+    #[arg(long, value_name = "TIMESTAMP")]
+    pub from: Option<String>,
+    /// iot, devops: where the series end, exclusive [default: one day after
+    /// --from, or no end with --rows].
+    #[arg(long, value_name = "TIMESTAMP")]
+    pub to: Option<String>,
+    /// Time between readings of one device (conditions, iot, devops) [default: 10s].
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// csv: first write a line with the column names.
+    #[arg(long)]
+    pub header: bool,
+    /// Print a CREATE TABLE statement for a table the rows fit, instead of
+    /// the rows; the table is TABLE ([schema.]name) or named after the workload.
+    #[arg(long, value_name = "TABLE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub create: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GenFormatArg {
+    Csv,
+    /// Time Series Benchmark Suite files (iot, devops).
+    Tsbs,
 }
 
 #[derive(Debug, Args)]
@@ -199,12 +272,26 @@ pub struct LoadArgs {
     /// With --gen conditions: the first timestamp.
     #[arg(long, default_value = "2021-06-01T00:00:00Z", value_name = "TIMESTAMP")]
     pub from: String,
+    /// With --gen conditions: float8 columns data1..dataN.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub fields: u16,
+    /// With --gen lineitem: the TPC-H scale factor (default: enough for --rows).
+    #[arg(long, value_name = "N")]
+    pub scale: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum GenArg {
-    /// time timestamptz, dev_id int, data1..data5 float8; every device every 10 s.
+    /// time timestamptz, dev_id int, data1..dataN float8; every device every 10 s.
     Conditions,
+    /// TPC-H lineitem, 7 columns: l_orderkey, l_partkey, l_suppkey, l_linenumber bigint, l_shipdate, l_commitdate date, l_comment char(25).
+    Lineitem,
+    /// pgbench_accounts: aid, bid, abalance int, filler char(84).
+    Accounts,
+    /// tsbs iot: trucks' readings and diagnostics, as a tsbs file (chute gen).
+    Iot,
+    /// tsbs cpu-only: hosts' cpu usage, as a tsbs file (chute gen).
+    Devops,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

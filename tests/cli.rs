@@ -7,6 +7,8 @@ mod common;
 mod basics;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/gen.rs"]
+mod r#gen;
 #[path = "cli/load.rs"]
 mod load;
 #[path = "cli/local.rs"]

@@ -41,16 +41,21 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     spec.tsbs_interval = a.interval.clone();
     if let Some(g) = a.generate {
         let from = chute_core::partman::policy::parse_instant(&a.from, &jiff::tz::TimeZone::UTC).context("--from")?;
-        let workload: std::sync::Arc<dyn chute_core::generate::Workload> = match g {
-            GenArg::Conditions => std::sync::Arc::new(chute_core::generate::Conditions {
-                start_micros: from,
-                step_micros: 10_000_000,
-                devices: a.devices.max(1),
-                fields: 5,
-                seed: a.seed,
-            }),
+        let name = super::r#gen::workload_name(g);
+        let params = chute_core::generate::GenParams {
+            seed: a.seed,
+            scale: if g == GenArg::Conditions { a.devices.max(1) } else { a.scale.unwrap_or(0) },
+            from_micros: from,
+            to_micros: None,
+            step_micros: 10_000_000,
+            fields: a.fields,
         };
-        spec.generator = Some((workload, a.rows));
+        match chute_core::generate::workload(name, a.rows, &params).map_err(anyhow::Error::msg)? {
+            chute_core::generate::AnyWorkload::Rows(w) => spec.generator = Some((w, a.rows)),
+            chute_core::generate::AnyWorkload::Stream(_) => anyhow::bail!(
+                "{name} makes a tsbs file, not rows of one table: chute gen {name} --out {name}.tsbs && chute load --format tsbs {name}.tsbs"
+            ),
+        }
     }
     spec.header = a.header;
     spec.delimiter = match a.delimiter {

@@ -1,6 +1,7 @@
 //! One module per subcommand; each returns an [`Outcome`] or an error.
 
 mod demo;
+mod r#gen;
 mod load;
 mod local;
 mod partition;
@@ -14,5 +15,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Local(c) => local::run(&cli.conn, c),
         Command::Partition(c) => partition::run(&cli.conn, c).await,
         Command::Load(a) => load::run(&cli.conn, a).await,
+        Command::Gen(a) => r#gen::run(a),
     }
 }

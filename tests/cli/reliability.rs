@@ -55,7 +55,7 @@ async fn a_million_rows_with_one_percent_bad_of_every_kind() {
     let (mut dups, mut line) = (0u64, 0u64);
     for id in 0..total {
         line += 1;
-        let kind = if rng.next_u64() % 100 == 0 { 1 + rng.next_u64() % 11 } else { 0 };
+        let kind = if rng.next_u64().is_multiple_of(100) { 1 + rng.next_u64() % 11 } else { 0 };
         let t = day(1 + (rng.next_u64() % 10) as i64);
         let good = format!("{id},{t},{},{},note {id}\n", rng.next_u64() % 1000, rng.next_f64());
         let row: Vec<u8> = match kind {
