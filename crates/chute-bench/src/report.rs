@@ -278,7 +278,7 @@ impl BenchRun {
             h.push_str("</ul></div>\n");
         }
         for n in &self.notes {
-            let _ = write!(h, "<p class=\"note\">{}</p>\n", escape(n));
+            let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(n));
         }
         let _ = write!(h, "<h2>Server</h2>\n<table><tr><th>version</th><td>{}</td></tr>", escape(&self.server.version));
         for (k, v) in &self.server.settings {
@@ -286,7 +286,7 @@ impl BenchRun {
         }
         h.push_str("</table>\n<h2>Charts</h2>\n");
         for (file, svg) in self.charts() {
-            let _ = write!(h, "<figure>{}<figcaption>{}</figcaption></figure>\n", svg.inline(), escape(file));
+            let _ = writeln!(h, "<figure>{}<figcaption>{}</figcaption></figure>", svg.inline(), escape(file));
         }
         h.push_str("<h2>Cells</h2>\n<table class=\"results\"><tr>");
         for col in [
@@ -315,10 +315,10 @@ impl BenchRun {
         for r in &self.results {
             let c = &r.cell;
             let ckpt_class = if r.checkpoints_requested > 0 { " class=\"bad\"" } else { "" };
-            let _ = write!(
+            let _ = writeln!(
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{:.2}</td><td>{:.0}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{ckpt_class}>{}</td></tr>\n",
+                 <td>{:.2}</td><td>{:.0}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{ckpt_class}>{}</td></tr>",
                 escape(&c.name),
                 escape(&c.layout.to_string()),
                 r.partitions,
@@ -341,9 +341,9 @@ impl BenchRun {
         }
         h.push_str("</table>\n");
         for r in self.results.iter().filter(|r| r.via_parent_reason.is_some()) {
-            let _ = write!(
+            let _ = writeln!(
                 h,
-                "<p class=\"note\">{}: rows went through the parent ({})</p>\n",
+                "<p class=\"note\">{}: rows went through the parent ({})</p>",
                 escape(&r.cell.name),
                 escape(r.via_parent_reason.as_deref().unwrap_or(""))
             );

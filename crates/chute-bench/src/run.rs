@@ -384,11 +384,13 @@ impl CellContext<'_> {
             .client
             .query_one(
                 &format!(
-                    "SELECT (SELECT count(*) FROM {name}),
-                            count(*) FILTER (WHERE isleaf),
-                            coalesce(sum(pg_table_size(relid)) FILTER (WHERE isleaf), 0)::int8,
-                            coalesce(sum(pg_indexes_size(relid)) FILTER (WHERE isleaf), 0)::int8
-                     FROM pg_partition_tree('{name}')"
+                    // pg_partition_tree() lists nothing for a plain table: it is its own leaf.
+                    "WITH leaves AS (
+                         SELECT relid FROM pg_partition_tree('{name}') WHERE isleaf
+                         UNION SELECT oid FROM pg_class WHERE oid = '{name}'::regclass AND relkind = 'r')
+                     SELECT (SELECT count(*) FROM {name}), count(*),
+                            coalesce(sum(pg_table_size(relid)), 0)::int8, coalesce(sum(pg_indexes_size(relid)), 0)::int8
+                     FROM leaves"
                 ),
                 &[],
             )

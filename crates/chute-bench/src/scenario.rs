@@ -163,7 +163,7 @@ fn partitioned_vs_single(o: &MatrixOptions) -> Scenario {
     scenario("partitioned-vs-single", WorkloadKind::Iot, DAY, 1000, cells)
 }
 
-/// conditions: half a year of data (26 weekly or 6 monthly partitions), batches of 10,000 rows.
+/// conditions: half a year of data (27 weekly or 6 monthly partitions), batches of 10,000 rows.
 fn conditions(o: &MatrixOptions) -> Scenario {
     let cells =
         [("plain", Layout::Single), ("weekly", Layout::Range(time(1, Unit::Weeks))), ("monthly", Layout::Range(time(1, Unit::Months)))]
@@ -190,7 +190,7 @@ fn hash_vs_range(o: &MatrixOptions) -> Result<Scenario, String> {
     let mut layouts = vec![("single".to_owned(), Layout::Single)];
     for &p in &counts {
         let minutes = (span_minutes / u64::from(p)).max(1) as u32;
-        let width = if minutes % 60 == 0 { time(minutes / 60, Unit::Hours) } else { time(minutes, Unit::Minutes) };
+        let width = if minutes.is_multiple_of(60) { time(minutes / 60, Unit::Hours) } else { time(minutes, Unit::Minutes) };
         layouts.push((format!("range{p}"), Layout::Range(width)));
         layouts.push((format!("hash{p}"), Layout::Hash(p)));
     }

@@ -22,6 +22,8 @@ const PLOT_HEIGHT: f64 = 300.0;
 const LEGEND_LEFT: f64 = PLOT_LEFT + PLOT_WIDTH + 24.0;
 const LEGEND_ROW: f64 = 18.0;
 const FONT: &str = "font-family=\"sans-serif\"";
+/// About how wide one character of the 11 px labels is.
+const CHAR_WIDTH: f64 = 6.5;
 
 /// A finished chart: standalone SVG text.
 #[derive(Debug, Clone, PartialEq)]
@@ -222,14 +224,17 @@ impl BarChart {
         let y_max = self.series.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.0, f64::max);
         let mut out = String::new();
         let names: Vec<&str> = self.series.iter().map(|(n, _)| n.as_str()).collect();
-        open(&mut out, &self.title, height_for(names.len()));
-        let y_top = y_axis(&mut out, &nice_ticks(y_max, 5), &self.y_label);
         let groups = self.categories.len().max(1) as f64;
         let slot = PLOT_WIDTH / groups;
+        // Long or many labels are turned steeply to fit under narrow slots,
+        // and the picture grows downwards to hold them.
+        let longest = self.categories.iter().map(|c| c.chars().count()).max().unwrap_or(0) as f64;
+        let turn = longest * CHAR_WIDTH > slot;
+        let label_room = if turn { longest * CHAR_WIDTH * 0.87 + 30.0 } else { 40.0 };
+        open(&mut out, &self.title, height_for(names.len()).max(PLOT_TOP + PLOT_HEIGHT + label_room));
+        let y_top = y_axis(&mut out, &nice_ticks(y_max, 5), &self.y_label);
         let bar = (slot * 0.8 / self.series.len().max(1) as f64).min(60.0);
         let bottom = PLOT_TOP + PLOT_HEIGHT;
-        // Long or many labels are turned to fit under narrow slots.
-        let turn = self.categories.iter().any(|c| c.len() as f64 * 6.5 > slot);
         for (g, category) in self.categories.iter().enumerate() {
             let centre = PLOT_LEFT + slot * (g as f64 + 0.5);
             let left = centre - bar * self.series.len() as f64 / 2.0;
@@ -248,7 +253,7 @@ impl BarChart {
                 );
             }
             let y = bottom + 16.0;
-            let anchor = if turn { format!("end\" transform=\"rotate(-35 {centre:.1} {y:.1})") } else { "middle".to_owned() };
+            let anchor = if turn { format!("end\" transform=\"rotate(-60 {centre:.1} {y:.1})") } else { "middle".to_owned() };
             let _ = write!(
                 out,
                 "<text x=\"{centre:.1}\" y=\"{y:.1}\" {FONT} font-size=\"11\" text-anchor=\"{anchor}\">{}</text>",

@@ -105,7 +105,9 @@ const FIELDS: u16 = 5;
 pub fn workload_for(kind: WorkloadKind, rows: u64, seed: u64, shape: DataShape) -> BenchWorkload {
     let devices = shape.devices.max(1);
     let ticks = rows.div_ceil(u64::from(devices)).max(1);
-    let step = (shape.span_micros / ticks as i64).max(1);
+    // The first tick at the start, the last just before the span ends, so
+    // the rows reach every partition of the span whatever their number.
+    let step = if ticks > 1 { ((shape.span_micros - 1) / (ticks as i64 - 1)).max(1) } else { shape.span_micros };
     let generator = Conditions { start_micros: shape.start_micros, step_micros: step, devices, fields: FIELDS, seed };
     let last_micros = generator.time_micros(rows.saturating_sub(1));
     let columns_sql = column_sql(&generator.columns());
