@@ -1,5 +1,6 @@
 //! One module per subcommand; each returns an [`Outcome`] or an error.
 
+mod bench;
 mod demo;
 mod load;
 mod local;
@@ -14,5 +15,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Local(c) => local::run(&cli.conn, c),
         Command::Partition(c) => partition::run(&cli.conn, c).await,
         Command::Load(a) => load::run(&cli.conn, a).await,
+        Command::Bench(a) => bench::run(&cli.conn, a).await,
     }
 }
