@@ -29,8 +29,14 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "conditions",
         "conditions (X=5 fields, batches of 10,000 rows): plain vs weekly vs monthly partitions (325 K vs 265 K rows/s published)",
     ),
-    ("hash-vs-range", "pgbench_accounts: 200 and 800 range or hash partitions vs one table, ordered and unordered input"),
-    ("parallel-copy", "TPC-H lineitem: 1..N parallel COPY streams, logged vs unlogged"),
+    (
+        "hash-vs-range",
+        "pgbench_accounts: 200-800 range or hash partitions vs one table, ordered and unordered input (published: range COPY +20-25% time, hash +60-180% time vs unpartitioned)",
+    ),
+    (
+        "parallel-copy",
+        "TPC-H lineitem: 1..N parallel COPY streams, logged vs unlogged (published: 6.7-9.0 M rows/s with 24 parallel COPY over 16 data nodes)",
+    ),
     ("custom", "a matrix from --layout, --indexes, --order, --loader, --workers, --batch-rows (first value = baseline)"),
 ];
 

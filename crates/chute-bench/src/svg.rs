@@ -356,6 +356,24 @@ mod tests {
     }
 
     #[test]
+    fn many_long_labels_are_turned_and_the_picture_grows_to_hold_them() {
+        let categories: Vec<String> = (0..20).map(|i| format!("range800-shuffled-chute-{i}")).collect();
+        let chart = BarChart {
+            title: "rows/s".into(),
+            y_label: "rows/s".into(),
+            series: vec![("rows/s".into(), vec![1.0; categories.len()])],
+            categories: categories.clone(),
+        };
+        let svg = chart.to_svg().0;
+        assert_eq!(svg.matches("rotate(-60").count(), 20);
+        let height: f64 = svg.split("height=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+        let label = categories[0].len() as f64 * CHAR_WIDTH * 0.87;
+        assert!(height >= PLOT_TOP + PLOT_HEIGHT + label, "{height} leaves no room for {label} px of label");
+        let short = BarChart { categories: vec!["a".into(), "b".into()], series: vec![("x".into(), vec![1.0, 2.0])], ..chart };
+        assert!(!short.to_svg().0.contains("rotate(-60"), "short labels stay level");
+    }
+
+    #[test]
     fn empty_charts_still_draw() {
         let svg = LineChart { title: "t".into(), x_label: "x".into(), y_label: "y".into(), series: vec![] }.to_svg();
         assert_balanced(&svg.0);
