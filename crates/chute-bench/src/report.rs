@@ -56,13 +56,22 @@ impl CellResult {
         self.bytes_sent as f64 / MIB / self.seconds.max(1e-9)
     }
 
-    /// (rows loaded at the end of a period, rows/s during it), in order.
-    pub fn period_rates(&self) -> Vec<(f64, f64)> {
+    /// (rows loaded at the end of a window, rows/s during it), in order.
+    ///
+    /// Rows count as loaded when their batch commits, in steps of whole
+    /// batches, so the loader's 250 ms samples are merged into windows of at
+    /// least a second (and at least a fiftieth of the load): short enough to
+    /// show a rate that falls as the table grows, long enough that one
+    /// batch's commit does not look like a burst.
+    pub fn window_rates(&self) -> Vec<(f64, f64)> {
+        let total = self.samples.last().map_or(0.0, |s| s.seconds);
+        let min_window = (total / 50.0).max(1.0).min(total);
         let mut out = Vec::new();
         let mut last = Sample { seconds: 0.0, rows: 0 };
-        for s in &self.samples {
+        for (i, s) in self.samples.iter().enumerate() {
             let dt = s.seconds - last.seconds;
-            if s.rows > last.rows && dt > 0.0 {
+            let final_sample = i + 1 == self.samples.len();
+            if s.rows > last.rows && dt > 0.0 && (dt >= min_window || final_sample) {
                 out.push((s.rows as f64, (s.rows - last.rows) as f64 / dt));
                 last = *s;
             }
@@ -180,26 +189,26 @@ impl BenchRun {
         let rate_vs_rows = LineChart {
             title: "Insert rate vs rows already loaded".into(),
             x_label: "rows loaded".into(),
-            y_label: "rows/s (per progress period)".into(),
+            y_label: "rows/s (windows of 1 s or more)".into(),
             series: self
                 .results
                 .iter()
                 .map(|r| Series {
                     name: r.cell.name.clone(),
-                    points: if r.cell.loader == Loader::PsqlCopy { vec![(r.rows as f64, r.rows_per_s())] } else { r.period_rates() },
+                    points: if r.cell.loader == Loader::PsqlCopy { vec![(r.rows as f64, r.rows_per_s())] } else { r.window_rates() },
                 })
                 .collect(),
         };
         let sorted = LineChart {
-            title: "Period rates, sorted (each period ≈ 250 ms of loading)".into(),
-            x_label: "% of the load's periods".into(),
+            title: "Window rates, sorted (windows of 1 s or more)".into(),
+            x_label: "% of the load's windows".into(),
             y_label: "rows/s".into(),
             series: self
                 .results
                 .iter()
                 .filter(|r| r.cell.loader != Loader::PsqlCopy)
                 .map(|r| {
-                    let mut rates: Vec<f64> = r.period_rates().into_iter().map(|p| p.1).collect();
+                    let mut rates: Vec<f64> = r.window_rates().into_iter().map(|p| p.1).collect();
                     rates.sort_by(|a, b| b.total_cmp(a));
                     let n = rates.len();
                     let points = rates.into_iter().enumerate().map(|(i, v)| (100.0 * (i as f64 + 0.5) / n as f64, v)).collect();
@@ -239,7 +248,9 @@ impl BenchRun {
         if std::ptr::eq(base, r) {
             return "baseline".into();
         }
-        format!("{:+.0}%", (r.seconds / base.seconds.max(1e-9) - 1.0) * 100.0)
+        // Rounded first, so a hair faster than the baseline is "+0%", not "-0%".
+        let percent = ((r.seconds / base.seconds.max(1e-9) - 1.0) * 100.0).round();
+        format!("{:+}%", percent + 0.0)
     }
 
     /// The text table for stdout.
@@ -299,7 +310,7 @@ impl BenchRun {
         for (file, svg) in self.charts() {
             let _ = writeln!(h, "<figure>{}<figcaption>{}</figcaption></figure>", svg.inline(), escape(file));
         }
-        h.push_str("<h2>Cells</h2>\n<table class=\"results\"><tr>");
+        h.push_str("<h2>Cells</h2>\n<div class=\"wide\"><table class=\"results\"><tr>");
         for col in [
             "cell",
             "layout",
@@ -351,7 +362,7 @@ impl BenchRun {
                 r.checkpoints_requested
             );
         }
-        h.push_str("</table>\n");
+        h.push_str("</table></div>\n");
         for r in self.results.iter().filter(|r| r.via_parent_reason.is_some()) {
             let _ = writeln!(
                 h,
@@ -382,7 +393,7 @@ fn csv_field(s: &str) -> String {
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em}\
-table{border-collapse:collapse;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}\
+table{border-collapse:collapse;font-size:.85em}.wide{overflow-x:auto}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}\
 table.results td{text-align:right}table.results td:first-child{text-align:left}\
 td.bad{background:#fdd}.warnings{background:#fff4e0;border:1px solid #e0a040;padding:.2em 1em}\
 .lead{font-size:1.05em}.note{color:#555;font-size:.9em}figure{margin:1em 0}figcaption{color:#777;font-size:.8em}";
@@ -463,6 +474,18 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert!(w[0].starts_with("cell monthly: 1 checkpoint(s) requested"), "{}", w[0]);
         assert!(w[0].contains("max_wal_size = 1GB"));
+    }
+
+    #[test]
+    fn window_rates_merge_samples_into_windows_of_a_second() {
+        let mut r = run().results.remove(0);
+        r.samples = (1..=12u32).map(|i| Sample { seconds: f64::from(i) * 0.25, rows: u64::from(i) * 1000 }).collect();
+        // 3 s of loading: windows of 1 s, each 4 samples.
+        assert_eq!(r.window_rates(), [(4000.0, 4000.0), (8000.0, 4000.0), (12000.0, 4000.0)]);
+        r.samples = vec![Sample { seconds: 0.25, rows: 400 }, Sample { seconds: 0.5, rows: 1000 }];
+        assert_eq!(r.window_rates(), [(1000.0, 2000.0)], "a short load is one window");
+        r.samples.clear();
+        assert!(r.window_rates().is_empty());
     }
 
     #[test]
