@@ -125,6 +125,31 @@ pub enum Command {
     chute gen devops --scale 100 --interval 1min --out cpu.tsbs
     chute gen iot --scale 50 | gzip > iot.tsbs.gz")]
     Gen(GenArgs),
+
+    /// Rerun a published loading experiment on this server: each cell of a
+    /// matrix loads the same generated rows into a fresh table, and the
+    /// results come back as CSV files, an HTML report with charts and a table.
+    ///
+    /// Scenarios: partitioned-vs-single (tsbs IoT: hourly partitions vs one
+    /// table, 0 and 1 extra field index), conditions (plain vs weekly vs
+    /// monthly partitions, batches of 10,000 rows), hash-vs-range
+    /// (pgbench_accounts: 200 and 800 range or hash partitions, sorted and
+    /// shuffled input), parallel-copy (lineitem: 1..N COPY streams, logged vs
+    /// unlogged) and custom (a matrix from --layout, --indexes, --order,
+    /// --loader, --workers, --batch-rows: the first value of each is the
+    /// baseline, every other value is one cell changing that alone).
+    ///
+    /// The bench owns the schema chute_bench and removes its table when done.
+    /// Time partitions are made up front for the rows' dates, so no cell
+    /// depends on the clock.
+    #[command(after_help = "EXAMPLES:
+    chute bench partitioned-vs-single                  # on the embedded server, 1,000,000 rows per cell
+    chute bench conditions --rows 10000000 --url postgres://me@db/metrics
+    chute bench hash-vs-range --partitions 100,400
+    chute bench parallel-copy --workers 1,2,4,8,16
+    chute bench custom --layout single,range:1h,hash:64 --order sorted,shuffled --loader chute,psql-copy
+    chute bench conditions --dry-run                   # the cells, without running them")]
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -509,4 +534,75 @@ pub enum LocalCommand {
     },
     /// Print the URL of the embedded server (for psql or --url).
     Url,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The experiment to run.
+    #[arg(value_enum)]
+    pub scenario: ScenarioArg,
+    /// Rows each cell loads.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: u64,
+    /// Where results.csv, rates.csv, report.html and the charts go
+    /// (default: bench-out/SCENARIO).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// COPY connections (parallel-copy and custom: a list to compare).
+    #[arg(long, value_delimiter = ',', value_name = "N,…")]
+    pub workers: Vec<usize>,
+    /// Rows per COPY batch, instead of the loader's default batch size
+    /// (custom: a list to compare).
+    #[arg(long, value_delimiter = ',', value_name = "N,…")]
+    pub batch_rows: Vec<u64>,
+    /// Make every table (or partition) UNLOGGED.
+    #[arg(long)]
+    pub unlogged: bool,
+    /// hash-vs-range: partition counts (default 200,800).
+    #[arg(long, value_delimiter = ',', value_name = "N,…")]
+    pub partitions: Vec<u32>,
+    /// custom: layouts (single, range:1h, range:1d, hash:N, range:1h+hash:N).
+    #[arg(long, value_delimiter = ',', value_name = "LAYOUT,…")]
+    pub layout: Vec<String>,
+    /// custom: extra field indexes, tsbs style (field, time DESC).
+    #[arg(long, value_delimiter = ',', value_name = "N,…")]
+    pub indexes: Vec<u32>,
+    /// custom: input orders (sorted, shuffled).
+    #[arg(long, value_delimiter = ',', value_name = "ORDER,…")]
+    pub order: Vec<String>,
+    /// custom: loaders (chute, chute-via-parent, psql-copy).
+    #[arg(long, value_delimiter = ',', value_name = "LOADER,…")]
+    pub loader: Vec<String>,
+    /// Seed of the row generator and of the shuffle.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the cells and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScenarioArg {
+    /// tsbs IoT: hourly partitions vs one table, 0 and 1 extra field index.
+    PartitionedVsSingle,
+    /// conditions: plain vs weekly vs monthly partitions, batches of 10,000 rows.
+    Conditions,
+    /// pgbench_accounts: range vs hash partitions, sorted and shuffled.
+    HashVsRange,
+    /// TPC-H lineitem: 1..N COPY streams, logged vs unlogged.
+    ParallelCopy,
+    /// A matrix from --layout, --indexes, --order, --loader, --workers, --batch-rows.
+    Custom,
+}
+
+impl ScenarioArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            ScenarioArg::PartitionedVsSingle => "partitioned-vs-single",
+            ScenarioArg::Conditions => "conditions",
+            ScenarioArg::HashVsRange => "hash-vs-range",
+            ScenarioArg::ParallelCopy => "parallel-copy",
+            ScenarioArg::Custom => "custom",
+        }
+    }
 }

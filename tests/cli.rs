@@ -5,6 +5,8 @@ mod common;
 
 #[path = "cli/basics.rs"]
 mod basics;
+#[path = "cli/bench.rs"]
+mod bench;
 #[path = "cli/demo.rs"]
 mod demo;
 #[path = "cli/gen.rs"]

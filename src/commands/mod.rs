@@ -1,5 +1,6 @@
 //! One module per subcommand; each returns an [`Outcome`] or an error.
 
+mod bench;
 mod demo;
 mod r#gen;
 mod load;
@@ -16,5 +17,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Partition(c) => partition::run(&cli.conn, c).await,
         Command::Load(a) => load::run(&cli.conn, a).await,
         Command::Gen(a) => r#gen::run(a),
+        Command::Bench(a) => bench::run(&cli.conn, a).await,
     }
 }

@@ -1,0 +1,69 @@
+//! `chute bench`: a published loading experiment, rerun on this server.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use chute_bench::run::{self, BenchProgress, BenchTarget};
+use chute_bench::{Cell, CellResult, Layout, Loader, MatrixOptions, Order, scenario};
+
+use crate::Outcome;
+use crate::args::{BenchArgs, ConnArgs};
+use crate::settings;
+
+pub async fn run(conn: &ConnArgs, a: BenchArgs) -> anyhow::Result<Outcome> {
+    let name = a.scenario.name();
+    let options = matrix_options(&a)?;
+    let scenario = scenario::build(name, &options).map_err(anyhow::Error::msg)?;
+    if a.dry_run {
+        println!("-- chute bench {name}: {} cells (dry run: nothing was run)", scenario.cells.len());
+        for c in &scenario.cells {
+            println!("{:<24} {}", c.name, c.describe());
+        }
+        return Ok(Outcome::Ok);
+    }
+    let opts = settings::target(conn)?;
+    // psql gets the user's own --url when there is one: it may hold a
+    // password, which chute never prints.
+    let psql_conninfo = conn.url.clone().unwrap_or_else(|| opts.display_url());
+    let target = BenchTarget { options: opts, psql_conninfo };
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("bench-out").join(name));
+    eprintln!("chute: bench {name}: {} cells of {} rows on {}", scenario.cells.len(), a.rows, target.options.endpoint_label());
+    let result = run::run(scenario, a.seed, &target, &out, &mut StderrProgress).await.with_context(|| format!("chute bench {name}"))?;
+    print!("{}", result.text_table());
+    for w in result.warnings() {
+        println!("warning: {w}");
+    }
+    println!("wrote {}/{{results.csv, rates.csv, report.html, *.svg}}", out.display());
+    Ok(Outcome::Ok)
+}
+
+fn matrix_options(a: &BenchArgs) -> anyhow::Result<MatrixOptions> {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut o = MatrixOptions::new(a.rows, cores);
+    o.workers = a.workers.clone();
+    o.batch_rows = a.batch_rows.clone();
+    o.unlogged = a.unlogged;
+    o.partitions = a.partitions.clone();
+    o.indexes = a.indexes.clone();
+    o.layouts = a.layout.iter().map(|l| Layout::parse(l)).collect::<Result<_, _>>().map_err(anyhow::Error::msg).context("--layout")?;
+    o.orders = a.order.iter().map(|l| Order::parse(l)).collect::<Result<_, _>>().map_err(anyhow::Error::msg).context("--order")?;
+    o.loaders = a.loader.iter().map(|l| Loader::parse(l)).collect::<Result<_, _>>().map_err(anyhow::Error::msg).context("--loader")?;
+    Ok(o)
+}
+
+/// One line per cell on stderr, as `chute load` prints without a terminal.
+struct StderrProgress;
+
+impl BenchProgress for StderrProgress {
+    fn cell_started(&mut self, index: usize, total: usize, cell: &Cell) {
+        eprintln!("chute: cell {}/{total} {}: {}", index + 1, cell.name, cell.describe());
+    }
+
+    fn cell_finished(&mut self, r: &CellResult) {
+        eprintln!("chute:   {} rows in {:.2} s: {:.0} rows/s", r.rows, r.seconds, r.rows_per_s());
+    }
+
+    fn notice(&mut self, message: &str) {
+        eprintln!("chute: {message}");
+    }
+}
