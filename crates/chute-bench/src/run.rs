@@ -338,8 +338,16 @@ impl CellContext<'_> {
         let rejects = self.out_dir.join(format!("{}.rejects", file_safe(&cell.name)));
         spec.reject_file = Some(rejects.clone());
         let batch_rows = (spec.batch_bytes / row_bytes) as u64;
+        // Every cell loads the same rows into a fresh table: a load of its own
+        // for the journal (else the next cell would "resume" and skip them),
+        // forgotten once measured.
+        let load_id = format!("bench-{}-{}", std::process::id(), file_safe(&cell.name));
+        spec.load_id = Some(load_id.clone());
         let mut sampler = Sampler::default();
         let report = load::run(spec, &mut sampler).await.map_err(|source| BenchError::Load { cell: cell.name.clone(), source })?;
+        if let Ok(client) = self.target.options.connect().await {
+            let _ = load::journal::forget(&client, &load_id).await;
+        }
         for n in &sampler.notices {
             progress.notice(&format!("cell {}: {n}", cell.name));
         }
