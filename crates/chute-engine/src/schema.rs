@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS chute.load_journal (
     ends int8[] NOT NULL,
     rows int8 NOT NULL,
     committed_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (load_id, batch_id, input)
+    PRIMARY KEY (load_id, batch_id, target, input)
 );
 INSERT INTO chute.meta VALUES ('schema_version', '2') ON CONFLICT (key) DO UPDATE SET value = '2';
 ";

@@ -25,17 +25,37 @@ use super::pipeline::{Budget, Segment};
 use crate::ConnectOptions;
 
 /// Rows for one COPY transaction.
+/// One transaction: rows for one or more targets (many small per-leaf
+/// buffers flushed together pay for one commit, not one each).
 pub(crate) struct Batch {
+    pub parts: Vec<BatchPart>,
+    /// Budget bytes given back once the batch is done.
+    pub budget: usize,
+    /// Unique across runs, so a retry can tell whether its commit landed.
+    pub batch_id: String,
+}
+
+/// The rows of one target within a batch.
+pub(crate) struct BatchPart {
     pub target_name: String,
     /// The name this target is journaled under.
     pub journal_target: String,
     pub sql: String,
     pub text: bool,
     pub seg: Segment,
-    /// Budget bytes given back once the batch is done.
-    pub budget: usize,
-    /// Unique across runs, so a retry can tell whether its commit landed.
-    pub batch_id: String,
+}
+
+impl Batch {
+    fn label(&self) -> String {
+        match self.parts.as_slice() {
+            [one] => one.target_name.clone(),
+            many => format!("{} partitions ({} …)", many.len(), many.first().map(|p| p.target_name.as_str()).unwrap_or("")),
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.seg.data.len() as u64).sum()
+    }
 }
 
 pub(crate) struct RejectedRow {
@@ -138,11 +158,11 @@ async fn commit_with_retries(
             Err(AttemptError::Pg(e)) if transient(&e) && began.elapsed() < ctx.retry_for => {
                 attempt += 1;
                 let _ = tx.send(CopyOutcome::Retrying {
-                    message: format!("COPY into {}: {}; retrying", batch.target_name, crate::exec::describe(&e)),
+                    message: format!("COPY into {}: {}; retrying", batch.label(), crate::exec::describe(&e)),
                 });
                 *client = reconnect(ctx, began).await?;
             }
-            Err(AttemptError::Pg(e)) => return Err(LoadError::sql(format!("COPY into {}", batch.target_name), &e)),
+            Err(AttemptError::Pg(e)) => return Err(LoadError::sql(format!("COPY into {}", batch.label()), &e)),
             Err(AttemptError::Rejects(e)) => return Err(e),
         }
     }
@@ -176,7 +196,6 @@ async fn commit_batch(
     ctx: &WorkerCtx,
     retry: bool,
 ) -> Result<(u64, u64), AttemptError> {
-    let n = batch.seg.row_ends.len();
     let mut txn = client.transaction().await?;
     if retry && let Some(load_id) = &ctx.load_id {
         let done: bool = txn
@@ -192,68 +211,24 @@ async fn commit_batch(
                 )
                 .await?
                 .get::<_, i64>(0);
-            return Ok((rows as u64, batch.seg.data.len() as u64));
+            return Ok((rows as u64, batch.bytes()));
         }
     }
     let mut loaded = 0u64;
     let mut rejected = Vec::new();
-    // The whole batch first. On a data error the server names the failing
-    // row ("COPY t, line N"): load the rows before it, reject it, go on in
-    // small windows. Without a row number, halve the window instead.
-    let mut pos = 0usize;
-    let mut window = n;
-    let mut known_bad: Option<usize> = None;
-    let mut known_reason: Option<String> = None;
-    while pos < n {
-        if known_bad == Some(pos) {
-            rejected.push(reject_row(batch, pos, known_reason.take().unwrap_or_default()));
-            known_bad = None;
-            pos += 1;
-            window = window.max(AFTER_ERROR_WINDOW);
-            continue;
-        }
-        let end = (pos + window.max(1)).min(n);
-        let sp = txn.savepoint("chute_rows").await?;
-        let attempt = copy_once(&sp, batch, pos, end).await;
-        match attempt {
-            Ok(rows) => {
-                sp.commit().await?;
-                loaded += rows;
-                pos = end;
+    for part in &batch.parts {
+        let rows = load_part(&mut txn, part, &mut rejected).await?;
+        loaded += rows;
+        if let Some(load_id) = &ctx.load_id {
+            for (i, (input, starts, ends)) in super::journal::journal_rows(&part.seg.ranges).into_iter().enumerate() {
+                // The rows count goes on the first entry only, so sums stay right.
+                let rows = if i == 0 { rows as i64 } else { 0 };
+                txn.execute(
+                    "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    &[load_id, &batch.batch_id, &part.journal_target, &input, &starts, &ends, &rows],
+                )
+                .await?;
             }
-            Err(e) if is_data_error(&e) => {
-                sp.rollback().await?;
-                match failing_row(&e).filter(|k| *k >= 1 && pos + k - 1 < end) {
-                    Some(1) => {
-                        rejected.push(reject_row(batch, pos, crate::exec::describe(&e)));
-                        pos += 1;
-                        window = AFTER_ERROR_WINDOW;
-                    }
-                    Some(k) => {
-                        known_bad = Some(pos + k - 1);
-                        known_reason = Some(crate::exec::describe(&e));
-                        window = k - 1;
-                    }
-                    None if end - pos == 1 => {
-                        rejected.push(reject_row(batch, pos, crate::exec::describe(&e)));
-                        pos += 1;
-                        window = AFTER_ERROR_WINDOW;
-                    }
-                    None => window = (end - pos) / 2,
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if let Some(load_id) = &ctx.load_id {
-        for (i, (input, starts, ends)) in super::journal::journal_rows(&batch.seg.ranges).into_iter().enumerate() {
-            // The rows count goes on the first entry only, so sums stay right.
-            let rows = if i == 0 { loaded as i64 } else { 0 };
-            txn.execute(
-                "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[load_id, &batch.batch_id, &batch.journal_target, &input, &starts, &ends, &rows],
-            )
-            .await?;
         }
     }
     if !rejected.is_empty() {
@@ -274,13 +249,68 @@ async fn commit_batch(
         }
     }
     txn.commit().await?;
-    Ok((loaded, batch.seg.data.len() as u64))
+    Ok((loaded, batch.bytes()))
+}
+
+/// Loads one target's rows under savepoints; refused rows go to `rejected`.
+async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejected: &mut Vec<RejectedRow>) -> Result<u64, tokio_postgres::Error> {
+    let n = part.seg.row_ends.len();
+    let mut loaded = 0u64;
+    // The whole part first. On a data error the server names the failing
+    // row ("COPY t, line N"): load the rows before it, reject it, go on in
+    // small windows. Without a row number, halve the window instead.
+    let mut pos = 0usize;
+    let mut window = n;
+    let mut known_bad: Option<usize> = None;
+    let mut known_reason: Option<String> = None;
+    while pos < n {
+        if known_bad == Some(pos) {
+            rejected.push(reject_row(part, pos, known_reason.take().unwrap_or_default()));
+            known_bad = None;
+            pos += 1;
+            window = window.max(AFTER_ERROR_WINDOW);
+            continue;
+        }
+        let end = (pos + window.max(1)).min(n);
+        let sp = txn.savepoint("chute_rows").await?;
+        let attempt = copy_once(&sp, part, pos, end).await;
+        match attempt {
+            Ok(rows) => {
+                sp.commit().await?;
+                loaded += rows;
+                pos = end;
+            }
+            Err(e) if is_data_error(&e) => {
+                sp.rollback().await?;
+                match failing_row(&e).filter(|k| *k >= 1 && pos + k - 1 < end) {
+                    Some(1) => {
+                        rejected.push(reject_row(part, pos, crate::exec::describe(&e)));
+                        pos += 1;
+                        window = AFTER_ERROR_WINDOW;
+                    }
+                    Some(k) => {
+                        known_bad = Some(pos + k - 1);
+                        known_reason = Some(crate::exec::describe(&e));
+                        window = k - 1;
+                    }
+                    None if end - pos == 1 => {
+                        rejected.push(reject_row(part, pos, crate::exec::describe(&e)));
+                        pos += 1;
+                        window = AFTER_ERROR_WINDOW;
+                    }
+                    None => window = (end - pos) / 2,
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(loaded)
 }
 
 /// Rows per COPY after an error, until the batch is through.
 const AFTER_ERROR_WINDOW: usize = 1024;
 
-fn reject_row(batch: &Batch, i: usize, reason: String) -> RejectedRow {
+fn reject_row(batch: &BatchPart, i: usize, reason: String) -> RejectedRow {
     let raw_from = if i == 0 { 0 } else { batch.seg.raw_ends[i - 1] as usize };
     let raw = batch.seg.raw[raw_from..batch.seg.raw_ends[i] as usize].to_vec();
     RejectedRow { raw, line: batch.seg.lines[i], input: usize::from(batch.seg.inputs[i]), reason }
@@ -295,7 +325,7 @@ fn failing_row(e: &tokio_postgres::Error) -> Option<usize> {
     digits.parse().ok()
 }
 
-async fn copy_once(client: &Transaction<'_>, batch: &Batch, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {
+async fn copy_once(client: &Transaction<'_>, batch: &BatchPart, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {
     let sink = client.copy_in::<_, Bytes>(batch.sql.as_str()).await?;
     futures_util::pin_mut!(sink);
     let body = Bytes::copy_from_slice(&batch.seg.data[row_start(&batch.seg, a)..row_start(&batch.seg, b)]);

@@ -14,7 +14,7 @@ use chute_core::parse::{ChunkEnd, Fields, Format, RecordError, RecordPos, count_
 use chute_core::rowenc::{RowEncoder, RowOutcome, write_text_row};
 use chute_core::value::EncodeContext;
 
-use super::copy::{self, Batch, CopyOutcome, WorkerCtx};
+use super::copy::{self, Batch, BatchPart, CopyOutcome, WorkerCtx};
 pub(crate) use super::routing::{JitCreator, LeafRef, Routed, Routing};
 use super::source::{self, InputSpec};
 use super::target::{self, ColumnPlan};
@@ -773,6 +773,9 @@ fn append(into: &mut Segment, seg: &Segment) {
     }
 }
 
+/// (input, start, end): a chunk's place in its input.
+type ChunkRange = (u32, u64, u64);
+
 type JitDone = (JitCreator, Result<(usize, Vec<(u16, i64)>), LoadError>);
 
 impl Coordinator {
@@ -877,8 +880,10 @@ impl Coordinator {
             }
         };
         self.stats.partitions_created += created;
-        let mut segments: HashMap<Target, Segment> = HashMap::new();
-        let mut budget = 0;
+        // Grouped by target and chunk: a batch may hold a chunk's rows for a
+        // leaf only whole (see `journal`), but rows that waited can fill many
+        // batches, and must, or one worker gets them all.
+        let mut groups: HashMap<(Target, ChunkRange), (Segment, usize)> = HashMap::new();
         let mut still = Vec::new();
         let mut rejects = Vec::new();
         for p in std::mem::take(&mut self.waiting) {
@@ -889,10 +894,12 @@ impl Coordinator {
                     self.budget.release(p.bytes());
                 }
                 Routed::To(leaf) => {
-                    let seg = segments.entry(Target { table: p.table, leaf, text: false }).or_default();
+                    let (seg, budget) = groups.entry((Target { table: p.table, leaf, text: false }, p.range)).or_default();
                     seg.push(&p.row, &p.raw, p.line, p.range.0 as usize);
-                    super::journal::push_range(&mut seg.ranges, p.range);
-                    budget += p.bytes();
+                    if seg.ranges.is_empty() {
+                        seg.ranges.push(p.range);
+                    }
+                    *budget += p.bytes();
                 }
                 Routed::Missing { start } if asked.contains(&(p.table, start)) => {
                     self.budget.release(p.bytes());
@@ -914,7 +921,11 @@ impl Coordinator {
             self.reject(r);
         }
         self.waiting = still;
-        self.accumulate(segments, budget).await;
+        let mut groups: Vec<_> = groups.into_iter().collect();
+        groups.sort_unstable_by_key(|((_, range), _)| *range);
+        for ((target, _), (seg, budget)) in groups {
+            self.accumulate(HashMap::from([(target, seg)]), budget).await;
+        }
         self.start_jit();
         Ok(())
     }
@@ -935,32 +946,38 @@ impl Coordinator {
         }
     }
 
-    async fn dispatch(&mut self, target: Target) {
-        let Some(a) = self.accum.remove(&target) else { return };
+    /// Takes a target's accumulated rows out as one batch part.
+    fn take_part(&mut self, target: Target) -> Option<(BatchPart, usize)> {
+        let a = self.accum.remove(&target)?;
         if a.seg.row_ends.is_empty() {
             self.budget.release(a.budget);
-            return;
+            return None;
         }
         self.accum_bytes -= a.seg.data.len();
         let table = &self.tables[usize::from(target.table)];
         let name = table.name(target.leaf);
-        let name = &name;
         let sql = if target.text {
             format!("COPY {} {} FROM STDIN", name.quoted(), table.copy_list)
         } else {
             format!("COPY {} {} FROM STDIN (FORMAT binary)", name.quoted(), table.copy_list)
         };
         self.touched.insert(name.clone());
-        self.stats.batches += 1;
-        let batch = Batch {
+        let part = BatchPart {
             target_name: name.to_string(),
             journal_target: super::journal::target_key(&name.to_string(), target.text),
             sql,
             text: target.text,
             seg: a.seg,
-            budget: a.budget,
-            batch_id: format!("{}-{}", self.batch_prefix, self.stats.batches),
         };
+        Some((part, a.budget))
+    }
+
+    async fn send(&mut self, parts: Vec<BatchPart>, budget: usize) {
+        if parts.is_empty() {
+            return;
+        }
+        let batch = Batch { parts, budget, batch_id: format!("{}-{}", self.batch_prefix, self.stats.batches) };
+        self.stats.batches += 1;
         if let Some(tx) = &self.batch_tx
             && tx.send_async(batch).await.is_err()
         {
@@ -968,11 +985,32 @@ impl Coordinator {
         }
     }
 
+    async fn dispatch(&mut self, target: Target) {
+        if let Some((part, budget)) = self.take_part(target) {
+            self.send(vec![part], budget).await;
+        }
+    }
+
+    /// Sends several targets' rows, packed into batches of about
+    /// `batch_bytes` each: many small per-leaf buffers share a commit.
+    async fn dispatch_packed(&mut self, targets: Vec<Target>) {
+        let (mut parts, mut budget, mut bytes) = (Vec::new(), 0, 0);
+        for t in targets {
+            let Some((part, b)) = self.take_part(t) else { continue };
+            bytes += part.seg.data.len();
+            budget += b;
+            parts.push(part);
+            if bytes >= self.batch_bytes {
+                self.send(std::mem::take(&mut parts), std::mem::take(&mut budget)).await;
+                bytes = 0;
+            }
+        }
+        self.send(parts, budget).await;
+    }
+
     async fn flush_all(&mut self) {
         let targets: Vec<Target> = self.accum.keys().copied().collect();
-        for t in targets {
-            self.dispatch(t).await;
-        }
+        self.dispatch_packed(targets).await;
     }
 
     /// Under budget pressure: send the fullest accumulators now, partial or not.
@@ -980,12 +1018,16 @@ impl Coordinator {
         let mut sizes: Vec<(usize, Target)> = self.accum.iter().map(|(t, a)| (a.seg.data.len(), *t)).collect();
         sizes.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
         let goal = self.accum_bytes / 2;
-        for (_, t) in sizes {
-            if self.accum_bytes <= goal {
+        let mut freed = 0;
+        let mut chosen = Vec::new();
+        for (size, t) in sizes {
+            if self.accum_bytes - freed <= goal {
                 break;
             }
-            self.dispatch(t).await;
+            freed += size;
+            chosen.push(t);
         }
+        self.dispatch_packed(chosen).await;
     }
 
     fn absorb(&mut self, o: CopyOutcome, error: &mut Option<LoadError>) {
