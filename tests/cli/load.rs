@@ -176,3 +176,20 @@ async fn a_missing_file_or_table_is_one_clear_error() {
     let (_, err) = run_expect(chute().args(["--url", &db.url(), "load", "t", "/dev/null", "--columns", "time,bogus"]), 2);
     assert!(err.contains("has no column \"bogus\""), "{err}");
 }
+
+#[tokio::test]
+async fn a_zstd_file_whose_window_exceeds_the_budget_is_refused() {
+    let db = shared().fresh_db("load_zstd_window").await;
+    db.client().await.batch_execute(TABLE).await.unwrap();
+    let dir = open_tempdir();
+    let path = dir.path().join("long.csv.zst");
+    let mut enc = zstd::stream::Encoder::new(std::fs::File::create(&path).unwrap(), 3).unwrap();
+    enc.set_parameter(zstd::stream::raw::CParameter::WindowLog(27)).unwrap();
+    enc.write_all(b"2021-06-08 00:00:00+00,1,1,x\n").unwrap();
+    enc.finish().unwrap();
+    let (_, err) = run_expect(chute().args(["--url", &db.url(), "load", "t", path.to_str().unwrap(), "--memory-mb", "64"]), 2);
+    assert!(err.contains("needs a 128 MiB zstd window") && err.contains("raise --memory-mb"), "{err}");
+    // With room for the window it loads.
+    let (out, _) = run_expect(chute().args(["--url", &db.url(), "load", "t", path.to_str().unwrap(), "--memory-mb", "512"]), 0);
+    assert_eq!(summary_value(&out, "rows loaded"), "1");
+}

@@ -351,7 +351,7 @@ impl PartitionManager {
             })
             .collect();
         let anchor = if policy.key_type.is_time() { now } else { snap.max_key.unwrap_or(0) };
-        let (covered_until, intervals_ahead) = coverage(&policy, &snap, anchor)?;
+        let (covered_until, intervals_ahead) = coverage(&snap, anchor)?;
         let rows_in_default = match &snap.default {
             Some(d) => Some(self.client.query_one(&format!("SELECT count(*) FROM {}", d.name.quoted()), &[]).await?.get(0)),
             None => None,
@@ -387,7 +387,7 @@ fn strategy_name(c: char) -> &'static str {
 }
 
 /// How far contiguous partitions reach from the one holding `anchor`.
-fn coverage(policy: &Policy, snap: &Snapshot, anchor: i64) -> Result<(Option<i64>, u32), PartmanError> {
+fn coverage(snap: &Snapshot, anchor: i64) -> Result<(Option<i64>, u32), PartmanError> {
     let Some(mut i) = snap.partitions.iter().position(|p| p.from <= anchor && anchor < p.to) else {
         return Ok((None, 0));
     };
@@ -396,7 +396,6 @@ fn coverage(policy: &Policy, snap: &Snapshot, anchor: i64) -> Result<(Option<i64
         i += 1;
         ahead += 1;
     }
-    let _ = policy;
     Ok((Some(snap.partitions[i].to), ahead))
 }
 

@@ -25,7 +25,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 
 use chute_engine::ConnectOptions;
-use chute_engine::local::{Cluster, StopMode, is_root, process_alive};
+use chute_engine::local::{Cluster, StopMode, process_alive};
 
 const PREFIX: &str = "chute-test-";
 
@@ -261,9 +261,4 @@ fn remove_leftovers() {
 
 fn is_postgres(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres")
-}
-
-/// Whether the tests run as root (servers then run as `postgres`).
-pub fn running_as_root() -> bool {
-    is_root()
 }

@@ -42,6 +42,9 @@ pub(crate) struct BatchPart {
     pub journal_target: String,
     pub sql: String,
     pub text: bool,
+    /// The encoded rows, shared with every COPY attempt without copying.
+    pub body: Bytes,
+    /// Row boundaries, original records and positions (`seg.data` is moved into `body`).
     pub seg: Segment,
 }
 
@@ -54,7 +57,7 @@ impl Batch {
     }
 
     fn bytes(&self) -> u64 {
-        self.parts.iter().map(|p| p.seg.data.len() as u64).sum()
+        self.parts.iter().map(|p| p.body.len() as u64).sum()
     }
 }
 
@@ -328,7 +331,7 @@ fn failing_row(e: &tokio_postgres::Error) -> Option<usize> {
 async fn copy_once(client: &Transaction<'_>, batch: &BatchPart, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {
     let sink = client.copy_in::<_, Bytes>(batch.sql.as_str()).await?;
     futures_util::pin_mut!(sink);
-    let body = Bytes::copy_from_slice(&batch.seg.data[row_start(&batch.seg, a)..row_start(&batch.seg, b)]);
+    let body = batch.body.slice(row_start(&batch.seg, a)..row_start(&batch.seg, b));
     if batch.text {
         sink.send(body).await?;
     } else {

@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -109,44 +109,67 @@ pub fn open(spec: &InputSpec, max_window: usize) -> Result<Input, LoadError> {
         Compression::None => Box::new(buffered),
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
         Compression::Zstd => {
+            if let Some(window) = zstd_window_size(&magic).filter(|w| *w > max_window as u64) {
+                return Err(LoadError::Input {
+                    input: spec.display_name(),
+                    message: format!(
+                        "it needs a {} MiB zstd window, more than the memory budget allows ({} MiB): recompress it with a smaller window (zstd without --long) or raise --memory-mb",
+                        window >> 20,
+                        max_window >> 20
+                    ),
+                });
+            }
+            // Later frames are bounded by the decoder itself.
             let mut d = zstd::stream::read::Decoder::with_buffer(buffered)
                 .map_err(|e| LoadError::Input { input: spec.display_name(), message: e.to_string() })?;
             let log = usize::BITS - 1 - max_window.max(1 << 10).leading_zeros();
             d.window_log_max(log).map_err(|e| LoadError::Input { input: spec.display_name(), message: e.to_string() })?;
-            Box::new(ZstdWindowCheck { inner: d, name: spec.display_name(), max_window })
+            Box::new(d)
         }
     };
     Ok(Input { spec: spec.clone(), identity, total_bytes, compression, read_bytes, reader })
 }
 
+/// The first bytes of the input: enough for a magic number and a zstd frame header.
 fn peek<R: io::BufRead>(r: &mut R) -> io::Result<Vec<u8>> {
-    Ok(r.fill_buf()?.iter().take(4).copied().collect())
+    Ok(r.fill_buf()?.iter().take(18).copied().collect())
 }
 
-/// Turns zstd's "window too large" into a message that says what to do.
-struct ZstdWindowCheck<R> {
-    inner: R,
-    name: String,
-    max_window: usize,
-}
-
-impl<R: Read> Read for ZstdWindowCheck<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.read(buf).map_err(|e| {
-            if e.to_string().contains("window") || e.to_string().contains("memory") {
-                io::Error::other(format!(
-                    "{} needs a zstd window larger than the memory budget allows ({} MiB): recompress it with a smaller window (zstd without --long) or raise --memory",
-                    self.name,
-                    self.max_window >> 20
-                ))
-            } else {
-                e
-            }
-        })
+/// The window a zstd frame needs to be decoded, read from its header
+/// (RFC 8878, 3.1.1.1); `None` when `h` is too short to tell.
+fn zstd_window_size(h: &[u8]) -> Option<u64> {
+    let descriptor = *h.get(4)?;
+    if descriptor & 0x20 == 0 {
+        // Window_Descriptor: exponent and mantissa.
+        let wd = *h.get(5)?;
+        let base = 1u64 << (10 + u64::from(wd >> 3));
+        return Some(base + base / 8 * u64::from(wd & 7));
     }
+    // Single segment: the window is the whole content.
+    let dict_len = [0, 1, 2, 4][usize::from(descriptor & 3)];
+    let size_len = [1, 2, 4, 8][usize::from(descriptor >> 6)];
+    let at = 5 + dict_len;
+    let bytes = h.get(at..at + size_len)?;
+    let size = bytes.iter().enumerate().fold(0u64, |v, (i, b)| v | u64::from(*b) << (8 * i));
+    Some(if size_len == 2 { size + 256 } else { size })
 }
 
-/// The identity of a file input without opening it for reading.
-pub fn file_exists(p: &Path) -> bool {
-    p.is_file()
+#[cfg(test)]
+mod tests {
+    use super::zstd_window_size;
+
+    #[test]
+    fn zstd_window_from_the_frame_header() {
+        // Window_Descriptor 0x58: exponent 11, mantissa 0 -> 2^21.
+        assert_eq!(zstd_window_size(&[0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x58]), Some(1 << 21));
+        // Mantissa 3 adds 3/8.
+        assert_eq!(zstd_window_size(&[0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x5b]), Some((1 << 21) + 3 * (1 << 18)));
+        // Single segment, 1-byte content size 100; 2-byte sizes add 256.
+        assert_eq!(zstd_window_size(&[0x28, 0xb5, 0x2f, 0xfd, 0x20, 100]), Some(100));
+        assert_eq!(zstd_window_size(&[0x28, 0xb5, 0x2f, 0xfd, 0x60, 0x00, 0x01]), Some(512));
+        assert_eq!(zstd_window_size(&[0x28, 0xb5, 0x2f, 0xfd]), None);
+        // A streamed frame of the zstd library: 2 MiB, as `zstd -lv` reports for it.
+        let frame = zstd::encode_all(&b"hello"[..], 3).unwrap();
+        assert_eq!(zstd_window_size(&frame), Some(2 << 20));
+    }
 }
