@@ -555,6 +555,9 @@ impl ConnectOptions {
                 _ => ConnectError::Refused { user: self.user.clone(), endpoint, message: format!("{} (SQLSTATE {code})", db.message()) },
             };
         }
+        // The one branch on message text: tokio-postgres reports a server that
+        // asks for a password we do not have as a config error with no kind
+        // or SQLSTATE to test, so its message is all there is.
         if e.to_string().contains("password missing") {
             return ConnectError::NoPassword { user: self.user.clone(), endpoint };
         }
