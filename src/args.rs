@@ -163,13 +163,30 @@ pub struct GenArgs {
     /// Output format [default: csv for conditions, lineitem and accounts; tsbs for iot and devops].
     #[arg(long, value_enum)]
     pub format: Option<GenFormatArg>,
-    /// Rows to write [default: 1000000]; iot and devops stop after N rows
-    /// (without --to they run until then).
+    #[command(flatten)]
+    pub options: GenOptions,
+    /// Time between readings of one device (conditions, iot, devops) [default: 10s].
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// csv: first write a line with the column names.
+    #[arg(long)]
+    pub header: bool,
+    /// Print a CREATE TABLE statement for a table the rows fit, instead of
+    /// the rows; the table is TABLE ([schema.]name) or named after the workload.
+    #[arg(long, value_name = "TABLE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub create: Option<String>,
+}
+
+/// What a generated workload looks like: shared by `chute gen` and `chute load --gen`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GenOptions {
+    /// Rows [default: 1000000]; iot and devops stop after N rows (without
+    /// --rows, `chute gen` runs them until --to).
     #[arg(long, value_name = "N")]
     pub rows: Option<u64>,
-    /// The seed: the same seed gives the same data.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
+    /// The seed: the same seed gives the same data [default: 42].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Size: trucks (iot, default 10), hosts (devops, default 10), TPC-H scale
     /// factor (lineitem; default: enough for --rows), devices (conditions).
     #[arg(long, value_name = "N")]
@@ -187,16 +204,27 @@ pub struct GenArgs {
     /// --from, or no end with --rows].
     #[arg(long, value_name = "TIMESTAMP")]
     pub to: Option<String>,
-    /// Time between readings of one device (conditions, iot, devops) [default: 10s].
-    #[arg(long, value_name = "DURATION")]
-    pub interval: Option<String>,
-    /// csv: first write a line with the column names.
-    #[arg(long)]
-    pub header: bool,
-    /// Print a CREATE TABLE statement for a table the rows fit, instead of
-    /// the rows; the table is TABLE ([schema.]name) or named after the workload.
-    #[arg(long, value_name = "TABLE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
-    pub create: Option<String>,
+}
+
+impl GenOptions {
+    /// Which options were given, by flag, for "does not apply" errors.
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (set, flag) in [
+            (self.rows.is_some(), "--rows"),
+            (self.seed.is_some(), "--seed"),
+            (self.scale.is_some(), "--scale"),
+            (self.devices.is_some(), "--devices"),
+            (self.fields.is_some(), "--fields"),
+            (self.from.is_some(), "--from"),
+            (self.to.is_some(), "--to"),
+        ] {
+            if set {
+                v.push(flag);
+            }
+        }
+        v
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -210,7 +238,7 @@ pub enum GenFormatArg {
 pub struct LoadArgs {
     /// The table to load ([schema.]name). With --format tsbs every
     /// positional argument is a file: the tables come from the file.
-    #[arg(required_unless_present_any = ["status", "forget"])]
+    #[arg(required_unless_present_any = ["status", "forget", "generate"])]
     pub table: Option<String>,
     /// Input files (plain, .gz or .zst); `-` or nothing reads stdin.
     #[arg(conflicts_with = "generate")]
@@ -282,27 +310,17 @@ pub struct LoadArgs {
     /// tsbs: partition each measurement table by time with this interval.
     #[arg(long, value_name = "INTERVAL")]
     pub interval: Option<String>,
-    /// Load generated rows instead of files (no file is written).
+    /// Load generated data instead of files (no file is written): rows of
+    /// TABLE, or for iot and devops the tsbs tables themselves (no TABLE).
     #[arg(long = "gen", value_enum, value_name = "WORKLOAD")]
     pub generate: Option<GenArg>,
-    /// With --gen: how many rows.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub rows: u64,
-    /// With --gen: the seed (the same seed gives the same rows).
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// With --gen conditions: devices reporting each tick.
-    #[arg(long, default_value_t = 1000)]
-    pub devices: u32,
-    /// With --gen conditions: the first timestamp.
-    #[arg(long, default_value = "2021-06-01T00:00:00Z", value_name = "TIMESTAMP")]
-    pub from: String,
-    /// With --gen conditions: float8 columns data1..dataN.
-    #[arg(long, default_value_t = 5, value_name = "N")]
-    pub fields: u16,
-    /// With --gen lineitem: the TPC-H scale factor (default: enough for --rows).
-    #[arg(long, value_name = "N")]
-    pub scale: Option<u32>,
+    /// With --gen iot or devops: the schema their tables go in (made if
+    /// missing) [default: the connection's current schema].
+    #[arg(long, value_name = "NAME")]
+    pub schema: Option<String>,
+    /// With --gen: the workload's options, as for chute gen.
+    #[command(flatten)]
+    pub gen_options: GenOptions,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -313,9 +331,9 @@ pub enum GenArg {
     Lineitem,
     /// pgbench_accounts: aid, bid, abalance int, filler char(84).
     Accounts,
-    /// tsbs iot: trucks' readings and diagnostics, as a tsbs file (chute gen).
+    /// tsbs iot: trucks' readings and diagnostics, as a tsbs file (tables tags, readings, diagnostics).
     Iot,
-    /// tsbs cpu-only: hosts' cpu usage, as a tsbs file (chute gen).
+    /// tsbs cpu-only: hosts' cpu usage, as a tsbs file (tables tags, cpu).
     Devops,
 }
 

@@ -18,7 +18,7 @@ use chute_core::ident::QualifiedName;
 use chute_core::partman::policy::{parse_duration, parse_instant};
 
 use crate::Outcome;
-use crate::args::{GenArg, GenArgs, GenFormatArg};
+use crate::args::{GenArg, GenArgs, GenFormatArg, GenOptions};
 
 /// Bytes gathered before each write.
 const WRITE_BYTES: usize = 1 << 20;
@@ -39,9 +39,11 @@ pub(crate) fn workload_name(g: GenArg) -> &'static str {
 pub fn run(a: GenArgs) -> anyhow::Result<Outcome> {
     let name = workload_name(a.workload);
     let stream = matches!(a.workload, GenArg::Iot | GenArg::Devops);
-    check_options(&a, name, stream)?;
-    let rows = a.rows.unwrap_or(if stream { u64::MAX } else { 1_000_000 });
-    let params = params(&a)?;
+    check_options(&a.options, a.workload, a.interval.as_deref())?;
+    anyhow::ensure!(!(a.header && stream), "--header does not apply to {name}: a tsbs file has its own header");
+    check_format(a.format, name, stream)?;
+    let rows = rows(&a.options, stream);
+    let params = params(&a.options, a.interval.as_deref())?;
     let generator = workload(name, rows, &params).map_err(anyhow::Error::msg)?;
 
     if let Some(table) = &a.create {
@@ -75,28 +77,34 @@ pub fn run(a: GenArgs) -> anyhow::Result<Outcome> {
 }
 
 /// Options that the chosen workload cannot use are errors, not ignored.
-fn check_options(a: &GenArgs, name: &str, stream: bool) -> anyhow::Result<()> {
-    let timed = matches!(a.workload, GenArg::Conditions | GenArg::Iot | GenArg::Devops);
-    let conditions = a.workload == GenArg::Conditions;
+/// `interval` is the time between readings, where the command has one.
+pub(crate) fn check_options(o: &GenOptions, workload: GenArg, interval: Option<&str>) -> anyhow::Result<()> {
+    let name = workload_name(workload);
+    let stream = matches!(workload, GenArg::Iot | GenArg::Devops);
+    let timed = matches!(workload, GenArg::Conditions | GenArg::Iot | GenArg::Devops);
+    let conditions = workload == GenArg::Conditions;
     let refuse = |given: bool, flag: &str, hint: &str| {
         anyhow::ensure!(!given, "{flag} does not apply to {name}{hint}");
         Ok(())
     };
-    refuse(a.devices.is_some() && !conditions, "--devices", "; its size is --scale")?;
-    refuse(a.fields.is_some() && !conditions, "--fields", "")?;
+    refuse(o.devices.is_some() && !conditions, "--devices", "; its size is --scale")?;
+    refuse(o.fields.is_some() && !conditions, "--fields", "")?;
     refuse(
-        a.scale.is_some() && a.workload == GenArg::Accounts,
+        o.scale.is_some() && workload == GenArg::Accounts,
         "--scale",
         " (100,000 accounts per branch, as in pgbench); choose the size with --rows",
     )?;
-    refuse(a.from.is_some() && !timed, "--from", "")?;
-    refuse(a.interval.is_some() && !timed, "--interval", "")?;
-    refuse(a.to.is_some() && !stream, "--to", "; choose the size with --rows")?;
-    refuse(a.header && stream, "--header", ": a tsbs file has its own header")?;
-    if conditions && a.devices.is_some() && a.scale.is_some() {
-        anyhow::ensure!(a.devices == a.scale, "--devices and --scale both give the number of devices: give one");
+    refuse(o.from.is_some() && !timed, "--from", "")?;
+    refuse(interval.is_some() && !timed, "--interval", "")?;
+    refuse(o.to.is_some() && !stream, "--to", "; choose the size with --rows")?;
+    if conditions && o.devices.is_some() && o.scale.is_some() {
+        anyhow::ensure!(o.devices == o.scale, "--devices and --scale both give the number of devices: give one");
     }
-    match (a.format, stream) {
+    Ok(())
+}
+
+fn check_format(format: Option<GenFormatArg>, name: &str, stream: bool) -> anyhow::Result<()> {
+    match (format, stream) {
         (Some(GenFormatArg::Tsbs), false) => {
             anyhow::bail!("{name} writes CSV rows (--format csv); tsbs files come from iot and devops")
         }
@@ -109,10 +117,16 @@ fn check_options(a: &GenArgs, name: &str, stream: bool) -> anyhow::Result<()> {
     }
 }
 
-fn params(a: &GenArgs) -> anyhow::Result<GenParams> {
+/// How many rows: --rows, else a million rows of a table, or a stream to its end (--to, or one day).
+pub(crate) fn rows(o: &GenOptions, stream: bool) -> u64 {
+    o.rows.unwrap_or(if stream { u64::MAX } else { 1_000_000 })
+}
+
+/// The generator's parameters; `interval` is the time between readings.
+pub(crate) fn params(o: &GenOptions, interval: Option<&str>) -> anyhow::Result<GenParams> {
     let defaults = GenParams::default();
     let instant = |text: &str, flag: &str| parse_instant(text, &jiff::tz::TimeZone::UTC).with_context(|| flag.to_owned());
-    let step_micros = match &a.interval {
+    let step_micros = match interval {
         Some(text) => {
             let step = parse_duration(text).context("--interval")?;
             anyhow::ensure!(step.as_micros() > 0, "--interval must be longer than zero");
@@ -121,12 +135,12 @@ fn params(a: &GenArgs) -> anyhow::Result<GenParams> {
         None => defaults.step_micros,
     };
     Ok(GenParams {
-        seed: a.seed,
-        scale: a.devices.or(a.scale).unwrap_or(0),
-        from_micros: a.from.as_deref().map(|f| instant(f, "--from")).transpose()?.unwrap_or(defaults.from_micros),
-        to_micros: a.to.as_deref().map(|t| instant(t, "--to")).transpose()?,
+        seed: o.seed.unwrap_or(defaults.seed),
+        scale: o.devices.or(o.scale).unwrap_or(0),
+        from_micros: o.from.as_deref().map(|f| instant(f, "--from")).transpose()?.unwrap_or(defaults.from_micros),
+        to_micros: o.to.as_deref().map(|t| instant(t, "--to")).transpose()?,
         step_micros,
-        fields: a.fields.unwrap_or(defaults.fields),
+        fields: o.fields.unwrap_or(defaults.fields),
     })
 }
 

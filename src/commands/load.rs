@@ -12,51 +12,50 @@ use crate::progress::LoadReporter;
 use crate::settings;
 
 pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
-    let opts = settings::target(conn)?;
     if a.status.is_some() || a.forget.is_some() {
-        return journal(&opts, &a).await;
+        return journal(&settings::target(conn)?, &a).await;
     }
-    let table_arg = a.table.clone().expect("clap requires TABLE without --status or --forget");
     let tsbs = a.format == FormatArg::Tsbs;
+    let stream_gen = matches!(a.generate, Some(GenArg::Iot | GenArg::Devops));
     anyhow::ensure!(
-        tsbs || a.interval.is_none(),
-        "--interval goes with --format tsbs; for other formats make the table with chute partition create"
+        tsbs || stream_gen || a.interval.is_none(),
+        "--interval goes with --format tsbs and --gen iot|devops; for other formats make the table with chute partition create"
     );
-    // With tsbs the tables come from the file, so every argument is a file.
-    let (table, files) = if tsbs {
-        (QualifiedName::parse("tsbs")?, std::iter::once(table_arg.clone()).chain(a.files.iter().cloned()).collect::<Vec<_>>())
-    } else {
-        (QualifiedName::parse(&table_arg)?, a.files.clone())
-    };
-    let inputs: Vec<InputSpec> =
-        if files.is_empty() { vec![InputSpec::Stdin] } else { files.iter().map(|f| InputSpec::parse(f)).collect() };
-    anyhow::ensure!(inputs.iter().filter(|i| **i == InputSpec::Stdin).count() <= 1, "stdin (-) can be read only once");
-    let mut spec = LoadSpec::new(opts, table, inputs);
-    spec.format = match a.format {
-        FormatArg::Csv => InputFormat::Csv,
-        FormatArg::Text => InputFormat::Text,
-        FormatArg::Jsonl => InputFormat::Jsonl,
-        FormatArg::Tsbs => InputFormat::Tsbs,
-    };
-    spec.tsbs_interval = a.interval.clone();
-    if let Some(g) = a.generate {
-        let from = chute_core::partman::policy::parse_instant(&a.from, &jiff::tz::TimeZone::UTC).context("--from")?;
-        let name = super::r#gen::workload_name(g);
-        let params = chute_core::generate::GenParams {
-            seed: a.seed,
-            scale: if g == GenArg::Conditions { a.devices.max(1) } else { a.scale.unwrap_or(0) },
-            from_micros: from,
-            to_micros: None,
-            step_micros: 10_000_000,
-            fields: a.fields,
-        };
-        match chute_core::generate::workload(name, a.rows, &params).map_err(anyhow::Error::msg)? {
-            chute_core::generate::AnyWorkload::Rows(w) => spec.generator = Some((w, a.rows)),
-            chute_core::generate::AnyWorkload::Stream(_) => anyhow::bail!(
-                "{name} makes a tsbs file, not rows of one table: chute gen {name} --out {name}.tsbs && chute load --format tsbs {name}.tsbs"
-            ),
+    anyhow::ensure!(
+        tsbs || stream_gen || a.schema.is_none(),
+        "--schema goes with --format tsbs and --gen iot|devops, whose files name their own tables"
+    );
+    // Everything about the input is checked before a server is chosen (and
+    // perhaps started).
+    let what = match a.generate {
+        None => {
+            let given = a.gen_options.given();
+            anyhow::ensure!(given.is_empty(), "{} go{} with --gen", given.join(", "), if given.len() == 1 { "es" } else { "" });
+            let table_arg = a.table.clone().expect("clap requires TABLE without --gen, --status or --forget");
+            // With tsbs the tables come from the file, so every argument is a file.
+            let (table, files) = if tsbs {
+                (QualifiedName::parse("tsbs")?, std::iter::once(table_arg.clone()).chain(a.files.iter().cloned()).collect::<Vec<_>>())
+            } else {
+                (QualifiedName::parse(&table_arg)?, a.files.clone())
+            };
+            let inputs: Vec<InputSpec> =
+                if files.is_empty() { vec![InputSpec::Stdin] } else { files.iter().map(|f| InputSpec::parse(f)).collect() };
+            anyhow::ensure!(inputs.iter().filter(|i| **i == InputSpec::Stdin).count() <= 1, "stdin (-) can be read only once");
+            let format = match a.format {
+                FormatArg::Csv => InputFormat::Csv,
+                FormatArg::Text => InputFormat::Text,
+                FormatArg::Jsonl => InputFormat::Jsonl,
+                FormatArg::Tsbs => InputFormat::Tsbs,
+            };
+            Input { table, inputs, format, generator: None }
         }
-    }
+        Some(g) => generated(&a, g)?,
+    };
+    let mut spec = LoadSpec::new(settings::target(conn)?, what.table, what.inputs);
+    spec.format = what.format;
+    spec.generator = what.generator;
+    spec.tsbs_interval = a.interval.clone();
+    spec.tsbs_schema = a.schema.clone();
     spec.header = a.header;
     spec.delimiter = match a.delimiter {
         Some(c) if c.is_ascii() => Some(c as u8),
@@ -140,6 +139,49 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Ok
     })
+}
+
+/// What a load reads and where it goes.
+struct Input {
+    table: QualifiedName,
+    inputs: Vec<InputSpec>,
+    format: InputFormat,
+    generator: Option<(std::sync::Arc<dyn chute_core::generate::Workload>, u64)>,
+}
+
+/// A load of generated data: rows of TABLE, or a tsbs stream that names its own tables.
+fn generated(a: &LoadArgs, g: GenArg) -> anyhow::Result<Input> {
+    let name = super::r#gen::workload_name(g);
+    super::r#gen::check_options(&a.gen_options, g, None)?;
+    let stream = matches!(g, GenArg::Iot | GenArg::Devops);
+    let rows = super::r#gen::rows(&a.gen_options, stream);
+    let params = super::r#gen::params(&a.gen_options, None)?;
+    match chute_core::generate::workload(name, rows, &params).map_err(anyhow::Error::msg)? {
+        chute_core::generate::AnyWorkload::Rows(w) => {
+            let table = a.table.as_deref().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{name} makes rows of one table: name it, e.g. chute gen {name} --create | psql && chute load {name} --gen {name}"
+                )
+            })?;
+            Ok(Input { table: QualifiedName::parse(table)?, inputs: vec![], format: InputFormat::Csv, generator: Some((w, rows)) })
+        }
+        chute_core::generate::AnyWorkload::Stream(_) => {
+            let tables = if g == GenArg::Iot { "tags, readings and diagnostics" } else { "tags and cpu" };
+            anyhow::ensure!(
+                a.table.is_none(),
+                "{name} makes its own tables ({tables}): leave out {}; --schema NAME puts them in a schema of their own",
+                a.table.as_deref().unwrap_or_default()
+            );
+            let make: chute_engine::load::source::StreamFactory =
+                std::sync::Arc::new(move || match chute_core::generate::workload(name, rows, &params) {
+                    Ok(chute_core::generate::AnyWorkload::Stream(s)) => s,
+                    _ => unreachable!("{name} made a stream a moment ago with the same parameters"),
+                });
+            let identity = format!("{name} rows={rows} {:?}", super::r#gen::params(&a.gen_options, None)?);
+            let input = InputSpec::Generated(chute_engine::load::source::GeneratedInput::new(format!("generated {name}"), identity, make));
+            Ok(Input { table: QualifiedName::parse("tsbs")?, inputs: vec![input], format: InputFormat::Tsbs, generator: None })
+        }
+    }
 }
 
 /// `--status` and `--forget`.

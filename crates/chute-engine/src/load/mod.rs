@@ -75,6 +75,9 @@ pub struct LoadSpec {
     pub report_every: Duration,
     /// tsbs: partition each measurement table by time with this interval.
     pub tsbs_interval: Option<String>,
+    /// tsbs: the schema of the tables (made if missing; default: the
+    /// connection's current schema).
+    pub tsbs_schema: Option<String>,
     /// Generated rows instead of inputs: the workload and how many rows.
     pub generator: Option<(std::sync::Arc<dyn chute_core::generate::Workload>, u64)>,
     /// Names the load for the journal (default: derived from the table and
@@ -113,6 +116,7 @@ impl LoadSpec {
             max_rejects: None,
             report_every: Duration::from_secs(10),
             tsbs_interval: None,
+            tsbs_schema: None,
             generator: None,
             load_id: None,
             cancel: Default::default(),

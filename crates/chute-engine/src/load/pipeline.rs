@@ -609,7 +609,8 @@ fn load_id_for(spec: &LoadSpec, inputs: &[source::Input]) -> Option<String> {
     let mut parts = vec![table.as_str()];
     let ids: Vec<&str> = inputs.iter().map(|i| i.identity.as_str()).collect();
     parts.extend(ids);
-    Some(format!("file-{:016x}", super::journal::stable_hash(&parts)))
+    let kind = if spec.inputs.iter().all(|i| matches!(i, InputSpec::Generated(_))) { "gen" } else { "file" };
+    Some(format!("{kind}-{:016x}", super::journal::stable_hash(&parts)))
 }
 
 /// Reads every input in turn and cuts it into chunks at record ends.

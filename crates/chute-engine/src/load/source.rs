@@ -1,4 +1,5 @@
-//! Inputs: files (plain, gzip, zstd) and stdin, read as raw bytes.
+//! Inputs: files (plain, gzip, zstd), stdin, and generated streams (tsbs
+//! files made in process by `chute load --gen iot`), read as raw bytes.
 //!
 //! A source knows its identity (for exactly-once resume), its size when it
 //! has one (for progress), and counts the bytes it has read before
@@ -10,6 +11,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use chute_core::generate::StreamWorkload;
+
 use super::LoadError;
 
 /// Where rows come from.
@@ -17,6 +20,68 @@ use super::LoadError;
 pub enum InputSpec {
     File(PathBuf),
     Stdin,
+    /// The bytes of a file made in process, never written to disk.
+    Generated(GeneratedInput),
+}
+
+/// Makes a [`StreamWorkload`] from its start; called once per read of the
+/// input (the header is read before the load), so each call must make the
+/// same bytes.
+pub type StreamFactory = Arc<dyn Fn() -> Box<dyn StreamWorkload> + Send + Sync>;
+
+/// A generated input: what it is called, what identifies its bytes for the
+/// journal, and how to make them.
+#[derive(Clone)]
+pub struct GeneratedInput {
+    /// How people and reject files name it (`generated iot`).
+    pub name: String,
+    /// The workload and every parameter that decides its bytes: the same
+    /// identity must mean the same bytes, since resume skips by offset.
+    pub identity: String,
+    pub make: StreamFactory,
+}
+
+impl GeneratedInput {
+    pub fn new(name: impl Into<String>, identity: impl Into<String>, make: StreamFactory) -> Self {
+        GeneratedInput { name: name.into(), identity: identity.into(), make }
+    }
+}
+
+impl PartialEq for GeneratedInput {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity == other.identity
+    }
+}
+
+impl Eq for GeneratedInput {}
+
+impl std::fmt::Debug for GeneratedInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GeneratedInput").field("name", &self.name).field("identity", &self.identity).finish()
+    }
+}
+
+/// A [`StreamWorkload`] read like a file.
+struct StreamReader {
+    stream: Box<dyn StreamWorkload>,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl Read for StreamReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.at == self.buf.len() {
+            self.buf.clear();
+            self.at = 0;
+            if !self.stream.fill(&mut self.buf) {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.at);
+        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 impl InputSpec {
@@ -29,15 +94,17 @@ impl InputSpec {
         match self {
             InputSpec::File(p) => p.display().to_string(),
             InputSpec::Stdin => "stdin".into(),
+            InputSpec::Generated(g) => g.name.clone(),
         }
     }
 
     /// The default reject file: `<input file name>.rejects` in the current
-    /// directory, or `stdin.rejects`.
+    /// directory, `stdin.rejects`, or `<workload>.rejects` for a generated input.
     pub fn default_reject_file(&self) -> PathBuf {
         match self {
             InputSpec::File(p) => PathBuf::from(format!("{}.rejects", p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default())),
             InputSpec::Stdin => PathBuf::from("stdin.rejects"),
+            InputSpec::Generated(g) => PathBuf::from(format!("{}.rejects", g.name.rsplit(' ').next().unwrap_or("generated"))),
         }
     }
 }
@@ -88,6 +155,10 @@ pub fn open(spec: &InputSpec, max_window: usize) -> Result<Input, LoadError> {
     let read_bytes = Arc::new(AtomicU64::new(0));
     let (raw, identity, total_bytes): (Box<dyn Read + Send>, String, Option<u64>) = match spec {
         InputSpec::Stdin => (Box::new(io::stdin()), "stdin".into(), None),
+        InputSpec::Generated(g) => {
+            let reader = StreamReader { stream: (g.make)(), buf: Vec::new(), at: 0 };
+            (Box::new(reader), format!("generated:{}", g.identity), None)
+        }
         InputSpec::File(p) => {
             let file = File::open(p).map_err(|e| LoadError::Input { input: p.display().to_string(), message: e.to_string() })?;
             let meta = file.metadata().map_err(|e| LoadError::Input { input: p.display().to_string(), message: e.to_string() })?;

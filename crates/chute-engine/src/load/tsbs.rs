@@ -135,8 +135,22 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
         Some(i) => Some(chute_core::partman::Span::parse(i).map_err(|e| LoadError::Setup(format!("--interval: {e}")))?),
         None => None,
     };
-    let schema: String =
-        control.query_one("SELECT current_schema()::text", &[]).await.map_err(|e| LoadError::sql("reading the schema", &e))?.get(0);
+    let schema: String = match &spec.tsbs_schema {
+        Some(schema) => {
+            control
+                .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)))
+                .await
+                .map_err(|e| LoadError::sql(format!("creating schema {schema}"), &e))?;
+            schema.clone()
+        }
+        None => control
+            .query_one("SELECT current_schema()::text", &[])
+            .await
+            .map_err(|e| LoadError::sql("reading the schema", &e))?
+            .try_get::<_, Option<String>>(0)
+            .map_err(|e| LoadError::sql("reading the schema", &e))?
+            .ok_or_else(|| LoadError::Setup("no schema on the search_path to create the tsbs tables in: give one with --schema".into()))?,
+    };
     let tag_cols: Vec<String> = header.tags.iter().map(|(n, _)| quote_ident(n)).collect();
     let tags_table = QualifiedName::new(schema.clone(), "tags");
     let defs: Vec<String> = header.tags.iter().map(|(n, t)| format!("{} {}", quote_ident(n), tag_type(t))).collect();
