@@ -148,6 +148,7 @@ pub enum Command {
     chute bench hash-vs-range --partitions 100,400
     chute bench parallel-copy --workers 1,2,4,8,16
     chute bench custom --layout single,range:1h,hash:64 --order sorted,shuffled --loader chute,psql-copy
+    chute bench custom --workload accounts --layout single,ranges:64,hash:64 --order sorted,shuffled
     chute bench conditions --dry-run                   # the cells, without running them")]
     Bench(BenchArgs),
 }
@@ -579,7 +580,10 @@ pub struct BenchArgs {
     /// hash-vs-range: partition counts (default 200,800).
     #[arg(long, value_delimiter = ',', value_name = "N,…")]
     pub partitions: Vec<u32>,
-    /// custom: layouts (single, range:1h, range:1d, hash:N, range:1h+hash:N).
+    /// custom: the rows: conditions (default), iot, accounts or lineitem.
+    #[arg(long, value_name = "WORKLOAD")]
+    pub workload: Option<String>,
+    /// custom: layouts (single, range:1h, range:1d, ranges:N, hash:N, range:1h+hash:N).
     #[arg(long, value_delimiter = ',', value_name = "LAYOUT,…")]
     pub layout: Vec<String>,
     /// custom: extra field indexes, tsbs style (field, time DESC).

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use chute_bench::run::{self, BenchProgress, BenchTarget};
+use chute_bench::workload::WorkloadKind;
 use chute_bench::{Cell, CellResult, Layout, Loader, MatrixOptions, Order, scenario};
 
 use crate::Outcome;
@@ -14,8 +15,12 @@ pub async fn run(conn: &ConnArgs, a: BenchArgs) -> anyhow::Result<Outcome> {
     let name = a.scenario.name();
     let options = matrix_options(&a)?;
     let scenario = scenario::build(name, &options).map_err(anyhow::Error::msg)?;
+    let workloads = run::workloads(&scenario, a.seed).with_context(|| format!("chute bench {name}"))?;
     if a.dry_run {
         println!("-- chute bench {name}: {} cells (dry run: nothing was run)", scenario.cells.len());
+        if let Some(w) = workloads.first() {
+            println!("-- data: {}", w.description);
+        }
         for c in &scenario.cells {
             println!("{:<24} {}", c.name, c.describe());
         }
@@ -47,6 +52,7 @@ fn matrix_options(a: &BenchArgs) -> anyhow::Result<MatrixOptions> {
     o.indexes = a.indexes.clone();
     o.layouts = a.layout.iter().map(|l| Layout::parse(l)).collect::<Result<_, _>>().map_err(anyhow::Error::msg).context("--layout")?;
     o.orders = a.order.iter().map(|l| Order::parse(l)).collect::<Result<_, _>>().map_err(anyhow::Error::msg).context("--order")?;
+    o.workload = a.workload.as_deref().map(WorkloadKind::parse).transpose().map_err(anyhow::Error::msg).context("--workload")?;
     o.loaders = a.loader.iter().map(|l| Loader::parse(l)).collect::<Result<_, _>>().map_err(anyhow::Error::msg).context("--loader")?;
     Ok(o)
 }

@@ -16,23 +16,36 @@ pub enum Layout {
     Single,
     /// Time ranges on the workload's time column, made by the partition manager.
     Range(Span),
+    /// `N` equal ranges of the workload's key from its first to its last
+    /// value, the first from MINVALUE and the last to MAXVALUE, made with
+    /// plain SQL (as `pgbench -i --partitions=N --partition-method=range`).
+    Ranges(u32),
     /// `N` hash partitions on the workload's hash column, made with plain SQL.
     Hash(u32),
     /// Time ranges, each split into `N` hash partitions (`chute partition create --hash`).
     RangeHash(Span, u32),
 }
 
-/// Hash partition counts beyond this are a typo, not an experiment.
+/// Partition counts beyond this are a typo, not an experiment.
 const MAX_HASH: u32 = 10_000;
 
 impl Layout {
-    /// Parses `single`, `range:1h`, `hash:16`, `range:1h+hash:16`.
+    /// Parses `single`, `range:1h`, `ranges:200`, `hash:16`, `range:1h+hash:16`.
     pub fn parse(text: &str) -> Result<Layout, String> {
         let t = text.trim();
         if t == "single" {
             return Ok(Layout::Single);
         }
-        let bad = || format!("cannot read layout {text:?}: use single, range:INTERVAL (e.g. range:1h), hash:N or range:INTERVAL+hash:N");
+        let bad = || {
+            format!("cannot read layout {text:?}: use single, range:INTERVAL (e.g. range:1h), ranges:N, hash:N or range:INTERVAL+hash:N")
+        };
+        if let Some(n) = t.strip_prefix("ranges:") {
+            let n: u32 = n.parse().map_err(|_| bad())?;
+            if !(1..=MAX_HASH).contains(&n) {
+                return Err(format!("layout {text:?}: ranges must number 1 to {MAX_HASH}"));
+            }
+            return Ok(Layout::Ranges(n));
+        }
         let (range, hash) = match t.split_once('+') {
             Some((r, h)) => (Some(r), Some(h)),
             None if t.starts_with("range:") => (Some(t), None),
@@ -74,6 +87,7 @@ impl fmt::Display for Layout {
         match self {
             Layout::Single => f.write_str("single"),
             Layout::Range(s) => write!(f, "range:{s}"),
+            Layout::Ranges(n) => write!(f, "ranges:{n}"),
             Layout::Hash(n) => write!(f, "hash:{n}"),
             Layout::RangeHash(s, n) => write!(f, "range:{s}+hash:{n}"),
         }
@@ -184,14 +198,16 @@ mod tests {
 
     #[test]
     fn layouts_round_trip() {
-        for t in ["single", "range:1h", "range:1d", "range:1w", "range:1mon", "hash:400", "range:1h+hash:16", "range:15min"] {
+        for t in ["single", "range:1h", "range:1d", "range:1w", "range:1mon", "hash:400", "range:1h+hash:16", "range:15min", "ranges:200"] {
             assert_eq!(Layout::parse(t).unwrap().to_string(), t);
         }
     }
 
     #[test]
     fn bad_layouts_say_what_to_write() {
-        for t in ["", "range", "range:", "range:100", "hash:0", "hash:x", "list:3", "hash:4+range:1h", "range:1h+hash:"] {
+        for t in
+            ["", "range", "range:", "range:100", "hash:0", "hash:x", "list:3", "hash:4+range:1h", "range:1h+hash:", "ranges:0", "ranges:x"]
+        {
             let e = Layout::parse(t).unwrap_err();
             assert!(e.contains(&format!("{t:?}")), "{t}: {e}");
         }

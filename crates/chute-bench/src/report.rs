@@ -62,18 +62,28 @@ impl CellResult {
     /// batches, so the loader's 250 ms samples are merged into windows of at
     /// least a second (and at least a fiftieth of the load): short enough to
     /// show a rate that falls as the table grows, long enough that one
-    /// batch's commit does not look like a burst.
+    /// batch's commit does not look like a burst. The tail after the last
+    /// full window (the final drain, where the last batches commit close
+    /// together) joins the window before it instead of standing alone as a spike.
     pub fn window_rates(&self) -> Vec<(f64, f64)> {
         let total = self.samples.last().map_or(0.0, |s| s.seconds);
         let min_window = (total / 50.0).max(1.0).min(total);
         let mut out = Vec::new();
-        let mut last = Sample { seconds: 0.0, rows: 0 };
+        let origin = Sample { seconds: 0.0, rows: 0 };
+        // Where the current window starts, and where the one before it started.
+        let (mut last, mut before_last) = (origin, origin);
         for (i, s) in self.samples.iter().enumerate() {
             let dt = s.seconds - last.seconds;
             let final_sample = i + 1 == self.samples.len();
-            if s.rows > last.rows && dt > 0.0 && (dt >= min_window || final_sample) {
+            if s.rows <= last.rows || dt <= 0.0 {
+                continue;
+            }
+            if dt >= min_window {
                 out.push((s.rows as f64, (s.rows - last.rows) as f64 / dt));
-                last = *s;
+                (before_last, last) = (last, *s);
+            } else if final_sample {
+                let from = if out.pop().is_some() { before_last } else { last };
+                out.push((s.rows as f64, (s.rows - from.rows) as f64 / (s.seconds - from.seconds)));
             }
         }
         out
@@ -92,8 +102,8 @@ pub struct ServerInfo {
 #[derive(Debug, Clone)]
 pub struct BenchRun {
     pub scenario: Scenario,
-    /// What stood in for the scenario's workload, if anything did.
-    pub stand_in: Option<String>,
+    /// What the rows are (the workload, its size and shape, its indexes).
+    pub data: String,
     pub server: ServerInfo,
     pub results: Vec<CellResult>,
     /// Set when CHECKPOINT before each cell was not allowed.
@@ -120,9 +130,6 @@ impl BenchRun {
         }
         if setting("fsync") == Some("off") {
             w.push("fsync is off on this server: rates are higher than a durable server reaches.".into());
-        }
-        if let Some(s) = &self.stand_in {
-            w.push(format!("stand-in workload: {s}."));
         }
         w
     }
@@ -287,9 +294,10 @@ impl BenchRun {
         let _ = write!(
             h,
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>chute bench {name}</title><style>{STYLE}</style></head><body>\n\
-             <h1>chute bench {name}</h1>\n<p class=\"lead\">{what}</p>\n",
+             <h1>chute bench {name}</h1>\n<p class=\"lead\">{what}</p>\n<p class=\"data\">Data: {data}</p>\n",
             name = escape(&s.name),
-            what = escape(&s.reproduces)
+            what = escape(&s.reproduces),
+            data = escape(&self.data)
         );
         let warnings = self.warnings();
         if !warnings.is_empty() {
@@ -427,7 +435,7 @@ mod tests {
             .collect();
         BenchRun {
             scenario,
-            stand_in: None,
+            data: "conditions: 10 devices".into(),
             server: ServerInfo {
                 version: "PostgreSQL 15".into(),
                 settings: vec![("max_wal_size".into(), "1GB".into()), ("fsync".into(), "on".into())],
@@ -482,6 +490,9 @@ mod tests {
         r.samples = (1..=12u32).map(|i| Sample { seconds: f64::from(i) * 0.25, rows: u64::from(i) * 1000 }).collect();
         // 3 s of loading: windows of 1 s, each 4 samples.
         assert_eq!(r.window_rates(), [(4000.0, 4000.0), (8000.0, 4000.0), (12000.0, 4000.0)]);
+        // The final drain: 2000 rows committed in the last 0.25 s join the window before.
+        r.samples.push(Sample { seconds: 3.25, rows: 14_000 });
+        assert_eq!(r.window_rates(), [(4000.0, 4000.0), (8000.0, 4000.0), (14000.0, 6000.0 / 1.25)]);
         r.samples = vec![Sample { seconds: 0.25, rows: 400 }, Sample { seconds: 0.5, rows: 1000 }];
         assert_eq!(r.window_rates(), [(1000.0, 2000.0)], "a short load is one window");
         r.samples.clear();

@@ -15,21 +15,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chute_core::generate::Workload;
-use chute_core::ident::QualifiedName;
+use chute_core::generate::{self, AnyWorkload, Workload};
+use chute_core::ident::{QualifiedName, quote_ident};
 use chute_core::partman::interval::{Span, Unit};
 use chute_core::partman::{HashSub, KeyType, Policy};
 use chute_engine::ConnectOptions;
 use chute_engine::exec::ExecSettings;
-use chute_engine::load::{self, LoadProgress, LoadSpec, LoadStats};
+use chute_engine::load::source::{GeneratedInput, StreamFactory};
+use chute_engine::load::{self, InputFormat, InputSpec, LoadProgress, LoadSpec, LoadStats};
 use chute_engine::partman::{CreateRequest, PartitionManager, PartmanError};
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
-use crate::cell::{Cell, Layout, Loader};
+use crate::cell::{Cell, Layout, Loader, Order};
 use crate::report::{BenchRun, CellResult, SETTINGS, Sample, ServerInfo};
 use crate::scenario::Scenario;
-use crate::workload::{BenchWorkload, workload_for};
+use crate::workload::{BenchRows, BenchTable, BenchWorkload, workload_for};
 
 /// The schema the bench owns: its table is dropped and remade for every cell.
 pub const BENCH_SCHEMA: &str = "chute_bench";
@@ -97,26 +98,53 @@ pub async fn run(
     let mut mgr = PartitionManager::connect(&target.options, ExecSettings::default())
         .await
         .map_err(|e| BenchError::Setup(format!("cannot connect the partition manager: {e}")))?;
-    let rows = scenario.cells.first().map_or(0, |c| c.rows);
-    let stand_in = workload_for(scenario.workload, rows, seed, scenario.shape).stand_in;
-    let mut run = BenchRun { scenario: scenario.clone(), stand_in, server, results: Vec::new(), notes: Vec::new() };
-    if let Some(s) = &run.stand_in {
-        progress.notice(&format!("stand-in workload: {s}"));
-    }
+    // Every cell is checked against its workload before the first one runs.
+    let workloads = workloads(&scenario, seed)?;
+    let data = workloads.first().map(|w| w.description.clone()).unwrap_or_default();
+    progress.notice(&format!("data: {data}"));
+    let mut run = BenchRun { scenario: scenario.clone(), data, server, results: Vec::new(), notes: Vec::new() };
     let ctx = CellContext { client: &client, stats: &stats, target, out_dir: &out_dir, seed, psql: psql.as_deref() };
     let total = scenario.cells.len();
-    for (i, cell) in scenario.cells.iter().enumerate() {
+    for ((i, cell), workload) in scenario.cells.iter().enumerate().zip(workloads) {
         progress.cell_started(i, total, cell);
-        let workload = workload_for(scenario.workload, cell.rows, seed, scenario.shape);
         let result = ctx.run_cell(cell, &workload, &mut mgr, &mut run.notes, progress).await?;
         progress.cell_finished(&result);
         run.results.push(result);
         write_outputs(&run, &out_dir)?;
     }
-    // The last cell's table is the bench's, not the user's: leave nothing behind.
-    reset_table(&client).await?;
+    // The last cell's tables are the bench's, not the user's: leave nothing behind.
+    reset_schema(&client).await?;
     let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {BENCH_SCHEMA}")).await;
     Ok(run)
+}
+
+/// Each cell's rows, checked against how the cell loads them (nothing runs
+/// when a cell cannot: `--dry-run` shows the same errors).
+pub fn workloads(scenario: &Scenario, seed: u64) -> Result<Vec<BenchWorkload>, BenchError> {
+    let mut out = Vec::new();
+    for cell in &scenario.cells {
+        let w = workload_for(scenario.workload, cell.rows, seed, scenario.shape).map_err(BenchError::Setup)?;
+        check_cell(cell, &w).map_err(|message| BenchError::Check { cell: cell.name.clone(), message })?;
+        out.push(w);
+    }
+    Ok(out)
+}
+
+/// Whether the workload can be loaded the way the cell says.
+fn check_cell(cell: &Cell, w: &BenchWorkload) -> Result<(), String> {
+    let name = w.kind.name();
+    if matches!(w.rows, BenchRows::Tsbs { .. }) {
+        if cell.loader == Loader::PsqlCopy {
+            return Err(format!("{name} is a tsbs stream into {} tables: psql \\copy loads CSV into one", w.tables.len()));
+        }
+        if cell.order == Order::Shuffled {
+            return Err(format!("{name} is a tsbs stream with its own order (late rows included); it cannot be shuffled"));
+        }
+    }
+    if matches!(cell.layout, Layout::Range(_) | Layout::RangeHash(..)) && !w.key_type.is_time() {
+        return Err(format!("{name} is keyed by the integer {}: time ranges do not apply; use ranges:N for N equal ranges", w.key_column));
+    }
+    Ok(())
 }
 
 /// Writes results.csv, rates.csv, report.html and one .svg per chart; returns their paths.
@@ -162,26 +190,28 @@ impl CellContext<'_> {
         notes: &mut Vec<String>,
         progress: &mut dyn BenchProgress,
     ) -> Result<CellResult, BenchError> {
-        let table = QualifiedName::new(BENCH_SCHEMA, BENCH_TABLE);
+        let tables: Vec<QualifiedName> = w.tables.iter().map(|t| QualifiedName::new(BENCH_SCHEMA, table_name(t))).collect();
         let rows = w.ordered(cell.order, cell.rows, self.seed);
-        reset_table(self.client).await?;
-        self.make_layout(cell, w, mgr).await?;
-        for cols in w.base_indexes.iter().cloned().chain((0..cell.extra_indexes).filter_map(|i| w.extra_index(i))) {
-            self.client
-                .batch_execute(&format!("CREATE INDEX ON {} ({cols})", table.quoted()))
-                .await
-                .map_err(sql(format!("CREATE INDEX ({cols})")))?;
+        reset_schema(self.client).await?;
+        for (t, name) in w.tables.iter().zip(&tables) {
+            self.make_layout(cell, w, t, name, mgr).await?;
+            for cols in w.base_indexes.iter().cloned().chain((0..cell.extra_indexes).filter_map(|i| w.extra_index(t, i))) {
+                self.client
+                    .batch_execute(&format!("CREATE INDEX ON {} ({cols})", name.quoted()))
+                    .await
+                    .map_err(sql(format!("CREATE INDEX ON {name} ({cols})")))?;
+            }
         }
-        let csv = match cell.loader {
-            Loader::PsqlCopy => Some(self.write_csv(cell, &*rows)?),
+        let csv = match (cell.loader, &rows) {
+            (Loader::PsqlCopy, Some(rows)) => Some(self.write_csv(cell, &**rows)?),
             _ => None,
         };
         self.checkpoint(notes, progress).await?;
         let before = self.stats.mark(self.client).await?;
         let began = Instant::now();
-        let outcome = match (&csv, cell.loader) {
-            (Some((path, bytes)), _) => self.psql_copy(cell, &table, path).await.map(|()| Loaded::psql(*bytes)),
-            (None, _) => self.chute_load(cell, &table, rows, w.row_bytes(), progress).await,
+        let outcome = match (&csv, rows) {
+            (Some((path, bytes)), _) => self.psql_copy(cell, &tables[0], path).await.map(|()| Loaded::psql(*bytes)),
+            (None, rows) => self.chute_load(cell, w, &tables[0], rows, progress).await,
         };
         let seconds = began.elapsed().as_secs_f64();
         if let Some((path, _)) = &csv {
@@ -195,7 +225,14 @@ impl CellContext<'_> {
             .await
             .map_err(sql("measuring WAL"))?
             .get(0);
-        let (count, partitions, table_bytes, index_bytes) = self.measure_table(&table).await?;
+        let (mut count, mut partitions, mut table_bytes, mut index_bytes) = (0, 0, 0, 0);
+        for t in &tables {
+            let m = self.measure_table(t).await?;
+            count += m.0;
+            partitions += m.1;
+            table_bytes += m.2;
+            index_bytes += m.3;
+        }
         if count != cell.rows {
             return Err(BenchError::Check {
                 cell: cell.name.clone(),
@@ -223,42 +260,63 @@ impl CellContext<'_> {
         })
     }
 
-    async fn make_layout(&self, cell: &Cell, w: &BenchWorkload, mgr: &mut PartitionManager) -> Result<(), BenchError> {
-        let table = QualifiedName::new(BENCH_SCHEMA, BENCH_TABLE).quoted();
+    async fn make_layout(
+        &self,
+        cell: &Cell,
+        w: &BenchWorkload,
+        t: &BenchTable,
+        name: &QualifiedName,
+        mgr: &mut PartitionManager,
+    ) -> Result<(), BenchError> {
+        let table = name.quoted();
         let unlogged = if cell.unlogged { "UNLOGGED " } else { "" };
+        let leaf = |suffix: String| QualifiedName::new(BENCH_SCHEMA, format!("{}_{suffix}", name.name)).quoted();
         match cell.layout {
             Layout::Single => {
-                self.client.batch_execute(&format!("CREATE {unlogged}TABLE {table} ({})", w.columns_sql)).await.map_err(sql("CREATE TABLE"))
+                self.client.batch_execute(&format!("CREATE {unlogged}TABLE {table} ({})", t.columns_sql)).await.map_err(sql("CREATE TABLE"))
             }
             Layout::Hash(n) => {
-                let mut ddl = format!("CREATE TABLE {table} ({}) PARTITION BY HASH ({});", w.columns_sql, w.hash_column);
+                let mut ddl = format!("CREATE TABLE {table} ({}) PARTITION BY HASH ({});", t.columns_sql, quote_ident(&w.hash_column));
                 for r in 0..n {
                     ddl.push_str(&format!(
-                        "CREATE {unlogged}TABLE {BENCH_SCHEMA}.{BENCH_TABLE}_h{r} PARTITION OF {table} FOR VALUES WITH (MODULUS {n}, REMAINDER {r});"
+                        "CREATE {unlogged}TABLE {} PARTITION OF {table} FOR VALUES WITH (MODULUS {n}, REMAINDER {r});",
+                        leaf(format!("h{r}"))
                     ));
                 }
                 self.client.batch_execute(&format!("BEGIN;{ddl}COMMIT")).await.map_err(sql(format!("creating {n} hash partitions")))
             }
-            Layout::Range(span) => self.partman_layout(cell, w, mgr, span, None).await,
-            Layout::RangeHash(span, n) => self.partman_layout(cell, w, mgr, span, Some(n)).await,
+            Layout::Ranges(n) => {
+                let mut ddl = format!("CREATE TABLE {table} ({}) PARTITION BY RANGE ({});", t.columns_sql, quote_ident(&w.key_column));
+                for (r, (from, to)) in equal_ranges(w, n)?.into_iter().enumerate() {
+                    ddl.push_str(&format!(
+                        "CREATE {unlogged}TABLE {} PARTITION OF {table} FOR VALUES FROM ({from}) TO ({to});",
+                        leaf(format!("r{r}"))
+                    ));
+                }
+                self.client.batch_execute(&format!("BEGIN;{ddl}COMMIT")).await.map_err(sql(format!("creating {n} range partitions")))
+            }
+            Layout::Range(span) => self.partman_layout(cell, w, t, name, mgr, span, None).await,
+            Layout::RangeHash(span, n) => self.partman_layout(cell, w, t, name, mgr, span, Some(n)).await,
         }
     }
 
     /// `chute partition create` semantics: every interval from the first
     /// row's to the last row's, made before the load.
+    #[allow(clippy::too_many_arguments)]
     async fn partman_layout(
         &self,
         cell: &Cell,
         w: &BenchWorkload,
+        t: &BenchTable,
+        name: &QualifiedName,
         mgr: &mut PartitionManager,
         interval: Span,
         hash: Option<u32>,
     ) -> Result<(), BenchError> {
-        let first = w.generator.time_micros(0);
         let policy = Policy {
-            parent: QualifiedName::new(BENCH_SCHEMA, BENCH_TABLE),
-            key: w.time_column.clone(),
-            key_type: KeyType::Timestamptz,
+            parent: name.clone(),
+            key: w.key_column.clone(),
+            key_type: w.key_type,
             interval,
             premake: 0,
             start: None,
@@ -269,10 +327,10 @@ impl CellContext<'_> {
             unlogged: cell.unlogged,
             default_partition: false,
         };
-        let start = KeyType::Timestamptz.literal(first).map_err(|e| BenchError::Setup(e.to_string()))?;
+        let start = w.key_type.literal(w.key_first).map_err(|e| BenchError::Setup(e.to_string()))?;
         let req =
-            CreateRequest { policy, like: None, columns: Some(w.columns_sql.clone()), start: Some(start.trim_matches('\'').to_owned()) };
-        mgr.create(req, w.last_micros, false, &mut chute_engine::exec::quiet)
+            CreateRequest { policy, like: None, columns: Some(t.columns_sql.clone()), start: Some(start.trim_matches('\'').to_owned()) };
+        mgr.create(req, w.key_last, false, &mut chute_engine::exec::quiet)
             .await
             .map(|_| ())
             .map_err(|source| BenchError::Layout { cell: cell.name.clone(), source })
@@ -321,13 +379,34 @@ impl CellContext<'_> {
     async fn chute_load(
         &self,
         cell: &Cell,
+        w: &BenchWorkload,
         table: &QualifiedName,
-        rows: Arc<dyn Workload>,
-        row_bytes: usize,
+        rows: Option<Arc<dyn Workload>>,
         progress: &mut dyn BenchProgress,
     ) -> Result<Loaded, BenchError> {
-        let mut spec = LoadSpec::new(self.target.options.clone(), table.clone(), vec![]);
-        spec.generator = Some((rows, cell.rows));
+        let row_bytes = w.row_bytes;
+        let mut spec = match (rows, &w.rows) {
+            (Some(rows), _) => {
+                let mut spec = LoadSpec::new(self.target.options.clone(), table.clone(), vec![]);
+                spec.generator = Some((rows, cell.rows));
+                spec
+            }
+            (None, BenchRows::Tsbs { params, rows }) => {
+                let (params, rows) = (params.clone(), *rows);
+                let identity = format!("{} rows={rows} {params:?}", w.kind.name());
+                let name = w.kind.name();
+                let make: StreamFactory = Arc::new(move || match generate::workload(name, rows, &params) {
+                    Ok(AnyWorkload::Stream(s)) => s,
+                    _ => unreachable!("{name} made a stream when the bench chose its parameters"),
+                });
+                let input = InputSpec::Generated(GeneratedInput::new(format!("generated {name}"), identity, make));
+                let mut spec = LoadSpec::new(self.target.options.clone(), table.clone(), vec![input]);
+                spec.format = InputFormat::Tsbs;
+                spec.tsbs_schema = Some(BENCH_SCHEMA.to_owned());
+                spec
+            }
+            (None, BenchRows::Table(_)) => unreachable!("rows of a table are always given"),
+        };
         spec.workers = cell.workers;
         if let Some(b) = cell.batch_rows {
             spec.batch_bytes = (b as usize).saturating_mul(row_bytes).clamp(row_bytes, spec.memory_budget / 4);
@@ -446,21 +525,46 @@ impl LoadProgress for Sampler {
     }
 }
 
-/// Drops the bench table and forgets its partition policy.
-async fn reset_table(client: &Client) -> Result<(), BenchError> {
+/// Drops every table of the bench's schema and forgets their partition policies.
+async fn reset_schema(client: &Client) -> Result<(), BenchError> {
     client
-        .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {BENCH_SCHEMA}; DROP TABLE IF EXISTS {BENCH_SCHEMA}.{BENCH_TABLE} CASCADE"))
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {BENCH_SCHEMA} CASCADE; CREATE SCHEMA {BENCH_SCHEMA}"))
         .await
-        .map_err(sql("dropping the bench table"))?;
+        .map_err(sql("emptying the bench schema"))?;
     let has_config: bool =
         client.query_one("SELECT to_regclass('chute.partition_config') IS NOT NULL", &[]).await.map_err(sql("reading the catalog"))?.get(0);
     if has_config {
         client
-            .execute("DELETE FROM chute.partition_config WHERE parent_schema = $1 AND parent_table = $2", &[&BENCH_SCHEMA, &BENCH_TABLE])
+            .execute("DELETE FROM chute.partition_config WHERE parent_schema = $1", &[&BENCH_SCHEMA])
             .await
-            .map_err(sql("forgetting the bench table's policy"))?;
+            .map_err(sql("forgetting the bench tables' policies"))?;
     }
     Ok(())
+}
+
+/// A table's name in the bench schema: its own (iot), else the bench's.
+fn table_name(t: &BenchTable) -> String {
+    if t.name.is_empty() { BENCH_TABLE.to_owned() } else { t.name.clone() }
+}
+
+/// `n` equal ranges over the workload's keys as SQL bounds, the first from
+/// MINVALUE and the last to MAXVALUE (pgbench's range partitions). Date
+/// keys get whole days.
+fn equal_ranges(w: &BenchWorkload, n: u32) -> Result<Vec<(String, String)>, BenchError> {
+    const DAY: i64 = 86_400_000_000;
+    let n = i64::from(n.max(1));
+    let mut width = ((w.key_last - w.key_first + 1) + n - 1) / n;
+    if w.key_type == KeyType::Date {
+        width = ((width + DAY - 1) / DAY).max(1) * DAY;
+    }
+    let lit = |v: i64| w.key_type.literal(v).map_err(|e| BenchError::Setup(format!("range bound: {e}")));
+    (0..n)
+        .map(|i| {
+            let from = if i == 0 { "MINVALUE".to_owned() } else { lit(w.key_first + i * width)? };
+            let to = if i == n - 1 { "MAXVALUE".to_owned() } else { lit(w.key_first + (i + 1) * width)? };
+            Ok((from, to))
+        })
+        .collect()
 }
 
 /// Checkpoint counters moved from pg_stat_bgwriter to pg_stat_checkpointer in PostgreSQL 17.

@@ -37,7 +37,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "parallel-copy",
         "TPC-H lineitem: 1..N parallel COPY streams, logged vs unlogged (published: 6.7-9.0 M rows/s with 24 parallel COPY over 16 data nodes)",
     ),
-    ("custom", "a matrix from --layout, --indexes, --order, --loader, --workers, --batch-rows (first value = baseline)"),
+    ("custom", "a matrix from --workload, --layout, --indexes, --order, --loader, --workers, --batch-rows (first value = baseline)"),
 ];
 
 /// What the command line asks of a scenario. Empty lists mean "the scenario's default".
@@ -56,6 +56,8 @@ pub struct MatrixOptions {
     pub indexes: Vec<u32>,
     pub orders: Vec<Order>,
     pub loaders: Vec<Loader>,
+    /// custom: the rows (default conditions).
+    pub workload: Option<WorkloadKind>,
 }
 
 impl MatrixOptions {
@@ -71,6 +73,7 @@ impl MatrixOptions {
             indexes: vec![],
             orders: vec![],
             loaders: vec![],
+            workload: None,
         }
     }
 }
@@ -101,6 +104,9 @@ pub fn build(name: &str, o: &MatrixOptions) -> Result<Scenario, String> {
     }
     if name != "custom" && !(o.layouts.is_empty() && o.indexes.is_empty() && o.orders.is_empty() && o.loaders.is_empty()) {
         return Err(format!("--layout, --indexes, --order and --loader define the custom scenario; {name} has its own cells"));
+    }
+    if name != "custom" && o.workload.is_some() {
+        return Err(format!("--workload goes with custom; {name} loads the workload of the experiment it reproduces"));
     }
     if name != "hash-vs-range" && !o.partitions.is_empty() {
         return Err("--partitions goes with hash-vs-range".into());
@@ -191,13 +197,10 @@ fn hash_vs_range(o: &MatrixOptions) -> Result<Scenario, String> {
     if counts.contains(&0) || most > 10_000 {
         return Err("--partitions: each count must be 1 to 10000".into());
     }
-    // The rows cover `most` hours, so P range partitions are each most/P hours wide.
-    let span_minutes = u64::from(most) * 60;
+    // As pgbench -i --partitions=P: P equal ranges of aid, or P hash partitions.
     let mut layouts = vec![("single".to_owned(), Layout::Single)];
     for &p in &counts {
-        let minutes = (span_minutes / u64::from(p)).max(1) as u32;
-        let width = if minutes.is_multiple_of(60) { time(minutes / 60, Unit::Hours) } else { time(minutes, Unit::Minutes) };
-        layouts.push((format!("range{p}"), Layout::Range(width)));
+        layouts.push((format!("range{p}"), Layout::Ranges(p)));
         layouts.push((format!("hash{p}"), Layout::Hash(p)));
     }
     let mut cells = Vec::new();
@@ -211,8 +214,7 @@ fn hash_vs_range(o: &MatrixOptions) -> Result<Scenario, String> {
             }
         }
     }
-    let devices = (2 * most).max(1000);
-    Ok(scenario("hash-vs-range", WorkloadKind::Accounts, i64::from(most) * HOUR, devices, cells))
+    Ok(scenario("hash-vs-range", WorkloadKind::Accounts, DAY, 1000, cells))
 }
 
 /// lineitem: one table without indexes, 1..N COPY streams, logged and unlogged;
@@ -268,7 +270,7 @@ fn custom(o: &MatrixOptions) -> Scenario {
         vary(format!("batch-rows={b}"), &|c| c.batch_rows = Some(b));
     }
     // Two days: 48 hourly or 2 daily partitions.
-    scenario("custom", WorkloadKind::Conditions, 2 * DAY, 1000, cells)
+    scenario("custom", o.workload.unwrap_or(WorkloadKind::Conditions), 2 * DAY, 1000, cells)
 }
 
 /// psql \copy is one stream with the server's own batching.
@@ -317,10 +319,10 @@ mod tests {
         let s = build("hash-vs-range", &o).unwrap();
         assert_eq!(s.cells.len(), 2 * 2 * 5);
         let layout = |n: &str| s.cells.iter().find(|c| c.name == n).unwrap().layout.to_string();
-        assert_eq!(layout("range20-sorted-psql"), "range:4h");
-        assert_eq!(layout("range80-shuffled-chute"), "range:1h");
+        assert_eq!(layout("range20-sorted-psql"), "ranges:20");
+        assert_eq!(layout("range80-shuffled-chute"), "ranges:80");
         assert_eq!(layout("hash80-sorted-chute"), "hash:80");
-        assert_eq!(s.shape.span_micros, 80 * HOUR);
+        assert_eq!(s.workload, WorkloadKind::Accounts);
         assert!(s.cells.iter().filter(|c| c.loader == Loader::PsqlCopy).all(|c| c.workers == 1));
     }
 
@@ -366,6 +368,10 @@ mod tests {
         let mut o = MatrixOptions::new(1000, 2);
         o.partitions = vec![4];
         assert!(build("conditions", &o).is_err());
+        let mut o = MatrixOptions::new(1000, 2);
+        o.workload = Some(WorkloadKind::Accounts);
+        assert!(build("conditions", &o).unwrap_err().contains("--workload goes with custom"));
+        assert_eq!(build("custom", &o).unwrap().workload, WorkloadKind::Accounts);
         assert!(build("nope", &MatrixOptions::new(1, 2)).unwrap_err().contains("partitioned-vs-single"));
         assert!(build("conditions", &MatrixOptions::new(0, 2)).is_err());
     }

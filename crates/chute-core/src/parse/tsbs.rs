@@ -28,6 +28,8 @@
 
 use memchr::{memchr, memchr_iter, memmem};
 
+use crate::ident::quote_ident;
+
 use super::{Boundary, ChunkEnd, Cursor, Fields, MAX_RECORD_BYTES, RecordError, RecordParser, RecordPos, TOO_LONG};
 
 /// The header block of a tsbs file.
@@ -37,6 +39,31 @@ pub struct TsbsHeader {
     pub tags: Vec<(String, String)>,
     /// Measurements in header order, each with its field names in order.
     pub measurements: Vec<(String, Vec<String>)>,
+}
+
+/// The SQL type of a tag column of tsbs type `t` (`string`, `float32`, `int64` …).
+pub fn tag_sql_type(t: &str) -> &'static str {
+    match t {
+        "float32" | "float64" | "float" => "double precision",
+        "int" | "int32" | "int64" => "bigint",
+        _ => "text",
+    }
+}
+
+impl TsbsHeader {
+    /// Column definitions of measurement `m`'s table as chute makes it, the
+    /// schema of the published runs: `time timestamptz NOT NULL, tags_id
+    /// integer, <first tag> text, <fields> double precision, additional_tags
+    /// jsonb`. `None` when there is no measurement `m` or no tag.
+    pub fn measurement_columns_sql(&self, m: usize) -> Option<Vec<String>> {
+        let (_, fields) = self.measurements.get(m)?;
+        let (first_tag, _) = self.tags.first()?;
+        let mut defs =
+            vec!["time timestamptz NOT NULL".to_owned(), "tags_id integer".to_owned(), format!("{} text", quote_ident(first_tag))];
+        defs.extend(fields.iter().map(|f| format!("{} double precision", quote_ident(f))));
+        defs.push("additional_tags jsonb".into());
+        Some(defs)
+    }
 }
 
 /// Parses the header block at the start of a tsbs file.

@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock};
 
 use chute_core::encode::PG_EPOCH_OFFSET_MICROS;
 use chute_core::ident::{QualifiedName, quote_ident};
-use chute_core::parse::tsbs::{TsbsHeader, TsbsParser, TsbsRecord, parse_tsbs_header};
+use chute_core::parse::tsbs::{TsbsHeader, TsbsParser, TsbsRecord, parse_tsbs_header, tag_sql_type};
 use chute_core::parse::{Fields, RecordError, RecordPos};
 use chute_core::value::{EncodeContext, PgType, ValueError, encode_text};
 use tokio_postgres::Client;
@@ -108,14 +108,6 @@ fn skip_header(buf: &[u8]) -> Result<Option<(usize, u64)>, String> {
     parse_tsbs_header(buf).map(|h| h.map(|(_, bytes, lines)| (bytes, lines))).map_err(|e| e.to_string())
 }
 
-fn tag_type(t: &str) -> &'static str {
-    match t {
-        "float32" | "float64" | "float" => "double precision",
-        "int" | "int32" | "int64" => "bigint",
-        _ => "text",
-    }
-}
-
 /// Creates or reuses the tables and builds the processor.
 pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dyn LoadProgress) -> Result<Prepared, LoadError> {
     if spec.inputs.contains(&InputSpec::Stdin) {
@@ -153,7 +145,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
     };
     let tag_cols: Vec<String> = header.tags.iter().map(|(n, _)| quote_ident(n)).collect();
     let tags_table = QualifiedName::new(schema.clone(), "tags");
-    let defs: Vec<String> = header.tags.iter().map(|(n, t)| format!("{} {}", quote_ident(n), tag_type(t))).collect();
+    let defs: Vec<String> = header.tags.iter().map(|(n, t)| format!("{} {}", quote_ident(n), tag_sql_type(t))).collect();
     let ddl = format!(
         "CREATE TABLE IF NOT EXISTS {} (id serial PRIMARY KEY, {}, UNIQUE NULLS NOT DISTINCT ({}))",
         tags_table.quoted(),
@@ -179,7 +171,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
             header.tags.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
         )));
     }
-    let casts: Vec<String> = header.tags.iter().enumerate().map(|(i, (_, t))| format!("${}::text::{}", i + 1, tag_type(t))).collect();
+    let casts: Vec<String> = header.tags.iter().enumerate().map(|(i, (_, t))| format!("${}::text::{}", i + 1, tag_sql_type(t))).collect();
     let v_cols: Vec<String> = (0..header.tags.len()).map(|i| format!("c{i}")).collect();
     let sql = format!(
         "WITH v ({vc}) AS (SELECT {casts}), ins AS (INSERT INTO {t} ({cols}) SELECT {vc} FROM v ON CONFLICT DO NOTHING RETURNING id)
@@ -193,7 +185,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
 
     let first_tag = header.tags.first().map(|(n, _)| n.clone()).ok_or_else(|| LoadError::Setup("the tsbs header lists no tags".into()))?;
     let mut tables = Vec::new();
-    for (m, fields) in &header.measurements {
+    for (index, (m, fields)) in header.measurements.iter().enumerate() {
         let name = QualifiedName::new(schema.clone(), m.clone());
         let exists: bool = control
             .query_one("SELECT to_regclass($1) IS NOT NULL", &[&name.quoted()])
@@ -204,10 +196,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
         cols.extend(fields.iter().cloned());
         cols.push("additional_tags".into());
         if !exists {
-            let mut defs =
-                vec!["time timestamptz NOT NULL".to_owned(), "tags_id integer".to_owned(), format!("{} text", quote_ident(&first_tag))];
-            defs.extend(fields.iter().map(|f| format!("{} double precision", quote_ident(f))));
-            defs.push("additional_tags jsonb".into());
+            let defs = header.measurement_columns_sql(index).expect("a measurement of this header, which has tags");
             let q = name.quoted();
             match interval {
                 Some(interval) => {
