@@ -598,6 +598,10 @@ pub struct BenchArgs {
     /// Seed of the row generator and of the shuffle.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Run each cell N times, each on a fresh table, and report the median
+    /// run with the spread of all (a shared machine's noise made visible).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: u32,
     /// Print the cells and change nothing.
     #[arg(long)]
     pub dry_run: bool,

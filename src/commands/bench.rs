@@ -48,6 +48,7 @@ fn matrix_options(a: &BenchArgs) -> anyhow::Result<MatrixOptions> {
     o.workers = a.workers.clone();
     o.batch_rows = a.batch_rows.clone();
     o.unlogged = a.unlogged;
+    o.repeat = a.repeat;
     o.partitions = a.partitions.clone();
     o.indexes = a.indexes.clone();
     o.layouts = a.layout.iter().map(|l| Layout::parse(l)).collect::<Result<_, _>>().map_err(anyhow::Error::msg).context("--layout")?;
@@ -66,7 +67,12 @@ impl BenchProgress for StderrProgress {
     }
 
     fn cell_finished(&mut self, r: &CellResult) {
-        eprintln!("chute:   {} rows in {:.2} s: {:.0} rows/s", r.rows, r.seconds, r.rows_per_s());
+        let spread = if r.runs_seconds.len() > 1 {
+            format!(" (median of {} runs, ±{:.0}%)", r.runs_seconds.len(), r.spread_percent())
+        } else {
+            String::new()
+        };
+        eprintln!("chute:   {} rows in {:.2} s: {:.0} rows/s{spread}", r.rows, r.seconds, r.rows_per_s());
     }
 
     fn notice(&mut self, message: &str) {

@@ -118,7 +118,11 @@ async fn partitioned_vs_single() {
 
 #[tokio::test]
 async fn conditions() {
-    let f = bench("bench_cond", "conditions", &[], &["plain", "weekly", "monthly"]).await;
+    let f = bench("bench_cond", "conditions", &["--repeat", "2"], &["plain", "weekly", "monthly"]).await;
+    assert_eq!(column(&f, "runs"), ["2", "2", "2"], "each cell ran twice");
+    for r in &f.results {
+        assert!(num(r, "seconds_min") <= num(r, "seconds") && num(r, "seconds") <= num(r, "seconds_max"), "{r:?}");
+    }
     assert_eq!(column(&f, "partitions"), ["1", "27", "6"], "half a year: 27 weeks (Monday to Monday) or 6 months");
     assert_eq!(column(&f, "batch_rows"), ["10000", "10000", "10000"]);
     let html = std::fs::read_to_string(f.out.join("report.html")).unwrap();

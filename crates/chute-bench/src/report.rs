@@ -45,6 +45,9 @@ pub struct CellResult {
     pub samples: Vec<Sample>,
     /// Set when chute routed through the parent, with its reason.
     pub via_parent_reason: Option<String>,
+    /// The load time of every run of the cell (`--repeat`), fastest first;
+    /// the other fields are those of the median run.
+    pub runs_seconds: Vec<f64>,
 }
 
 impl CellResult {
@@ -54,6 +57,15 @@ impl CellResult {
 
     pub fn mb_per_s(&self) -> f64 {
         self.bytes_sent as f64 / MIB / self.seconds.max(1e-9)
+    }
+
+    /// Half the range of the runs' times against the median run's, in
+    /// percent: how far to trust a difference between cells (0 for one run).
+    pub fn spread_percent(&self) -> f64 {
+        match (self.runs_seconds.first(), self.runs_seconds.last()) {
+            (Some(lo), Some(hi)) if self.runs_seconds.len() > 1 => (hi - lo) / 2.0 / self.seconds.max(1e-9) * 100.0,
+            _ => 0.0,
+        }
     }
 
     /// (rows loaded at the end of a window, rows/s during it), in order.
@@ -137,13 +149,13 @@ impl BenchRun {
     pub fn results_csv(&self) -> String {
         let mut out = String::from(
             "scenario,cell,layout,partitions,extra_indexes,order,loader,workers,batch_rows,unlogged,rows,seconds,rows_per_s,mb_per_s,\
-             table_bytes,index_bytes,wal_bytes,checkpoints_timed,checkpoints_requested\n",
+             table_bytes,index_bytes,wal_bytes,checkpoints_timed,checkpoints_requested,runs,seconds_min,seconds_max\n",
         );
         for r in &self.results {
             let c = &r.cell;
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.0},{:.2},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.0},{:.2},{},{},{},{},{},{},{:.3},{:.3}",
                 csv_field(&self.scenario.name),
                 csv_field(&c.name),
                 csv_field(&c.layout.to_string()),
@@ -162,7 +174,10 @@ impl BenchRun {
                 r.index_bytes,
                 r.wal_bytes,
                 r.checkpoints_timed,
-                r.checkpoints_requested
+                r.checkpoints_requested,
+                r.runs_seconds.len().max(1),
+                r.runs_seconds.first().copied().unwrap_or(r.seconds),
+                r.runs_seconds.last().copied().unwrap_or(r.seconds)
             );
         }
         out
@@ -263,14 +278,25 @@ impl BenchRun {
     /// The text table for stdout.
     pub fn text_table(&self) -> String {
         let width = self.results.iter().map(|r| r.cell.name.len()).max().unwrap_or(4).max(4);
+        let repeated = self.results.iter().any(|r| r.runs_seconds.len() > 1);
         let mut out = format!(
-            "{:<width$}  {:>10}  {:>8}  {:>9}  {:>10}  {:>7}  {:>9}  {:>9}  {:>9}  ckpt t/r\n",
-            "cell", "rows", "seconds", "time", "rows/s", "MB/s", "table MB", "index MB", "WAL MB"
+            "{:<width$}  {:>10}  {:>8}{}  {:>9}  {:>10}  {:>7}  {:>9}  {:>9}  {:>9}  ckpt t/r\n",
+            "cell",
+            "rows",
+            "seconds",
+            if repeated { format!("  {:>6}", "spread") } else { String::new() },
+            "time",
+            "rows/s",
+            "MB/s",
+            "table MB",
+            "index MB",
+            "WAL MB"
         );
         for r in &self.results {
+            let spread = if repeated { format!("  {:>6}", format!("±{:.0}%", r.spread_percent())) } else { String::new() };
             let _ = writeln!(
                 out,
-                "{:<width$}  {:>10}  {:>8.2}  {:>9}  {:>10.0}  {:>7.1}  {:>9.1}  {:>9.1}  {:>9.1}  {}/{}",
+                "{:<width$}  {:>10}  {:>8.2}{spread}  {:>9}  {:>10.0}  {:>7.1}  {:>9.1}  {:>9.1}  {:>9.1}  {}/{}",
                 r.cell.name,
                 r.rows,
                 r.seconds,
@@ -331,6 +357,7 @@ impl BenchRun {
             "unlogged",
             "rows",
             "seconds",
+            "time vs baseline",
             "rows/s",
             "MB/s",
             "table",
@@ -348,7 +375,7 @@ impl BenchRun {
             let _ = writeln!(
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{:.2}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{ckpt_class}>{}</td></tr>",
+                 <td>{:.2}{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{ckpt_class}>{}</td></tr>",
                 escape(&c.name),
                 escape(&c.layout.to_string()),
                 r.partitions,
@@ -360,6 +387,11 @@ impl BenchRun {
                 if c.unlogged { "yes" } else { "no" },
                 r.rows,
                 r.seconds,
+                if r.runs_seconds.len() > 1 {
+                    format!(" ±{:.0}% ({} runs)", r.spread_percent(), r.runs_seconds.len())
+                } else {
+                    String::new()
+                },
                 self.time_vs_baseline(r),
                 r.rows_per_s(),
                 r.mb_per_s(),
@@ -431,6 +463,7 @@ mod tests {
                 checkpoints_requested: i64::from(i == 2),
                 samples: vec![Sample { seconds: 0.25, rows: 400 }, Sample { seconds: 0.5, rows: 1000 }],
                 via_parent_reason: None,
+                runs_seconds: vec![0.5],
             })
             .collect();
         BenchRun {
@@ -451,7 +484,10 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 4);
         assert!(lines[0].starts_with("scenario,cell,layout,"));
-        assert_eq!(lines[2], "conditions,weekly,range:1w,2,0,sorted,chute,2,10000,false,1000,0.500,2000,0.16,1048576,524288,3145728,0,0");
+        assert_eq!(
+            lines[2],
+            "conditions,weekly,range:1w,2,0,sorted,chute,2,10000,false,1000,0.500,2000,0.16,1048576,524288,3145728,0,0,1,0.500,0.500"
+        );
         let cols = lines[0].split(',').count();
         assert!(lines.iter().all(|l| l.split(',').count() == cols));
     }
@@ -474,6 +510,13 @@ mod tests {
         assert!(html.contains("checkpoints are occurring too frequently"));
         assert!(html.contains("<td>monthly</td>"));
         assert!(html.contains("<th>max_wal_size</th><td>1GB</td>"));
+        // Every row of the results table has as many cells as its header.
+        let table = &html[html.find("<table class=\"results\">").unwrap()..];
+        let table = &table[..table.find("</table>").unwrap()];
+        let header = table.lines().next().unwrap().matches("<th>").count();
+        for row in table.lines().skip(1).filter(|l| l.starts_with("<tr>")) {
+            assert_eq!(row.matches("<td").count(), header, "{row}");
+        }
     }
 
     #[test]
@@ -508,5 +551,21 @@ mod tests {
         assert!(lines[3].ends_with("0/1"), "{t}");
         assert!(lines[1].contains(" baseline "), "{t}");
         assert!(lines[2].contains(" +0% "), "the same time as the baseline: {t}");
+        assert!(!t.contains("spread"), "one run has no spread: {t}");
+    }
+
+    #[test]
+    fn repeated_runs_show_their_spread() {
+        let mut r = run();
+        r.results[1].runs_seconds = vec![0.45, 0.5, 0.55];
+        assert!((r.results[1].spread_percent() - 10.0).abs() < 1e-9);
+        assert_eq!(r.results[0].spread_percent(), 0.0);
+        let t = r.text_table();
+        let lines: Vec<&str> = t.lines().collect();
+        // Right-aligned under its header (in characters: ± is two bytes).
+        let end_of = |line: &str, text: &str| line[..line.find(text).unwrap() + text.len()].chars().count();
+        assert_eq!(end_of(lines[0], "spread"), end_of(lines[2], "±10%"), "{t}");
+        assert!(r.results_csv().lines().nth(2).unwrap().ends_with(",3,0.450,0.550"));
+        assert!(r.html().contains("<td>0.50 ±10% (3 runs)</td>"));
     }
 }

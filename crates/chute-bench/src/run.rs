@@ -107,7 +107,15 @@ pub async fn run(
     let total = scenario.cells.len();
     for ((i, cell), workload) in scenario.cells.iter().enumerate().zip(workloads) {
         progress.cell_started(i, total, cell);
-        let result = ctx.run_cell(cell, &workload, &mut mgr, &mut run.notes, progress).await?;
+        // Every run on a fresh table; the median run stands for the cell.
+        let mut runs = Vec::new();
+        for _ in 0..scenario.repeat.max(1) {
+            runs.push(ctx.run_cell(cell, &workload, &mut mgr, &mut run.notes, progress).await?);
+        }
+        runs.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+        let runs_seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+        let mut result = runs.swap_remove(runs.len() / 2);
+        result.runs_seconds = runs_seconds;
         progress.cell_finished(&result);
         run.results.push(result);
         write_outputs(&run, &out_dir)?;
@@ -257,6 +265,7 @@ impl CellContext<'_> {
             checkpoints_requested: after.requested - before.requested,
             samples,
             via_parent_reason: loaded.via_parent_reason,
+            runs_seconds: vec![seconds],
         })
     }
 

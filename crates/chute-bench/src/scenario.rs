@@ -58,6 +58,8 @@ pub struct MatrixOptions {
     pub loaders: Vec<Loader>,
     /// custom: the rows (default conditions).
     pub workload: Option<WorkloadKind>,
+    /// Runs of each cell (the median run is reported).
+    pub repeat: u32,
 }
 
 impl MatrixOptions {
@@ -74,6 +76,7 @@ impl MatrixOptions {
             orders: vec![],
             loaders: vec![],
             workload: None,
+            repeat: 1,
         }
     }
 }
@@ -87,6 +90,8 @@ pub struct Scenario {
     pub workload: WorkloadKind,
     pub shape: DataShape,
     pub cells: Vec<Cell>,
+    /// Runs of each cell, each on a fresh table; the median run is reported.
+    pub repeat: u32,
 }
 
 /// Extra field indexes beyond this would index columns the workload lacks.
@@ -131,6 +136,10 @@ pub fn build(name: &str, o: &MatrixOptions) -> Result<Scenario, String> {
             return Err(format!("unknown scenario {other:?}: choose one of {}", names.join(", ")));
         }
     };
+    if !(1..=100).contains(&o.repeat) {
+        return Err("--repeat must be 1 to 100".into());
+    }
+    s.repeat = o.repeat;
     s.reproduces = SCENARIOS.iter().find(|(n, _)| *n == name).map(|(_, d)| (*d).to_owned()).unwrap_or_default();
     Ok(s)
 }
@@ -157,6 +166,7 @@ fn scenario(name: &str, workload: WorkloadKind, span_micros: i64, devices: u32, 
         workload,
         shape: DataShape { start_micros: DATA_START_MICROS, span_micros, devices },
         cells,
+        repeat: 1,
     }
 }
 
