@@ -172,6 +172,15 @@ pub fn write_outputs(run: &BenchRun, dir: &Path) -> Result<Vec<PathBuf>, BenchEr
     Ok(written)
 }
 
+/// One table of a cell, to be made in the cell's layout.
+#[derive(Clone, Copy)]
+struct TableJob<'a> {
+    cell: &'a Cell,
+    w: &'a BenchWorkload,
+    t: &'a BenchTable,
+    name: &'a QualifiedName,
+}
+
 struct CellContext<'a> {
     client: &'a Client,
     stats: &'a StatsQueries,
@@ -202,7 +211,7 @@ impl CellContext<'_> {
         let rows = w.ordered(cell.order, cell.rows, self.seed);
         reset_schema(self.client).await?;
         for (t, name) in w.tables.iter().zip(&tables) {
-            self.make_layout(cell, w, t, name, mgr).await?;
+            self.make_layout(&TableJob { cell, w, t, name }, mgr).await?;
             for cols in w.base_indexes.iter().cloned().chain((0..cell.extra_indexes).filter_map(|i| w.extra_index(t, i))) {
                 self.client
                     .batch_execute(&format!("CREATE INDEX ON {} ({cols})", name.quoted()))
@@ -269,59 +278,55 @@ impl CellContext<'_> {
         })
     }
 
-    async fn make_layout(
-        &self,
-        cell: &Cell,
-        w: &BenchWorkload,
-        t: &BenchTable,
-        name: &QualifiedName,
-        mgr: &mut PartitionManager,
-    ) -> Result<(), BenchError> {
+    async fn make_layout(&self, on: &TableJob<'_>, mgr: &mut PartitionManager) -> Result<(), BenchError> {
+        let TableJob { cell, w, t, name } = *on;
         let table = name.quoted();
         let unlogged = if cell.unlogged { "UNLOGGED " } else { "" };
-        let leaf = |suffix: String| QualifiedName::new(BENCH_SCHEMA, format!("{}_{suffix}", name.name)).quoted();
-        match cell.layout {
+        // Plain SQL partitions: (name suffix, bound) each.
+        let (method, column, leaves) = match cell.layout {
             Layout::Single => {
-                self.client.batch_execute(&format!("CREATE {unlogged}TABLE {table} ({})", t.columns_sql)).await.map_err(sql("CREATE TABLE"))
+                return self
+                    .client
+                    .batch_execute(&format!("CREATE {unlogged}TABLE {table} ({})", t.columns_sql))
+                    .await
+                    .map_err(sql("CREATE TABLE"));
             }
-            Layout::Hash(n) => {
-                let mut ddl = format!("CREATE TABLE {table} ({}) PARTITION BY HASH ({});", t.columns_sql, quote_ident(&w.hash_column));
-                for r in 0..n {
-                    ddl.push_str(&format!(
-                        "CREATE {unlogged}TABLE {} PARTITION OF {table} FOR VALUES WITH (MODULUS {n}, REMAINDER {r});",
-                        leaf(format!("h{r}"))
-                    ));
-                }
-                self.client.batch_execute(&format!("BEGIN;{ddl}COMMIT")).await.map_err(sql(format!("creating {n} hash partitions")))
-            }
-            Layout::Ranges(n) => {
-                let mut ddl = format!("CREATE TABLE {table} ({}) PARTITION BY RANGE ({});", t.columns_sql, quote_ident(&w.key_column));
-                for (r, (from, to)) in equal_ranges(w, n)?.into_iter().enumerate() {
-                    ddl.push_str(&format!(
-                        "CREATE {unlogged}TABLE {} PARTITION OF {table} FOR VALUES FROM ({from}) TO ({to});",
-                        leaf(format!("r{r}"))
-                    ));
-                }
-                self.client.batch_execute(&format!("BEGIN;{ddl}COMMIT")).await.map_err(sql(format!("creating {n} range partitions")))
-            }
-            Layout::Range(span) => self.partman_layout(cell, w, t, name, mgr, span, None).await,
-            Layout::RangeHash(span, n) => self.partman_layout(cell, w, t, name, mgr, span, Some(n)).await,
+            Layout::Range(span) => return self.partman_layout(on, mgr, span, None).await,
+            Layout::RangeHash(span, n) => return self.partman_layout(on, mgr, span, Some(n)).await,
+            Layout::Hash(n) => (
+                "HASH",
+                &w.hash_column,
+                (0..n).map(|r| (format!("h{r}"), format!("WITH (MODULUS {n}, REMAINDER {r})"))).collect::<Vec<_>>(),
+            ),
+            Layout::Ranges(n) => (
+                "RANGE",
+                &w.key_column,
+                equal_ranges(w, n)?
+                    .into_iter()
+                    .enumerate()
+                    .map(|(r, (from, to))| (format!("r{r}"), format!("FROM ({from}) TO ({to})")))
+                    .collect(),
+            ),
+        };
+        let mut ddl = format!("BEGIN; CREATE TABLE {table} ({}) PARTITION BY {method} ({});", t.columns_sql, quote_ident(column));
+        for (suffix, bound) in &leaves {
+            let leaf = QualifiedName::new(BENCH_SCHEMA, format!("{}_{suffix}", name.name)).quoted();
+            ddl.push_str(&format!("CREATE {unlogged}TABLE {leaf} PARTITION OF {table} FOR VALUES {bound};"));
         }
+        ddl.push_str("COMMIT");
+        self.client.batch_execute(&ddl).await.map_err(sql(format!("creating {} {} partitions", leaves.len(), method.to_lowercase())))
     }
 
     /// `chute partition create` semantics: every interval from the first
     /// row's to the last row's, made before the load.
-    #[allow(clippy::too_many_arguments)]
     async fn partman_layout(
         &self,
-        cell: &Cell,
-        w: &BenchWorkload,
-        t: &BenchTable,
-        name: &QualifiedName,
+        on: &TableJob<'_>,
         mgr: &mut PartitionManager,
         interval: Span,
         hash: Option<u32>,
     ) -> Result<(), BenchError> {
+        let TableJob { cell, w, t, name } = *on;
         let policy = Policy {
             parent: name.clone(),
             key: w.key_column.clone(),
