@@ -239,7 +239,7 @@ pub enum GenFormatArg {
 pub struct LoadArgs {
     /// The table to load ([schema.]name). With --format tsbs every
     /// positional argument is a file: the tables come from the file.
-    #[arg(required_unless_present_any = ["status", "forget", "generate"])]
+    #[arg(required_unless_present_any = ["status", "forget", "forget_done_before", "generate"])]
     pub table: Option<String>,
     /// Input files (plain, .gz or .zst); `-` or nothing reads stdin.
     #[arg(conflicts_with = "generate")]
@@ -305,6 +305,10 @@ pub struct LoadArgs {
     /// Forget a load's journal (the same command then loads everything again) and exit.
     #[arg(long, value_name = "ID")]
     pub forget: Option<String>,
+    /// Forget every load that finished more than DURATION ago (e.g. 30d) and
+    /// exit; unfinished loads stay, so they can still be resumed.
+    #[arg(long, value_name = "DURATION", conflicts_with_all = ["status", "forget"])]
+    pub forget_done_before: Option<String>,
     /// Keep retrying a lost connection or a restarted server this long.
     #[arg(long, default_value = "5min", value_name = "DURATION")]
     pub retry_for: String,

@@ -12,7 +12,7 @@ use crate::progress::LoadReporter;
 use crate::settings;
 
 pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
-    if a.status.is_some() || a.forget.is_some() {
+    if a.status.is_some() || a.forget.is_some() || a.forget_done_before.is_some() {
         return journal(&settings::target(conn)?, &a).await;
     }
     let tsbs = a.format == FormatArg::Tsbs;
@@ -184,9 +184,27 @@ fn generated(a: &LoadArgs, g: GenArg) -> anyhow::Result<Input> {
     }
 }
 
-/// `--status` and `--forget`.
+/// `--status`, `--forget` and `--forget-done-before`.
 async fn journal(opts: &chute_engine::ConnectOptions, a: &LoadArgs) -> anyhow::Result<Outcome> {
+    let age = a.forget_done_before.as_deref().map(|d| parse_duration(d).context("--forget-done-before")).transpose()?;
     let client = opts.connect().await?;
+    if let Some(age) = age {
+        let gone = chute_engine::load::journal::forget_done_before(&client, age).await?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "forgotten": gone }))?);
+        } else {
+            for id in &gone {
+                println!("forgot {id}");
+            }
+            eprintln!(
+                "chute: forgot {} finished load{} older than {}",
+                gone.len(),
+                if gone.len() == 1 { "" } else { "s" },
+                a.forget_done_before.as_deref().unwrap_or_default()
+            );
+        }
+        return Ok(Outcome::Ok);
+    }
     if let Some(id) = &a.forget {
         if chute_engine::load::journal::forget(&client, id).await? {
             eprintln!("chute: forgot load {id}; the same command now loads everything again");

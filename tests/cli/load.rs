@@ -193,3 +193,34 @@ async fn a_zstd_file_whose_window_exceeds_the_budget_is_refused() {
     let (out, _) = run_expect(chute().args(["--url", &db.url(), "load", "t", path.to_str().unwrap(), "--memory-mb", "512"]), 0);
     assert_eq!(summary_value(&out, "rows loaded"), "1");
 }
+
+#[tokio::test]
+async fn old_finished_loads_are_forgotten_and_unfinished_ones_kept() {
+    let db = shared().fresh_db("load_prune").await;
+    let c = db.client().await;
+    c.batch_execute(TABLE).await.unwrap();
+    let dir = open_tempdir();
+    let url = db.url();
+    for (name, id) in [("a.csv", "old-done"), ("b.csv", "new-done"), ("c.csv", "old-interrupted")] {
+        std::fs::write(dir.path().join(name), "2021-06-08 00:00:00+00,1,1.5,x\n").unwrap();
+        run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "t", name, "--load-id", id]), 0);
+    }
+    // Forty days ago: one load finished, one was stopped half-way.
+    c.batch_execute(
+        "UPDATE chute.loads SET finished_at = now() - interval '40 days' WHERE load_id IN ('old-done', 'old-interrupted');
+         UPDATE chute.loads SET status = 'interrupted' WHERE load_id = 'old-interrupted'",
+    )
+    .await
+    .unwrap();
+    let (out, err) = run_expect(chute().args(["--url", &url, "load", "--forget-done-before", "30d"]), 0);
+    assert_eq!(out.trim(), "forgot old-done", "{err}");
+    assert!(err.contains("forgot 1 finished load older than 30d"), "{err}");
+    let left: Vec<String> = c.query("SELECT load_id FROM chute.loads ORDER BY 1", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(left, ["new-done", "old-interrupted"]);
+    let journal: i64 = c.query_one("SELECT count(*) FROM chute.load_journal WHERE load_id = 'old-done'", &[]).await.unwrap().get(0);
+    assert_eq!(journal, 0, "its journal went with it");
+    let (out, _) = run_expect(chute().args(["--url", &url, "load", "--forget-done-before", "30d", "--json"]), 0);
+    assert!(out.contains("\"forgotten\": []"), "{out}");
+    let (_, err) = run_expect(chute().args(["--url", &url, "load", "--forget-done-before", "soon"]), 2);
+    assert!(err.contains("--forget-done-before"), "{err}");
+}

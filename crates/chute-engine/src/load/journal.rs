@@ -194,6 +194,29 @@ pub async fn forget(client: &Client, load_id: &str) -> Result<bool, LoadError> {
     Ok(n > 0)
 }
 
+/// `chute load --forget-done-before AGE`: forgets the loads that finished
+/// (status `done`) more than `age` ago, so the journal does not grow for
+/// ever; running, interrupted and failed loads stay, since they may still be
+/// resumed. Returns the forgotten loads' ids, oldest first.
+pub async fn forget_done_before(client: &Client, age: std::time::Duration) -> Result<Vec<String>, LoadError> {
+    if crate::schema::version(client).await.map_err(|e| LoadError::sql("reading chute.meta", &e))?.unwrap_or(0) < 2 {
+        return Ok(vec![]);
+    }
+    let seconds = age.as_secs_f64();
+    let rows = client
+        .query(
+            "WITH gone AS (
+                 DELETE FROM chute.loads
+                 WHERE status = 'done' AND finished_at < now() - make_interval(secs => $1)
+                 RETURNING load_id, finished_at)
+             SELECT load_id FROM gone ORDER BY finished_at, load_id",
+            &[&seconds],
+        )
+        .await
+        .map_err(|e| LoadError::sql("deleting from chute.loads", &e))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
