@@ -14,6 +14,9 @@
 //! `PGSSLMODE`/`PGSSLROOTCERT`, `~/.postgresql/root.crt` is the default root
 //! file, and a unix socket never carries TLS. Each host is tried on its own so
 //! that a list mixing sockets and TCP hosts behaves per host, as in libpq.
+//! `sslrootcert=system` trusts the operating system's CA bundle
+//! (`SSL_CERT_FILE`, else Debian's `/etc/ssl/certs/ca-certificates.crt`) and,
+//! as in libpq, makes verify-full the default and any weaker mode an error.
 //!
 //! A client certificate is sent when the server asks for one: `sslcert` and
 //! `sslkey` (or `PGSSLCERT`/`PGSSLKEY`, else `~/.postgresql/postgresql.crt`
@@ -50,6 +53,14 @@ pub const DEFAULT_ROOT_CERT: &str = ".postgresql/root.crt";
 /// `sslcert` / `sslkey` are not given, under the home directory.
 pub const DEFAULT_CLIENT_CERT: &str = ".postgresql/postgresql.crt";
 pub const DEFAULT_CLIENT_KEY: &str = ".postgresql/postgresql.key";
+
+/// The operating system's CA bundle (Debian's `ca-certificates`), trusted
+/// for `sslrootcert=system` unless `SSL_CERT_FILE` names another, as OpenSSL
+/// (and so libpq) does.
+pub const SYSTEM_ROOTS_FILE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The `sslrootcert` value that means the operating system's roots.
+const SYSTEM_ROOTS: &str = "system";
 
 /// The environment variables that mean "a server is configured".
 pub const PG_ENV_VARS: &[&str] = &["PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "PGSERVICE"];
@@ -156,6 +167,9 @@ pub struct ConnectOptions {
     /// The client certificate's private key file as given (`sslkey`,
     /// `PGSSLKEY`); the default is `~/.postgresql/postgresql.key`.
     pub sslkey: Option<PathBuf>,
+    /// `SSL_CERT_FILE`: the CA bundle `sslrootcert=system` trusts instead of
+    /// [`SYSTEM_ROOTS_FILE`].
+    ssl_cert_file: Option<PathBuf>,
     /// The home directory the default root certificate file, client
     /// certificate and key are found under.
     home: Option<PathBuf>,
@@ -221,6 +235,14 @@ pub enum ConnectError {
         "cannot use the root certificate file {path}: {reason}; sslrootcert must name a file of PEM certificates (-----BEGIN CERTIFICATE-----)"
     )]
     BadRootCert { path: String, reason: String },
+    #[error(
+        "sslmode={mode} may not be used with sslrootcert=system: anyone can get a certificate from a public CA for a host name of their own, so only sslmode=verify-full, which checks the name, goes with it, as in libpq (leave sslmode out, or set it to verify-full)"
+    )]
+    WeakModeWithSystemRoots { mode: SslMode },
+    #[error(
+        "sslrootcert=system trusts the operating system's root certificates, but {path} {reason}: install the ca-certificates package, or point SSL_CERT_FILE at a file of PEM CA certificates"
+    )]
+    NoSystemRoots { path: String, reason: String },
     #[error(
         "cannot use the client certificate file {path}: {reason}; sslcert must name a file of PEM certificates (-----BEGIN CERTIFICATE-----), the client's own first"
     )]
@@ -316,13 +338,22 @@ impl ConnectOptions {
         };
         let user = given.get_user().map(str::to_owned).or_else(|| env.var("PGUSER")).unwrap_or_else(os_user_name);
         let dbname = given.get_dbname().map(str::to_owned).or_else(|| env.var("PGDATABASE")).unwrap_or_else(|| user.clone());
+        let sslrootcert = tls_param("sslrootcert").or_else(|| env.var("PGSSLROOTCERT")).map(PathBuf::from);
+        // libpq: the system's roots are trusted for verify-full only, which
+        // is then the default; a weaker mode, even from PGSSLMODE, is an error.
+        let system_roots = sslrootcert.as_deref() == Some(Path::new(SYSTEM_ROOTS));
         let sslmode = match tls_param("sslmode").or_else(|| env.var("PGSSLMODE")) {
-            Some(m) => m.parse()?,
+            Some(m) => match m.parse()? {
+                SslMode::VerifyFull => SslMode::VerifyFull,
+                mode if system_roots => return Err(ConnectError::WeakModeWithSystemRoots { mode }),
+                mode => mode,
+            },
+            None if system_roots => SslMode::VerifyFull,
             None => SslMode::Prefer,
         };
-        let sslrootcert = tls_param("sslrootcert").or_else(|| env.var("PGSSLROOTCERT")).map(PathBuf::from);
         let sslcert = tls_param("sslcert").or_else(|| env.var("PGSSLCERT")).map(PathBuf::from);
         let sslkey = tls_param("sslkey").or_else(|| env.var("PGSSLKEY")).map(PathBuf::from);
+        let ssl_cert_file = env.var("SSL_CERT_FILE").map(PathBuf::from);
         let application_name =
             given.get_application_name().map(str::to_owned).or_else(|| env.var("PGAPPNAME")).unwrap_or_else(|| "chute".into());
         let connect_timeout = given
@@ -341,6 +372,7 @@ impl ConnectOptions {
             sslrootcert,
             sslcert,
             sslkey,
+            ssl_cert_file,
             home,
             application_name,
             connect_timeout,
@@ -369,6 +401,7 @@ impl ConnectOptions {
             sslrootcert: None,
             sslcert: None,
             sslkey: None,
+            ssl_cert_file: None,
             home: home_dir(),
             application_name: "chute".into(),
             connect_timeout: None,
@@ -561,16 +594,35 @@ impl ConnectOptions {
         Ok((tls::connector(roots, self.sslmode == SslMode::VerifyFull, identity), cert_file))
     }
 
+    /// Whether `sslrootcert=system` asks for the operating system's roots.
+    fn system_roots(&self) -> bool {
+        self.sslrootcert.as_deref() == Some(Path::new(SYSTEM_ROOTS))
+    }
+
     /// The root certificates the server's certificate is checked against.
     /// libpq checks it whenever the root certificate file exists, whatever
     /// the mode (so require with a root file acts as verify-ca), and insists
-    /// on the file only for verify-ca and verify-full.
+    /// on the file only for verify-ca and verify-full. `sslrootcert=system`
+    /// means the operating system's bundle (`SSL_CERT_FILE`, else
+    /// [`SYSTEM_ROOTS_FILE`]), which must exist.
     fn trusted_roots(&self) -> Result<Option<tls::TrustedRoots>, ConnectError> {
         let mode = self.sslmode;
-        if self.sslrootcert.as_deref() == Some(Path::new("system")) {
-            return Err(ConnectError::Invalid(
-                "sslrootcert=system (the operating system's trusted roots) is not supported yet: name a CA certificate file instead".into(),
-            ));
+        if self.system_roots() {
+            // resolve() refuses this already; the fields are public.
+            if mode != SslMode::VerifyFull {
+                return Err(ConnectError::WeakModeWithSystemRoots { mode });
+            }
+            let path = self.ssl_cert_file.clone().unwrap_or_else(|| PathBuf::from(SYSTEM_ROOTS_FILE));
+            let shown = path.display().to_string();
+            return match std::fs::metadata(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    Err(ConnectError::NoSystemRoots { path: shown, reason: "does not exist".into() })
+                }
+                Err(e) => Err(ConnectError::NoSystemRoots { path: shown, reason: format!("cannot be read ({e})") }),
+                Ok(_) => tls::load_roots(&path)
+                    .map(Some)
+                    .map_err(|reason| ConnectError::NoSystemRoots { path: shown, reason: format!("cannot be used: {reason}") }),
+            };
         }
         let file = self.sslrootcert.clone().or_else(|| self.home.as_ref().map(|h| h.join(DEFAULT_ROOT_CERT)));
         Ok(match file {
@@ -689,7 +741,7 @@ impl ConnectOptions {
                 }
                 return match e {
                     rustls::Error::InvalidCertificate(c) => {
-                        ConnectError::CertificateRejected { endpoint, mode, reason, advice: tls::advice(c) }
+                        ConnectError::CertificateRejected { endpoint, mode, reason, advice: tls::advice(c, self.system_roots()) }
                     }
                     rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired) => {
                         ConnectError::NoClientCert { user: self.user.clone(), endpoint, looked: self.client_cert_looked() }
@@ -1151,9 +1203,13 @@ mod tls {
         }
     }
 
-    /// What to do about a refused server certificate.
-    pub(super) fn advice(e: &CertificateError) -> &'static str {
+    /// What to do about a refused server certificate; `system` when it was
+    /// checked against the operating system's roots (`sslrootcert=system`).
+    pub(super) fn advice(e: &CertificateError, system: bool) -> &'static str {
         match e {
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } if system => {
+                "connect by a host name or address the certificate lists (sslrootcert=system allows only sslmode=verify-full)"
+            }
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
                 "connect by a host name or address the certificate lists, or use sslmode=verify-ca to check the chain only"
             }
@@ -1161,6 +1217,9 @@ mod tls {
             | CertificateError::ExpiredContext { .. }
             | CertificateError::NotValidYet
             | CertificateError::NotValidYetContext { .. } => "the server needs a current certificate (or check this machine's clock)",
+            _ if system => {
+                "sslrootcert=system trusts only the CAs in SSL_CERT_FILE or /etc/ssl/certs/ca-certificates.crt: for a private CA, name its certificate with sslrootcert=FILE instead"
+            }
             _ => "check sslrootcert: it must hold the CA certificate that signed the server's certificate",
         }
     }
@@ -1336,6 +1395,20 @@ mod tests {
         assert_eq!((again.sslcert, again.sslkey), (o.sslcert, o.sslkey));
         let o = ConnectOptions::resolve(Some("host=h sslcert='/k/c.crt' sslkey=/k/c.key"), &env).unwrap();
         assert_eq!((o.sslcert, o.sslkey), (Some("/k/c.crt".into()), Some("/k/c.key".into())));
+    }
+
+    #[test]
+    fn sslrootcert_system_defaults_to_verify_full_and_keeps_it_in_the_url() {
+        let o = ConnectOptions::resolve(Some("postgres://h/d?sslrootcert=system"), &[]).unwrap();
+        assert_eq!(o.sslmode, SslMode::VerifyFull);
+        let again = ConnectOptions::resolve(Some(&o.display_url()), &[]).unwrap();
+        assert_eq!((again.sslmode, again.sslrootcert), (SslMode::VerifyFull, Some("system".into())));
+        let o = ConnectOptions::resolve(Some("host=h"), &[("PGSSLROOTCERT", "system"), ("SSL_CERT_FILE", "/b.pem")]).unwrap();
+        assert_eq!((o.sslmode, o.ssl_cert_file), (SslMode::VerifyFull, Some("/b.pem".into())));
+        assert!(matches!(
+            ConnectOptions::resolve(Some("host=h sslrootcert=system sslmode=require"), &[]),
+            Err(ConnectError::WeakModeWithSystemRoots { mode: SslMode::Require })
+        ));
     }
 
     #[test]

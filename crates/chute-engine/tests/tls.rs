@@ -489,7 +489,7 @@ async fn a_self_signed_server_certificate_can_be_its_own_root() {
     assert!(matches!(e, ConnectError::CertificateRejected { .. }), "{e}");
 }
 
-// Client certificates (sslcert, sslkey).
+// Client certificates (sslcert, sslkey) and sslrootcert=system.
 
 /// A server that lets clients in over TLS only, and only with a client
 /// certificate signed by the client CA whose common name is the user name.
@@ -761,4 +761,53 @@ async fn a_certificate_without_a_usable_key_says_what_is_wrong() {
     let bad_cert = write_file(dir.path(), "not-a-cert.crt", "this is not a certificate\n", 0o644);
     let e = refusal(&url("127.0.0.1", server, "postgres", &client_params(&bad_cert, &files.key)), &NO_ENV).await;
     assert!(matches!(e, ConnectError::BadClientCert { .. }) && e.to_string().contains("it holds no certificate"), "{e}");
+}
+
+#[tokio::test]
+async fn sslrootcert_system_allows_only_verify_full() {
+    let system = "postgresql://postgres@db.example/postgres?sslrootcert=system";
+    assert_eq!(ConnectOptions::resolve(Some(system), &NO_ENV).unwrap().sslmode, chute_engine::connect::SslMode::VerifyFull);
+    let explicit = format!("{system}&sslmode=verify-full");
+    assert_eq!(ConnectOptions::resolve(Some(&explicit), &NO_ENV).unwrap().sslmode, chute_engine::connect::SslMode::VerifyFull);
+    for weak in ["disable", "allow", "prefer", "require", "verify-ca"] {
+        let e = ConnectOptions::resolve(Some(&format!("{system}&sslmode={weak}")), &NO_ENV).unwrap_err();
+        assert!(matches!(e, ConnectError::WeakModeWithSystemRoots { .. }), "{e}");
+        assert!(e.to_string().starts_with(&format!("sslmode={weak} may not be used with sslrootcert=system")), "{e}");
+        assert!(e.to_string().contains("verify-full"), "{e}");
+    }
+    // PGSSLMODE counts as given too, as in libpq.
+    let e = ConnectOptions::resolve(Some(system), &[("PGSSLMODE", "require")]).unwrap_err();
+    assert!(matches!(e, ConnectError::WeakModeWithSystemRoots { .. }), "{e}");
+    let e = ConnectOptions::resolve(Some("host=h"), &[("PGSSLMODE", "verify-ca"), ("PGSSLROOTCERT", "system")]).unwrap_err();
+    assert!(matches!(e, ConnectError::WeakModeWithSystemRoots { .. }), "{e}");
+}
+
+#[tokio::test]
+async fn sslrootcert_system_trusts_the_bundle_in_ssl_cert_file() {
+    let (server, p) = (tls_server(), pki());
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = write_file(dir.path(), "ca-certificates.crt", &format!("{}{}", p.other_ca, p.ca), 0o644);
+    let env = [("SSL_CERT_FILE", bundle.to_str().unwrap())];
+    // No sslmode: verify-full, so the name is checked as well as the chain.
+    assert!(connects_encrypted(&url("127.0.0.1", server, "postgres", "sslrootcert=system"), &env).await);
+    let e = refusal(&url("localhost", server, "postgres", "sslrootcert=system"), &env).await;
+    assert!(matches!(e, ConnectError::CertificateRejected { mode: chute_engine::connect::SslMode::VerifyFull, .. }), "{e}");
+    assert!(e.to_string().contains("sslrootcert=system allows only sslmode=verify-full"), "{e}");
+
+    let others = write_file(dir.path(), "others.crt", &p.other_ca, 0o644);
+    let e = refusal(&url("127.0.0.1", server, "postgres", "sslrootcert=system"), &[("SSL_CERT_FILE", others.to_str().unwrap())]).await;
+    assert!(matches!(e, ConnectError::CertificateRejected { .. }), "{e}");
+    assert!(e.to_string().contains("name its certificate with sslrootcert=FILE"), "{e}");
+
+    let e = refusal(&url("127.0.0.1", server, "postgres", "sslrootcert=system"), &[("SSL_CERT_FILE", "/nonexistent/bundle.crt")]).await;
+    assert!(matches!(e, ConnectError::NoSystemRoots { .. }), "{e}");
+    assert!(e.to_string().contains("but /nonexistent/bundle.crt does not exist: install the ca-certificates package"), "{e}");
+
+    // Without SSL_CERT_FILE, Debian's bundle, which does not hold the test CA.
+    let e = refusal(&url("127.0.0.1", server, "postgres", "sslrootcert=system"), &NO_ENV).await;
+    if Path::new(chute_engine::connect::SYSTEM_ROOTS_FILE).exists() {
+        assert!(matches!(e, ConnectError::CertificateRejected { .. }), "{e}");
+    } else {
+        assert!(e.to_string().contains("/etc/ssl/certs/ca-certificates.crt does not exist"), "{e}");
+    }
 }
