@@ -876,7 +876,10 @@ fn parse_host(h: &str) -> Endpoint {
 
 /// The TLS parameters chute handles itself (tokio-postgres rejects the
 /// verify modes), taken out of a URL's query or a key=value string.
-const TLS_KEYS: &[&str] = &["sslmode", "sslrootcert", "sslcert", "sslkey"];
+/// `sslpassword` is taken out and left unused: libpq ignores it for a key
+/// that is not encrypted, and an encrypted key is refused with its own error
+/// (tokio-postgres would refuse the string, showing the password).
+const TLS_KEYS: &[&str] = &["sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword"];
 
 fn split_tls_params(conn: &str) -> (String, Vec<(String, String)>) {
     let mut found = Vec::new();
@@ -901,22 +904,28 @@ fn split_tls_params(conn: &str) -> (String, Vec<(String, String)>) {
     }
 }
 
-/// Hides a password in a URL or key=value string before it is shown.
+/// Hides passwords in a URL or key=value string before it is shown: the
+/// URL's user information, and `password` and `sslpassword` parameters.
 pub fn redact(conn: &str) -> String {
+    let hide = |kv: &str| match kv.split_once('=') {
+        Some((key, _)) if matches!(key.trim(), "password" | "sslpassword") => format!("{key}=<hidden>"),
+        _ => kv.to_owned(),
+    };
     if let Some(scheme_end) = conn.find("://") {
         let rest = &conn[scheme_end + 3..];
         let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let mut url = conn.to_owned();
         if let Some(at) = rest[..authority_end].rfind('@')
             && let Some(colon) = rest[..at].find(':')
         {
-            return format!("{}{}:<hidden>{}", &conn[..scheme_end + 3], &rest[..colon], &rest[at..]);
+            url = format!("{}{}:<hidden>{}", &conn[..scheme_end + 3], &rest[..colon], &rest[at..]);
         }
-        return conn.to_owned();
+        if let Some((base, query)) = url.split_once('?') {
+            url = format!("{base}?{}", query.split('&').map(hide).collect::<Vec<_>>().join("&"));
+        }
+        return url;
     }
-    conn.split_whitespace()
-        .map(|kv| if kv.starts_with("password=") { "password=<hidden>".to_owned() } else { kv.to_owned() })
-        .collect::<Vec<_>>()
-        .join(" ")
+    conn.split_whitespace().map(hide).collect::<Vec<_>>().join(" ")
 }
 
 fn percent_encode(s: &str) -> String {
@@ -1395,6 +1404,9 @@ mod tests {
         assert_eq!((again.sslcert, again.sslkey), (o.sslcert, o.sslkey));
         let o = ConnectOptions::resolve(Some("host=h sslcert='/k/c.crt' sslkey=/k/c.key"), &env).unwrap();
         assert_eq!((o.sslcert, o.sslkey), (Some("/k/c.crt".into()), Some("/k/c.key".into())));
+        // sslpassword is accepted, as libpq accepts it, and never kept.
+        let o = ConnectOptions::resolve(Some("postgres://h/d?sslkey=k.key&sslpassword=s3cret"), &env).unwrap();
+        assert!(!format!("{o:?}").contains("s3cret") && !o.display_url().contains("s3cret"));
     }
 
     #[test]
@@ -1431,6 +1443,12 @@ mod tests {
         assert_eq!(redact("postgres://u:pw@h:5/d"), "postgres://u:<hidden>@h:5/d");
         assert_eq!(redact("host=h password=pw user=u"), "host=h password=<hidden> user=u");
         assert_eq!(redact("postgres://u@h/d"), "postgres://u@h/d");
+        assert_eq!(redact("postgres://u@h/d?password=pw&sslmode=require"), "postgres://u@h/d?password=<hidden>&sslmode=require");
+        assert_eq!(
+            redact("postgres://u:pw@h/d?sslkey=k.key&sslpassword=kp"),
+            "postgres://u:<hidden>@h/d?sslkey=k.key&sslpassword=<hidden>"
+        );
+        assert_eq!(redact("host=h sslpassword=kp sslkey=k.key"), "host=h sslpassword=<hidden> sslkey=k.key");
     }
 
     #[test]
