@@ -583,8 +583,12 @@ impl ConnectOptions {
     }
 
     /// The TLS connector for this sslmode, and the client certificate file it
-    /// offers the server (if any). Like libpq, the files are read for every
-    /// TLS attempt and never for a connection without TLS.
+    /// offers the server (if any). The files are read for each TLS attempt
+    /// and never for a connection without TLS. libpq reads them once the
+    /// server has agreed to TLS, this before the socket opens: a file that
+    /// cannot be used is an error here even where the server would have
+    /// said no to TLS (sslmode=prefer), rather than a reason to go on
+    /// without TLS.
     fn tls_connector(&self) -> Result<(tokio_postgres_rustls::MakeRustlsConnect, Option<PathBuf>), ConnectError> {
         let roots = self.trusted_roots()?;
         let (cert_file, identity) = match self.client_auth()? {

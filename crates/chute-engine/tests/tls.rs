@@ -690,7 +690,7 @@ async fn a_key_readable_by_others_is_refused_naming_chmod_0600() {
     // libpq lets a key owned by root be readable by its group.
     let key = write_file(dir.path(), "group.key", &p.client_key, 0o640);
     let conn = url("127.0.0.1", server, "postgres", &client_params(&files.cert, &key));
-    if nix_is_root() {
+    if running_as_root() {
         assert_eq!(connects_with_certificate(&conn, &NO_ENV).await.as_deref(), Some("/CN=postgres"));
     } else {
         assert!(matches!(refusal(&conn, &NO_ENV).await, ConnectError::KeyPermissions { mode: 0o640, .. }));
@@ -705,7 +705,7 @@ async fn a_key_readable_by_others_is_refused_naming_chmod_0600() {
     assert!(connects_encrypted(&url("127.0.0.1", tls_server(), "postgres", &no_cert), &NO_ENV).await);
 }
 
-fn nix_is_root() -> bool {
+fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::metadata(dir.path()).unwrap().uid() == 0
