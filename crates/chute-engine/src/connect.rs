@@ -14,9 +14,22 @@
 //! `PGSSLMODE`/`PGSSLROOTCERT`, `~/.postgresql/root.crt` is the default root
 //! file, and a unix socket never carries TLS. Each host is tried on its own so
 //! that a list mixing sockets and TCP hosts behaves per host, as in libpq.
+//! `sslrootcert=system` trusts the operating system's CA bundle
+//! (`SSL_CERT_FILE`, else Debian's `/etc/ssl/certs/ca-certificates.crt`) and,
+//! as in libpq, makes verify-full the default and any weaker mode an error.
+//!
+//! A client certificate is sent when the server asks for one: `sslcert` and
+//! `sslkey` (or `PGSSLCERT`/`PGSSLKEY`, else `~/.postgresql/postgresql.crt`
+//! and `postgresql.key`), PEM files, the certificate file used only if it
+//! exists. The key may be PKCS#8, PKCS#1 (RSA) or SEC1 (EC); encrypted keys
+//! (libpq's `sslpassword`) are refused with what to do instead. As libpq does,
+//! a key file that its group or others may read is refused (0600 or less, or
+//! 0640 or less when owned by root), and only when the key is about to be
+//! used: on a TLS attempt with a certificate.
+//!
 //! The TLS stack is rustls (with ring), set up in the `tls` module below to
 //! check what libpq checks for each mode rather than what rustls checks by
-//! default. Client certificates (`sslcert`, `sslkey`) are not sent yet.
+//! default.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -35,6 +48,19 @@ pub const DEFAULT_PORT: u16 = 5432;
 /// Where libpq looks for root certificates when `sslrootcert` is not given,
 /// under the home directory.
 pub const DEFAULT_ROOT_CERT: &str = ".postgresql/root.crt";
+
+/// Where libpq looks for the client certificate and its private key when
+/// `sslcert` / `sslkey` are not given, under the home directory.
+pub const DEFAULT_CLIENT_CERT: &str = ".postgresql/postgresql.crt";
+pub const DEFAULT_CLIENT_KEY: &str = ".postgresql/postgresql.key";
+
+/// The operating system's CA bundle (Debian's `ca-certificates`), trusted
+/// for `sslrootcert=system` unless `SSL_CERT_FILE` names another, as OpenSSL
+/// (and so libpq) does.
+pub const SYSTEM_ROOTS_FILE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The `sslrootcert` value that means the operating system's roots.
+const SYSTEM_ROOTS: &str = "system";
 
 /// The environment variables that mean "a server is configured".
 pub const PG_ENV_VARS: &[&str] = &["PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "PGSERVICE"];
@@ -135,7 +161,17 @@ pub struct ConnectOptions {
     /// The root certificate file as given (`sslrootcert`); when it is not
     /// given, `~/.postgresql/root.crt` is used if it exists, as in libpq.
     pub sslrootcert: Option<PathBuf>,
-    /// The home directory the default root certificate file is found under.
+    /// The client certificate file as given (`sslcert`, `PGSSLCERT`); when it
+    /// is not given, `~/.postgresql/postgresql.crt` is sent if it exists.
+    pub sslcert: Option<PathBuf>,
+    /// The client certificate's private key file as given (`sslkey`,
+    /// `PGSSLKEY`); the default is `~/.postgresql/postgresql.key`.
+    pub sslkey: Option<PathBuf>,
+    /// `SSL_CERT_FILE`: the CA bundle `sslrootcert=system` trusts instead of
+    /// [`SYSTEM_ROOTS_FILE`].
+    ssl_cert_file: Option<PathBuf>,
+    /// The home directory the default root certificate file, client
+    /// certificate and key are found under.
     home: Option<PathBuf>,
     pub application_name: String,
     pub connect_timeout: Option<Duration>,
@@ -153,6 +189,8 @@ impl std::fmt::Debug for ConnectOptions {
             .field("password", &self.password.as_ref().map(|_| "<hidden>"))
             .field("sslmode", &self.sslmode)
             .field("sslrootcert", &self.sslrootcert)
+            .field("sslcert", &self.sslcert)
+            .field("sslkey", &self.sslkey)
             .finish()
     }
 }
@@ -197,6 +235,42 @@ pub enum ConnectError {
         "cannot use the root certificate file {path}: {reason}; sslrootcert must name a file of PEM certificates (-----BEGIN CERTIFICATE-----)"
     )]
     BadRootCert { path: String, reason: String },
+    #[error(
+        "sslmode={mode} may not be used with sslrootcert=system: anyone can get a certificate from a public CA for a host name of their own, so only sslmode=verify-full, which checks the name, goes with it, as in libpq (leave sslmode out, or set it to verify-full)"
+    )]
+    WeakModeWithSystemRoots { mode: SslMode },
+    #[error(
+        "sslrootcert=system trusts the operating system's root certificates, but {path} {reason}: install the ca-certificates package, or point SSL_CERT_FILE at a file of PEM CA certificates"
+    )]
+    NoSystemRoots { path: String, reason: String },
+    #[error(
+        "cannot use the client certificate file {path}: {reason}; sslcert must name a file of PEM certificates (-----BEGIN CERTIFICATE-----), the client's own first"
+    )]
+    BadClientCert { path: String, reason: String },
+    #[error("the client certificate {cert} has no private key: {looked}; name the key file with sslkey=FILE (in --url or PGSSLKEY)")]
+    NoClientKey { cert: String, looked: String },
+    #[error(
+        "the private key file {path} has group or world access (mode {mode:04o}): run chmod 0600 {path} (libpq refuses such a key too: it must be 0600 or less, or 0640 or less if owned by root)"
+    )]
+    KeyPermissions { path: String, mode: u32 },
+    #[error(
+        "cannot use the private key file {path}: {reason}; sslkey must name an unencrypted PEM private key (PKCS#8 -----BEGIN PRIVATE KEY-----, RSA or EC)"
+    )]
+    BadClientKey { path: String, reason: String },
+    #[error(
+        "the private key file {path} is encrypted, and chute cannot decrypt keys (sslpassword is not supported): write a decrypted copy with openssl pkey -in {path} -out FILE, chmod 0600 FILE, and name it with sslkey=FILE"
+    )]
+    EncryptedClientKey { path: String },
+    #[error(
+        "the private key {key} does not belong to the client certificate {cert}: name the certificate's own key with sslkey=FILE (in --url or PGSSLKEY)"
+    )]
+    ClientKeyMismatch { cert: String, key: String },
+    #[error(
+        "the server at {endpoint} requires a client certificate from user {user:?} and none was sent ({looked}): name the certificate and its key with sslcert=FILE and sslkey=FILE (in --url, or PGSSLCERT and PGSSLKEY), or put them at ~/.postgresql/postgresql.crt and ~/.postgresql/postgresql.key"
+    )]
+    NoClientCert { user: String, endpoint: String, looked: String },
+    #[error("the server at {endpoint} refused the client certificate {path}: {reason}; {advice}")]
+    ClientCertRefused { endpoint: String, path: String, reason: String, advice: &'static str },
 }
 
 /// A source of environment variables, so resolution is testable without
@@ -264,11 +338,22 @@ impl ConnectOptions {
         };
         let user = given.get_user().map(str::to_owned).or_else(|| env.var("PGUSER")).unwrap_or_else(os_user_name);
         let dbname = given.get_dbname().map(str::to_owned).or_else(|| env.var("PGDATABASE")).unwrap_or_else(|| user.clone());
+        let sslrootcert = tls_param("sslrootcert").or_else(|| env.var("PGSSLROOTCERT")).map(PathBuf::from);
+        // libpq: the system's roots are trusted for verify-full only, which
+        // is then the default; a weaker mode, even from PGSSLMODE, is an error.
+        let system_roots = sslrootcert.as_deref() == Some(Path::new(SYSTEM_ROOTS));
         let sslmode = match tls_param("sslmode").or_else(|| env.var("PGSSLMODE")) {
-            Some(m) => m.parse()?,
+            Some(m) => match m.parse()? {
+                SslMode::VerifyFull => SslMode::VerifyFull,
+                mode if system_roots => return Err(ConnectError::WeakModeWithSystemRoots { mode }),
+                mode => mode,
+            },
+            None if system_roots => SslMode::VerifyFull,
             None => SslMode::Prefer,
         };
-        let sslrootcert = tls_param("sslrootcert").or_else(|| env.var("PGSSLROOTCERT")).map(PathBuf::from);
+        let sslcert = tls_param("sslcert").or_else(|| env.var("PGSSLCERT")).map(PathBuf::from);
+        let sslkey = tls_param("sslkey").or_else(|| env.var("PGSSLKEY")).map(PathBuf::from);
+        let ssl_cert_file = env.var("SSL_CERT_FILE").map(PathBuf::from);
         let application_name =
             given.get_application_name().map(str::to_owned).or_else(|| env.var("PGAPPNAME")).unwrap_or_else(|| "chute".into());
         let connect_timeout = given
@@ -285,6 +370,9 @@ impl ConnectOptions {
             password: None,
             sslmode,
             sslrootcert,
+            sslcert,
+            sslkey,
+            ssl_cert_file,
             home,
             application_name,
             connect_timeout,
@@ -311,6 +399,9 @@ impl ConnectOptions {
             password: None,
             sslmode: SslMode::Disable,
             sslrootcert: None,
+            sslcert: None,
+            sslkey: None,
+            ssl_cert_file: None,
             home: home_dir(),
             application_name: "chute".into(),
             connect_timeout: None,
@@ -354,8 +445,10 @@ impl ConnectOptions {
             if self.sslmode != SslMode::Prefer {
                 query.push(format!("sslmode={}", self.sslmode));
             }
-            if let Some(root) = &self.sslrootcert {
-                query.push(format!("sslrootcert={}", percent_encode(&root.display().to_string()).replace("%2F", "/")));
+            for (key, file) in [("sslrootcert", &self.sslrootcert), ("sslcert", &self.sslcert), ("sslkey", &self.sslkey)] {
+                if let Some(file) = file {
+                    query.push(format!("{key}={}", percent_encode(&file.display().to_string()).replace("%2F", "/")));
+                }
             }
         }
         if !query.is_empty() {
@@ -460,13 +553,14 @@ impl ConnectOptions {
     /// A TLS attempt: `Require` insists on TLS, `Prefer` goes on without it
     /// when the server says no.
     async fn encrypted(&self, host: &Endpoint, mode: PgSslMode) -> Result<Client, Failure> {
-        let connector = self.tls_connector().map_err(Failure::Setup)?;
+        let (connector, client_cert) = self.tls_connector().map_err(Failure::Setup)?;
         let stage = Arc::new(AtomicU8::new(Stage::Connecting as u8));
         let tracked = tls::Tracked { inner: connector, stage: stage.clone() };
         self.attempt(host, mode, tracked).await.map_err(|error| Failure::Tls {
             error,
             stage: Stage::load(&stage),
             required: mode == PgSslMode::Require,
+            client_cert,
         })
     }
 
@@ -488,44 +582,175 @@ impl ConnectOptions {
         Ok(client)
     }
 
-    /// The TLS connector for this sslmode. libpq checks the server's
-    /// certificate whenever the root certificate file exists, whatever the
-    /// mode (so require with a root file acts as verify-ca), and insists on
-    /// the file only for verify-ca and verify-full.
-    fn tls_connector(&self) -> Result<tokio_postgres_rustls::MakeRustlsConnect, ConnectError> {
+    /// The TLS connector for this sslmode, and the client certificate file it
+    /// offers the server (if any). The files are read for each TLS attempt
+    /// and never for a connection without TLS. libpq reads them once the
+    /// server has agreed to TLS, this before the socket opens: a file that
+    /// cannot be used is an error here even where the server would have
+    /// said no to TLS (sslmode=prefer), rather than a reason to go on
+    /// without TLS.
+    fn tls_connector(&self) -> Result<(tokio_postgres_rustls::MakeRustlsConnect, Option<PathBuf>), ConnectError> {
+        let roots = self.trusted_roots()?;
+        let (cert_file, identity) = match self.client_auth()? {
+            Some(ClientFiles { cert_file, identity }) => (Some(cert_file), Some(identity)),
+            None => (None, None),
+        };
+        Ok((tls::connector(roots, self.sslmode == SslMode::VerifyFull, identity), cert_file))
+    }
+
+    /// Whether `sslrootcert=system` asks for the operating system's roots.
+    fn system_roots(&self) -> bool {
+        self.sslrootcert.as_deref() == Some(Path::new(SYSTEM_ROOTS))
+    }
+
+    /// The root certificates the server's certificate is checked against.
+    /// libpq checks it whenever the root certificate file exists, whatever
+    /// the mode (so require with a root file acts as verify-ca), and insists
+    /// on the file only for verify-ca and verify-full. `sslrootcert=system`
+    /// means the operating system's bundle (`SSL_CERT_FILE`, else
+    /// [`SYSTEM_ROOTS_FILE`]), which must exist.
+    fn trusted_roots(&self) -> Result<Option<tls::TrustedRoots>, ConnectError> {
         let mode = self.sslmode;
-        if self.sslrootcert.as_deref() == Some(Path::new("system")) {
-            return Err(ConnectError::Invalid(
-                "sslrootcert=system (the operating system's trusted roots) is not supported yet: name a CA certificate file instead".into(),
-            ));
+        if self.system_roots() {
+            // resolve() refuses this already; the fields are public.
+            if mode != SslMode::VerifyFull {
+                return Err(ConnectError::WeakModeWithSystemRoots { mode });
+            }
+            let path = self.ssl_cert_file.clone().unwrap_or_else(|| PathBuf::from(SYSTEM_ROOTS_FILE));
+            let shown = path.display().to_string();
+            return match std::fs::metadata(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    Err(ConnectError::NoSystemRoots { path: shown, reason: "does not exist".into() })
+                }
+                Err(e) => Err(ConnectError::NoSystemRoots { path: shown, reason: format!("cannot be read ({e})") }),
+                Ok(_) => tls::load_roots(&path)
+                    .map(Some)
+                    .map_err(|reason| ConnectError::NoSystemRoots { path: shown, reason: format!("cannot be used: {reason}") }),
+            };
         }
         let file = self.sslrootcert.clone().or_else(|| self.home.as_ref().map(|h| h.join(DEFAULT_ROOT_CERT)));
-        let roots = match file {
+        Ok(match file {
             Some(path) if std::fs::metadata(&path).is_ok() => {
                 Some(tls::load_roots(&path).map_err(|reason| ConnectError::BadRootCert { path: path.display().to_string(), reason })?)
             }
             Some(path) if mode.verifies() => return Err(ConnectError::NoRootCert { mode, path: path.display().to_string() }),
             None if mode.verifies() => return Err(ConnectError::NoHomeForRootCert { mode }),
             _ => None,
+        })
+    }
+
+    /// The client certificate file libpq would send: `sslcert`, else
+    /// `~/.postgresql/postgresql.crt`. It is sent only if it exists.
+    fn client_cert_file(&self) -> Option<PathBuf> {
+        self.sslcert.clone().or_else(|| self.home.as_ref().map(|h| h.join(DEFAULT_CLIENT_CERT)))
+    }
+
+    /// The client certificate and its key, when the certificate file
+    /// exists. As in libpq, a certificate file that is not there means no
+    /// certificate (the server may not ask for one), while a certificate
+    /// without its key, a key others can read, or a file that cannot be
+    /// used is an error.
+    fn client_auth(&self) -> Result<Option<ClientFiles>, ConnectError> {
+        use std::os::unix::fs::MetadataExt;
+        let Some(cert_file) = self.client_cert_file() else { return Ok(None) };
+        let cert = cert_file.display().to_string();
+        match std::fs::metadata(&cert_file) {
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => return Ok(None),
+            Err(e) => return Err(ConnectError::BadClientCert { path: cert, reason: e.to_string() }),
+        }
+        let chain = tls::load_cert_chain(&cert_file).map_err(|reason| ConnectError::BadClientCert { path: cert.clone(), reason })?;
+        let Some(key_file) = self.sslkey.clone().or_else(|| self.home.as_ref().map(|h| h.join(DEFAULT_CLIENT_KEY))) else {
+            let looked = "sslkey is not set and no home directory is known to find ~/.postgresql/postgresql.key in".to_owned();
+            return Err(ConnectError::NoClientKey { cert, looked });
         };
-        Ok(tls::connector(roots, mode == SslMode::VerifyFull))
+        let path = key_file.display().to_string();
+        let meta = match std::fs::metadata(&key_file) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ConnectError::NoClientKey { cert, looked: format!("the key file {path} does not exist") });
+            }
+            Err(e) => return Err(ConnectError::BadClientKey { path, reason: e.to_string() }),
+        };
+        if !meta.is_file() {
+            return Err(ConnectError::BadClientKey { path, reason: "it is not a regular file".into() });
+        }
+        if key_file_too_open(meta.uid(), meta.mode()) {
+            return Err(ConnectError::KeyPermissions { path, mode: meta.mode() & 0o7777 });
+        }
+        let pem = std::fs::read(&key_file).map_err(|e| ConnectError::BadClientKey { path: path.clone(), reason: e.to_string() })?;
+        let key = tls::parse_key(&pem).map_err(|problem| match problem {
+            tls::KeyProblem::Encrypted => ConnectError::EncryptedClientKey { path: path.clone() },
+            tls::KeyProblem::Unusable(reason) => ConnectError::BadClientKey { path: path.clone(), reason },
+        })?;
+        let identity = tls::certified_key(chain, key).map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => ConnectError::ClientKeyMismatch { cert, key: path.clone() },
+            other => ConnectError::BadClientKey { path: path.clone(), reason: other.to_string() },
+        })?;
+        Ok(Some(ClientFiles { cert_file, identity }))
+    }
+
+    /// Where the client certificate was looked for, for a server that
+    /// wanted one and got none.
+    fn client_cert_looked(&self) -> String {
+        match self.client_cert_file() {
+            Some(file) if self.sslcert.is_some() => format!("sslcert names {}, which does not exist", file.display()),
+            Some(file) => format!("sslcert is not set and {} does not exist", file.display()),
+            None => "sslcert is not set and no home directory is known to find ~/.postgresql/postgresql.crt in".into(),
+        }
+    }
+
+    /// A refusal at authentication that is about the client certificate. The
+    /// server gives these SQLSTATE 28000, as it does pg_hba.conf's own
+    /// refusals, so its (English) message is what tells them apart; a
+    /// server with translated messages gets the plain [`ConnectError::Refused`],
+    /// whose message still says what the server wants.
+    fn client_cert_refusal(&self, endpoint: &str, db: &tokio_postgres::error::DbError, sent: Option<&Path>) -> Option<ConnectError> {
+        if db.code().code() != "28000" || !db.message().contains("certificate") {
+            return None;
+        }
+        let endpoint = endpoint.to_owned();
+        Some(match sent {
+            None => ConnectError::NoClientCert { user: self.user.clone(), endpoint, looked: self.client_cert_looked() },
+            Some(path) => ConnectError::ClientCertRefused {
+                endpoint,
+                path: path.display().to_string(),
+                reason: format!("{} (SQLSTATE 28000)", db.message()),
+                advice: "its common name (CN) must be the user name, or be mapped to it in the server's pg_ident.conf",
+            },
+        })
     }
 
     /// Turns a failed attempt on `host` into one line that says what to do.
     fn explain_failure(&self, host: &Endpoint, failure: Failure) -> ConnectError {
-        let (error, stage, tls_required) = match failure {
+        let (error, stage, tls_required, client_cert) = match failure {
             Failure::Setup(e) => return e,
             Failure::Plain(error) => return self.explain_at(self.label(host), error),
-            Failure::Tls { error, stage, required } => (error, stage, required),
+            Failure::Tls { error, stage, required, client_cert } => (error, stage, required, client_cert),
         };
         let (endpoint, mode) = (self.label(host), self.sslmode);
+        if let Some(refusal) = error.as_db_error().and_then(|db| self.client_cert_refusal(&endpoint, db, client_cert.as_deref())) {
+            return refusal;
+        }
         if error.as_db_error().is_none() {
             if let Some(e) = tls::rustls_error(&error) {
+                let reason = e.to_string();
+                // The server checks the client's certificate once the
+                // client's side of the handshake is done (in TLS 1.3, after
+                // the client saw it finish) and says no with an alert.
+                if let (rustls::Error::AlertReceived(alert), Some(path)) = (e, &client_cert)
+                    && let Some(advice) = tls::client_cert_advice(*alert)
+                {
+                    return ConnectError::ClientCertRefused { endpoint, path: path.display().to_string(), reason, advice };
+                }
                 return match e {
                     rustls::Error::InvalidCertificate(c) => {
-                        ConnectError::CertificateRejected { endpoint, mode, reason: e.to_string(), advice: tls::advice(c) }
+                        ConnectError::CertificateRejected { endpoint, mode, reason, advice: tls::advice(c, self.system_roots()) }
                     }
-                    _ => ConnectError::TlsHandshake { endpoint, mode, reason: e.to_string() },
+                    rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired) => {
+                        ConnectError::NoClientCert { user: self.user.clone(), endpoint, looked: self.client_cert_looked() }
+                    }
+                    _ => ConnectError::TlsHandshake { endpoint, mode, reason },
                 };
             }
             if stage == Stage::Handshaking {
@@ -583,6 +808,20 @@ fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     reason
 }
 
+/// A client certificate file and the certificate and key read from it and
+/// its key file.
+struct ClientFiles {
+    cert_file: PathBuf,
+    identity: rustls::sign::CertifiedKey,
+}
+
+/// libpq's rule for a private key file: no group or world access, except
+/// that a file owned by root may be readable by its group (0640), so that
+/// a system-wide key can be shared through a group.
+fn key_file_too_open(owner: u32, mode: u32) -> bool {
+    if owner == 0 { mode & 0o037 != 0 } else { mode & 0o077 != 0 }
+}
+
 /// How far a connection attempt got; the TLS connector records it, so a
 /// failure is told apart by where it happened rather than by message text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -616,8 +855,9 @@ enum Failure {
     /// An attempt without TLS failed.
     Plain(tokio_postgres::Error),
     /// An attempt with TLS failed after `stage`; `required` when it would
-    /// not have gone on without TLS.
-    Tls { error: tokio_postgres::Error, stage: Stage, required: bool },
+    /// not have gone on without TLS; `client_cert` is the certificate file
+    /// offered to the server.
+    Tls { error: tokio_postgres::Error, stage: Stage, required: bool, client_cert: Option<PathBuf> },
 }
 
 impl Failure {
@@ -640,7 +880,10 @@ fn parse_host(h: &str) -> Endpoint {
 
 /// The TLS parameters chute handles itself (tokio-postgres rejects the
 /// verify modes), taken out of a URL's query or a key=value string.
-const TLS_KEYS: &[&str] = &["sslmode", "sslrootcert", "sslcert", "sslkey"];
+/// `sslpassword` is taken out and left unused: libpq ignores it for a key
+/// that is not encrypted, and an encrypted key is refused with its own error
+/// (tokio-postgres would refuse the string, showing the password).
+const TLS_KEYS: &[&str] = &["sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword"];
 
 fn split_tls_params(conn: &str) -> (String, Vec<(String, String)>) {
     let mut found = Vec::new();
@@ -665,22 +908,28 @@ fn split_tls_params(conn: &str) -> (String, Vec<(String, String)>) {
     }
 }
 
-/// Hides a password in a URL or key=value string before it is shown.
+/// Hides passwords in a URL or key=value string before it is shown: the
+/// URL's user information, and `password` and `sslpassword` parameters.
 pub fn redact(conn: &str) -> String {
+    let hide = |kv: &str| match kv.split_once('=') {
+        Some((key, _)) if matches!(key.trim(), "password" | "sslpassword") => format!("{key}=<hidden>"),
+        _ => kv.to_owned(),
+    };
     if let Some(scheme_end) = conn.find("://") {
         let rest = &conn[scheme_end + 3..];
         let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let mut url = conn.to_owned();
         if let Some(at) = rest[..authority_end].rfind('@')
             && let Some(colon) = rest[..at].find(':')
         {
-            return format!("{}{}:<hidden>{}", &conn[..scheme_end + 3], &rest[..colon], &rest[at..]);
+            url = format!("{}{}:<hidden>{}", &conn[..scheme_end + 3], &rest[..colon], &rest[at..]);
         }
-        return conn.to_owned();
+        if let Some((base, query)) = url.split_once('?') {
+            url = format!("{base}?{}", query.split('&').map(hide).collect::<Vec<_>>().join("&"));
+        }
+        return url;
     }
-    conn.split_whitespace()
-        .map(|kv| if kv.starts_with("password=") { "password=<hidden>".to_owned() } else { kv.to_owned() })
-        .collect::<Vec<_>>()
-        .join(" ")
+    conn.split_whitespace().map(hide).collect::<Vec<_>>().join(" ")
 }
 
 fn percent_encode(s: &str) -> String {
@@ -796,6 +1045,11 @@ fn split_pgpass_line(line: &str) -> Vec<String> {
 /// alternative names (DNS names and IP addresses); unlike libpq, a
 /// certificate without any is not matched on its common name.
 ///
+/// A client certificate goes to rustls with its key as one
+/// [`rustls::sign::CertifiedKey`], which checks that the key is the
+/// certificate's before anything is sent; rustls offers it only when the
+/// server asks.
+///
 /// [`Tracked`] wraps the connector to record how far an attempt got, so that
 /// "the server said no to TLS" and "the handshake failed" are told apart
 /// without reading tokio-postgres' message text.
@@ -809,10 +1063,11 @@ mod tls {
     use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
     use rustls::client::{verify_server_cert_signed_by_trust_anchor, verify_server_name};
     use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::pki_types::pem::{self, PemObject};
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
     use rustls::server::ParsedCertificate;
-    use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+    use rustls::sign::{CertifiedKey, SingleCertAndKey};
+    use rustls::{AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
     use tokio::io::{AsyncRead, AsyncWrite};
     use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
     use tokio_postgres_rustls::MakeRustlsConnect;
@@ -841,17 +1096,63 @@ mod tls {
         Ok(TrustedRoots { store, certs })
     }
 
+    /// The certificates of a client certificate file: the client's own
+    /// first, then any intermediate CA certificates, as libpq reads it.
+    pub(super) fn load_cert_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+        let certs =
+            CertificateDer::pem_file_iter(path).and_then(|certs| certs.collect::<Result<Vec<_>, _>>()).map_err(|e| e.to_string())?;
+        if certs.is_empty() {
+            return Err("it holds no certificate".into());
+        }
+        Ok(certs)
+    }
+
+    /// Why a private key file cannot be used.
+    pub(super) enum KeyProblem {
+        /// It needs a password (libpq's sslpassword), which chute does not take.
+        Encrypted,
+        Unusable(String),
+    }
+
+    /// The private key in a PEM file: PKCS#8 (`PRIVATE KEY`), PKCS#1
+    /// (`RSA PRIVATE KEY`) or SEC1 (`EC PRIVATE KEY`).
+    pub(super) fn parse_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, KeyProblem> {
+        // An encrypted PKCS#8 key has a section kind of its own, which the
+        // PEM reader skips; OpenSSL's older encryption is a header inside an
+        // RSA or EC section, which it cannot decode. Both need the password.
+        let has = |needle: &[u8]| pem.windows(needle.len()).any(|w| w == needle);
+        if has(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") || has(b"Proc-Type: 4,ENCRYPTED") {
+            return Err(KeyProblem::Encrypted);
+        }
+        PrivateKeyDer::from_pem_slice(pem).map_err(|e| {
+            KeyProblem::Unusable(match e {
+                pem::Error::NoItemsFound => "it holds no private key".into(),
+                other => other.to_string(),
+            })
+        })
+    }
+
+    /// The client's certificate chain with its key, which must be the key of
+    /// the first certificate.
+    pub(super) fn certified_key(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> Result<CertifiedKey, rustls::Error> {
+        CertifiedKey::from_der(chain, key, &rustls::crypto::ring::default_provider())
+    }
+
     /// A client configuration that checks the server's certificate against
-    /// `roots` (nothing when there are none), and its name when `check_name`.
-    pub(super) fn connector(roots: Option<TrustedRoots>, check_name: bool) -> MakeRustlsConnect {
+    /// `roots` (nothing when there are none), and its name when `check_name`,
+    /// and offers `identity` when the server asks for a client certificate.
+    pub(super) fn connector(roots: Option<TrustedRoots>, check_name: bool, identity: Option<CertifiedKey>) -> MakeRustlsConnect {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let check = ServerCertCheck { roots, check_name, provider: provider.clone() };
-        let config = ClientConfig::builder_with_provider(provider)
+        let builder = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("ring supports TLS 1.2 and 1.3")
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(check))
-            .with_no_client_auth();
+            .with_custom_certificate_verifier(Arc::new(check));
+        let config = match identity {
+            Some(identity) => builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(identity))),
+            None => builder.with_no_client_auth(),
+        };
         MakeRustlsConnect::new(config)
     }
 
@@ -915,9 +1216,13 @@ mod tls {
         }
     }
 
-    /// What to do about a refused certificate.
-    pub(super) fn advice(e: &CertificateError) -> &'static str {
+    /// What to do about a refused server certificate; `system` when it was
+    /// checked against the operating system's roots (`sslrootcert=system`).
+    pub(super) fn advice(e: &CertificateError, system: bool) -> &'static str {
         match e {
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } if system => {
+                "connect by a host name or address the certificate lists (sslrootcert=system allows only sslmode=verify-full)"
+            }
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
                 "connect by a host name or address the certificate lists, or use sslmode=verify-ca to check the chain only"
             }
@@ -925,7 +1230,27 @@ mod tls {
             | CertificateError::ExpiredContext { .. }
             | CertificateError::NotValidYet
             | CertificateError::NotValidYetContext { .. } => "the server needs a current certificate (or check this machine's clock)",
+            _ if system => {
+                "sslrootcert=system trusts only the CAs in SSL_CERT_FILE or /etc/ssl/certs/ca-certificates.crt: for a private CA, name its certificate with sslrootcert=FILE instead"
+            }
             _ => "check sslrootcert: it must hold the CA certificate that signed the server's certificate",
+        }
+    }
+
+    /// What to do when the server answered the client certificate with
+    /// `alert`; `None` for alerts that are not about a certificate.
+    pub(super) fn client_cert_advice(alert: AlertDescription) -> Option<&'static str> {
+        match alert {
+            AlertDescription::CertificateExpired => Some("it has expired (or this machine's clock is wrong): renew it"),
+            AlertDescription::CertificateRevoked => Some("it has been revoked (the server's ssl_crl_file lists it): get a new one"),
+            AlertDescription::UnknownCA
+            | AlertDescription::BadCertificate
+            | AlertDescription::UnsupportedCertificate
+            | AlertDescription::CertificateUnknown
+            | AlertDescription::AccessDenied => Some(
+                "the server accepts only certificates signed by a CA in its ssl_ca_file: have it signed by that CA, with any intermediate CA certificates after it in the sslcert file",
+            ),
+            _ => None,
         }
     }
 
@@ -1072,10 +1397,62 @@ mod tests {
     }
 
     #[test]
+    fn sslcert_and_sslkey_from_url_then_env_and_back_into_the_url() {
+        let env = [("PGSSLCERT", "/env/client.crt"), ("PGSSLKEY", "/env/client.key")];
+        let o = ConnectOptions::resolve(Some("host=h"), &env).unwrap();
+        assert_eq!((o.sslcert, o.sslkey), (Some("/env/client.crt".into()), Some("/env/client.key".into())));
+        let o = ConnectOptions::resolve(Some("postgres://h/d?sslcert=/my%20certs/c.crt&sslkey=k.key&sslmode=require"), &env).unwrap();
+        assert_eq!((o.sslcert.clone(), o.sslkey.clone()), (Some("/my certs/c.crt".into()), Some("k.key".into())));
+        assert!(format!("{o:?}").contains("/my certs/c.crt"));
+        let again = ConnectOptions::resolve(Some(&o.display_url()), &[]).unwrap();
+        assert_eq!((again.sslcert, again.sslkey), (o.sslcert, o.sslkey));
+        let o = ConnectOptions::resolve(Some("host=h sslcert='/k/c.crt' sslkey=/k/c.key"), &env).unwrap();
+        assert_eq!((o.sslcert, o.sslkey), (Some("/k/c.crt".into()), Some("/k/c.key".into())));
+        // sslpassword is accepted, as libpq accepts it, and never kept.
+        let o = ConnectOptions::resolve(Some("postgres://h/d?sslkey=k.key&sslpassword=s3cret"), &env).unwrap();
+        assert!(!format!("{o:?}").contains("s3cret") && !o.display_url().contains("s3cret"));
+    }
+
+    #[test]
+    fn sslrootcert_system_defaults_to_verify_full_and_keeps_it_in_the_url() {
+        let o = ConnectOptions::resolve(Some("postgres://h/d?sslrootcert=system"), &[]).unwrap();
+        assert_eq!(o.sslmode, SslMode::VerifyFull);
+        let again = ConnectOptions::resolve(Some(&o.display_url()), &[]).unwrap();
+        assert_eq!((again.sslmode, again.sslrootcert), (SslMode::VerifyFull, Some("system".into())));
+        let o = ConnectOptions::resolve(Some("host=h"), &[("PGSSLROOTCERT", "system"), ("SSL_CERT_FILE", "/b.pem")]).unwrap();
+        assert_eq!((o.sslmode, o.ssl_cert_file), (SslMode::VerifyFull, Some("/b.pem".into())));
+        assert!(matches!(
+            ConnectOptions::resolve(Some("host=h sslrootcert=system sslmode=require"), &[]),
+            Err(ConnectError::WeakModeWithSystemRoots { mode: SslMode::Require })
+        ));
+    }
+
+    #[test]
+    fn key_file_permissions_as_libpq_checks_them() {
+        // Owned by the user: nothing for group or others.
+        for (mode, too_open) in [(0o600, false), (0o400, false), (0o700, false), (0o640, true), (0o604, true), (0o644, true)] {
+            assert_eq!(key_file_too_open(1000, mode), too_open, "uid 1000, mode {mode:o}");
+        }
+        // Owned by root: the group may read it too.
+        for (mode, too_open) in [(0o600, false), (0o640, false), (0o440, false), (0o644, true), (0o660, true), (0o650, true), (0o641, true)]
+        {
+            assert_eq!(key_file_too_open(0, mode), too_open, "uid 0, mode {mode:o}");
+        }
+        // The file type bits are not permissions.
+        assert!(!key_file_too_open(1000, 0o100600));
+    }
+
+    #[test]
     fn redact_hides_passwords() {
         assert_eq!(redact("postgres://u:pw@h:5/d"), "postgres://u:<hidden>@h:5/d");
         assert_eq!(redact("host=h password=pw user=u"), "host=h password=<hidden> user=u");
         assert_eq!(redact("postgres://u@h/d"), "postgres://u@h/d");
+        assert_eq!(redact("postgres://u@h/d?password=pw&sslmode=require"), "postgres://u@h/d?password=<hidden>&sslmode=require");
+        assert_eq!(
+            redact("postgres://u:pw@h/d?sslkey=k.key&sslpassword=kp"),
+            "postgres://u:<hidden>@h/d?sslkey=k.key&sslpassword=<hidden>"
+        );
+        assert_eq!(redact("host=h sslpassword=kp sslkey=k.key"), "host=h sslpassword=<hidden> sslkey=k.key");
     }
 
     #[test]
