@@ -191,3 +191,57 @@ async fn a_parent_with_triggers_is_loaded_through_the_parent_with_a_notice() {
     let fired: i64 = c.query_one("SELECT count(*) FROM audit", &[]).await.unwrap().get(0);
     assert!(fired >= 1, "the statement trigger ran");
 }
+
+#[tokio::test]
+async fn partitions_are_made_ahead_of_sorted_rows_by_the_policys_premake() {
+    let db = shared().fresh_db("route_ahead").await;
+    let url = db.url();
+    let cols = "time timestamptz not null, dev_id int, data1 float8, data2 float8, data3 float8, data4 float8, data5 float8";
+    run_expect(
+        chute().args([
+            "--url",
+            &url,
+            "partition",
+            "create",
+            "ahead",
+            "--columns",
+            cols,
+            "--key",
+            "time",
+            "--interval",
+            "1h",
+            "--premake",
+            "3",
+        ]),
+        0,
+    );
+    // Hour 0 of 2021-06-01 arrives (4 MB: whole chunks reach the loader),
+    // then nothing for a second, then hours 1 and 2: the partitions of hours
+    // 1 to 3 are made while the input pauses, so hour 3 exists although no
+    // row needs it.
+    let exe = env!("CARGO_BIN_EXE_chute");
+    let script = format!(
+        "set -o pipefail; {{ '{exe}' gen conditions --devices 100 --rows 108000 | head -n 36000; sleep 1; \
+         '{exe}' gen conditions --devices 100 --rows 108000 | tail -n +36001; }} | '{exe}' --url '{url}' load ahead - --load-id ahead"
+    );
+    let out = std::process::Command::new("bash").args(["-c", &script]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(summary_value(&stdout, "rows loaded"), "108000");
+    assert_eq!(summary_value(&stdout, "partitions created"), "4", "{stdout}");
+    let c = db.client().await;
+    let leaves: Vec<String> = c
+        .query(
+            "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'ahead'::regclass
+             AND inhrelid::regclass::text LIKE 'ahead_p2021%' ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(leaves.len(), 4, "hours 0-2 with rows and hour 3 ahead of them: {leaves:?}");
+    let empty: i64 = c.query_one(&format!("SELECT count(*) FROM {}", leaves[3]), &[]).await.unwrap().get(0);
+    assert_eq!(empty, 0, "{} was made ahead of the rows", leaves[3]);
+}

@@ -469,6 +469,9 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         jit: Some(JitCreator::default()),
         jit_done: jit_tx,
         waiting: Vec::new(),
+        ahead: Vec::new(),
+        made_ahead: HashSet::new(),
+        input_done: false,
         target: spec.target.clone(),
         batch_prefix: nonce,
         notices: Vec::new(),
@@ -489,6 +492,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             co.drop_unsent();
             co.batch_tx = None;
         }
+        co.input_done = parsing_done;
         // Once every chunk is in and no row waits for a partition, send the rest.
         if parsing_done && co.batch_tx.is_some() && (co.jit_idle() || error.is_some()) {
             co.flush_all().await;
@@ -781,6 +785,14 @@ struct Coordinator {
     jit_done: flume::Sender<JitDone>,
     /// Rows whose partition is being (or is about to be) created.
     waiting: Vec<PendingPart>,
+    /// Partitions to make ahead of the rows: the policy's premake intervals
+    /// past the newest one rows needed, made while no row waits, so sorted
+    /// input finds the next interval ready instead of waiting for it.
+    ahead: Vec<(u16, i64)>,
+    /// Starts already asked for ahead (not asked again).
+    made_ahead: HashSet<(u16, i64)>,
+    /// Every chunk is in: nothing more is made ahead.
+    input_done: bool,
     target: crate::ConnectOptions,
     /// Makes batch ids unique across runs.
     batch_prefix: String,
@@ -820,6 +832,9 @@ fn append(into: &mut Segment, seg: &Segment) {
 type ChunkRange = (u32, u64, u64);
 
 type JitDone = (JitCreator, Result<(usize, Vec<(u16, i64)>), LoadError>);
+
+/// Intervals made ahead of the rows at most, whatever the policy's premake.
+const MAX_AHEAD: u32 = 8;
 
 impl Coordinator {
     async fn merge(&mut self, mut out: ChunkOut) -> Result<(), LoadError> {
@@ -878,13 +893,26 @@ impl Coordinator {
 
     /// Starts creating the partitions waiting rows need, unless a creation
     /// runs already; rows with existing partitions keep flowing meanwhile.
+    /// With no row waiting, makes the partitions due ahead instead (best
+    /// effort: a failure there only means rows will wait for them later).
     fn start_jit(&mut self) {
-        if self.waiting.is_empty() || self.jit.is_none() {
+        if self.jit.is_none() {
+            return;
+        }
+        let ahead = self.waiting.is_empty();
+        let wanted: Vec<(u16, i64)> = if !ahead {
+            self.waiting.iter().map(|p| (p.table, p.start)).collect()
+        } else if !self.input_done {
+            std::mem::take(&mut self.ahead)
+        } else {
+            Vec::new()
+        };
+        if wanted.is_empty() {
             return;
         }
         let mut by_table: HashMap<u16, Vec<i64>> = HashMap::new();
-        for p in &self.waiting {
-            by_table.entry(p.table).or_default().push(p.start);
+        for (table, start) in wanted {
+            by_table.entry(table).or_default().push(start);
         }
         let mut creator = self.jit.take().expect("checked above");
         let (tables, target, done) = (self.tables.clone(), self.target.clone(), self.jit_done.clone());
@@ -897,9 +925,13 @@ impl Coordinator {
                     Ok(n) => {
                         if let Ok((created, asked)) = &mut result {
                             *created += n;
-                            asked.extend(starts.into_iter().map(|s| (table, s)));
+                            // Made ahead, no row asked: none may be refused for it.
+                            if !ahead {
+                                asked.extend(starts.into_iter().map(|s| (table, s)));
+                            }
                         }
                     }
+                    Err(_) if ahead => {}
                     Err(e) => {
                         result = Err(e);
                         break;
@@ -908,6 +940,31 @@ impl Coordinator {
             }
             let _ = done.send((creator, result));
         });
+    }
+
+    /// Queues the partitions of the policy's premake intervals after the
+    /// newest interval rows asked for.
+    fn plan_ahead(&mut self, asked: &[(u16, i64)]) {
+        let mut newest: HashMap<u16, i64> = HashMap::new();
+        for &(table, start) in asked {
+            let n = newest.entry(table).or_insert(start);
+            *n = (*n).max(start);
+        }
+        for (table, start) in newest {
+            let Some(j) = self.tables[usize::from(table)].jit() else { continue };
+            let Ok(tz) = j.policy.zone() else { continue };
+            let mut at = start;
+            for _ in 0..j.policy.premake.min(MAX_AHEAD) {
+                let Ok(next) = j.policy.interval.next(at, &tz) else { break };
+                if j.limits.max_key.is_some_and(|max| next > max) {
+                    break;
+                }
+                if self.made_ahead.insert((table, next)) {
+                    self.ahead.push((table, next));
+                }
+                at = next;
+            }
+        }
     }
 
     /// A creation finished: route the rows that waited for it.
@@ -923,6 +980,7 @@ impl Coordinator {
             }
         };
         self.stats.partitions_created += created;
+        self.plan_ahead(&asked);
         // Grouped by target and chunk: a batch may hold a chunk's rows for a
         // leaf only whole (see `journal`), but rows that waited can fill many
         // batches, and must, or one worker gets them all.
