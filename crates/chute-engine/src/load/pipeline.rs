@@ -471,6 +471,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         waiting: Vec::new(),
         ahead: Vec::new(),
         made_ahead: HashSet::new(),
+        ahead_leaves: HashMap::new(),
         input_done: false,
         target: spec.target.clone(),
         batch_prefix: nonce,
@@ -786,11 +787,16 @@ struct Coordinator {
     /// Rows whose partition is being (or is about to be) created.
     waiting: Vec<PendingPart>,
     /// Partitions to make ahead of the rows: the policy's premake intervals
-    /// past the newest one rows needed, made while no row waits, so sorted
-    /// input finds the next interval ready instead of waiting for it.
+    /// past the newest one rows needed or reached, made one at a time while
+    /// no row waits, so sorted input finds the next interval ready instead
+    /// of waiting for it (each creation takes a few hundred milliseconds on
+    /// a busy server: an hour of rows at a million rows a second).
     ahead: Vec<(u16, i64)>,
     /// Starts already asked for ahead (not asked again).
     made_ahead: HashSet<(u16, i64)>,
+    /// Partitions made ahead that no batch has gone to yet: the first batch
+    /// into one moves the frontier on.
+    ahead_leaves: HashMap<QualifiedName, (u16, i64)>,
     /// Every chunk is in: nothing more is made ahead.
     input_done: bool,
     target: crate::ConnectOptions,
@@ -831,7 +837,17 @@ fn append(into: &mut Segment, seg: &Segment) {
 /// (input, start, end): a chunk's place in its input.
 type ChunkRange = (u32, u64, u64);
 
-type JitDone = (JitCreator, Result<(usize, Vec<(u16, i64)>), LoadError>);
+type JitDone = (JitCreator, Result<JitMade, LoadError>);
+
+/// What one creation task made.
+#[derive(Default)]
+struct JitMade {
+    created: usize,
+    /// (table, start) rows asked for: rows still without a partition there are refused.
+    asked: Vec<(u16, i64)>,
+    /// Partitions made ahead of the rows, by name, with their interval.
+    ahead: Vec<(QualifiedName, u16, i64)>,
+}
 
 /// Intervals made ahead of the rows at most, whatever the policy's premake.
 const MAX_AHEAD: u32 = 8;
@@ -902,8 +918,10 @@ impl Coordinator {
         let ahead = self.waiting.is_empty();
         let wanted: Vec<(u16, i64)> = if !ahead {
             self.waiting.iter().map(|p| (p.table, p.start)).collect()
-        } else if !self.input_done {
-            std::mem::take(&mut self.ahead)
+        } else if !self.input_done && !self.ahead.is_empty() {
+            // One at a time, nearest first: rows that reach the next interval
+            // while the ones after it are made wait for one creation at most.
+            vec![self.ahead.remove(0)]
         } else {
             Vec::new()
         };
@@ -917,17 +935,19 @@ impl Coordinator {
         let mut creator = self.jit.take().expect("checked above");
         let (tables, target, done) = (self.tables.clone(), self.target.clone(), self.jit_done.clone());
         tokio::spawn(async move {
-            let mut result = Ok((0, Vec::new()));
+            let mut result = Ok(JitMade::default());
             for (table, mut starts) in by_table {
                 starts.sort_unstable();
                 starts.dedup();
                 match creator.create(&target, &tables[usize::from(table)], &starts).await {
-                    Ok(n) => {
-                        if let Ok((created, asked)) = &mut result {
-                            *created += n;
-                            // Made ahead, no row asked: none may be refused for it.
-                            if !ahead {
-                                asked.extend(starts.into_iter().map(|s| (table, s)));
+                    Ok(names) => {
+                        if let Ok(made) = &mut result {
+                            made.created += names.len();
+                            if ahead {
+                                // Made ahead, no row asked: none may be refused for it.
+                                made.ahead.extend(names.into_iter().map(|n| (n, table, starts[0])));
+                            } else {
+                                made.asked.extend(starts.into_iter().map(|s| (table, s)));
                             }
                         }
                     }
@@ -968,9 +988,9 @@ impl Coordinator {
     }
 
     /// A creation finished: route the rows that waited for it.
-    async fn jit_finished(&mut self, creator: JitCreator, result: Result<(usize, Vec<(u16, i64)>), LoadError>) -> Result<(), LoadError> {
+    async fn jit_finished(&mut self, creator: JitCreator, result: Result<JitMade, LoadError>) -> Result<(), LoadError> {
         self.jit = Some(creator);
-        let (created, asked) = match result {
+        let JitMade { created, asked, ahead } = match result {
             Ok(r) => r,
             Err(e) => {
                 for p in std::mem::take(&mut self.waiting) {
@@ -981,6 +1001,7 @@ impl Coordinator {
         };
         self.stats.partitions_created += created;
         self.plan_ahead(&asked);
+        self.ahead_leaves.extend(ahead.into_iter().map(|(name, table, start)| (name, (table, start))));
         // Grouped by target and chunk: a batch may hold a chunk's rows for a
         // leaf only whole (see `journal`), but rows that waited can fill many
         // batches, and must, or one worker gets them all.
@@ -1063,6 +1084,11 @@ impl Coordinator {
             format!("COPY {} {} FROM STDIN (FORMAT binary)", name.quoted(), table.copy_list)
         };
         self.touched.insert(name.clone());
+        // The first rows into a partition made ahead: keep premake more ahead of them.
+        if let Some((table, start)) = self.ahead_leaves.remove(&name) {
+            self.plan_ahead(&[(table, start)]);
+            self.start_jit();
+        }
         let mut seg = a.seg;
         let body = bytes::Bytes::from(std::mem::take(&mut seg.data));
         let part = BatchPart {

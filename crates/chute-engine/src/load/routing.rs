@@ -316,14 +316,14 @@ pub(crate) struct JitCreator {
 
 impl JitCreator {
     /// Creates the partitions for `starts`, then re-reads the tree. Returns
-    /// how many partitions were created.
+    /// the partitions created.
     pub(crate) async fn create(
         &mut self,
         spec_target: &crate::ConnectOptions,
         routing: &Routing,
         starts: &[i64],
-    ) -> Result<usize, LoadError> {
-        let Some(j) = routing.jit() else { return Ok(0) };
+    ) -> Result<Vec<QualifiedName>, LoadError> {
+        let Some(j) = routing.jit() else { return Ok(Vec::new()) };
         if self.mgr.is_none() {
             self.mgr = Some(PartitionManager::connect(spec_target, Default::default()).await?);
         }
@@ -333,6 +333,6 @@ impl JitCreator {
             .await
             .map_err(|e| LoadError::Setup(format!("re-reading the partitions of {}: {e}", routing.parent)))?;
         routing.install(tree);
-        Ok(created.len())
+        Ok(created)
     }
 }
