@@ -315,6 +315,11 @@ pub struct LoadArgs {
     /// tsbs: partition each measurement table by time with this interval.
     #[arg(long, value_name = "INTERVAL")]
     pub interval: Option<String>,
+    /// Send rows that have waited this long without filling a batch (a live
+    /// stream's rows reach the table while it waits for more); `off` waits
+    /// for full batches [default: 1s when reading stdin, off for files].
+    #[arg(long, value_name = "DURATION|off")]
+    pub flush_every: Option<String>,
     /// Load generated data instead of files (no file is written): rows of
     /// TABLE, or for iot and devops the tsbs tables themselves (no TABLE).
     #[arg(long = "gen", value_enum, value_name = "WORKLOAD")]

@@ -89,6 +89,16 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     spec.report_every = parse_duration(&a.report_every).context("--report-every")?;
     spec.load_id = a.load_id.clone();
     spec.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
+    spec.flush_every = match a.flush_every.as_deref() {
+        Some("off") => None,
+        Some(d) => {
+            let every = parse_duration(d).context("--flush-every")?;
+            anyhow::ensure!(!every.is_zero(), "--flush-every must be longer than zero (or off)");
+            Some(every)
+        }
+        None if spec.inputs.contains(&InputSpec::Stdin) => Some(std::time::Duration::from_secs(1)),
+        None => None,
+    };
     let mut reporter = LoadReporter::new(a.json, spec.report_every, a.rates_csv.as_deref())?;
     // Ctrl-C or SIGTERM: in-flight batches finish, the rest is left for a resume.
     let signal = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));

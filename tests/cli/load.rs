@@ -224,3 +224,41 @@ async fn old_finished_loads_are_forgotten_and_unfinished_ones_kept() {
     let (_, err) = run_expect(chute().args(["--url", &url, "load", "--forget-done-before", "soon"]), 2);
     assert!(err.contains("--forget-done-before"), "{err}");
 }
+
+#[tokio::test]
+async fn a_live_stream_on_stdin_reaches_the_table_while_it_waits() {
+    let db = shared().fresh_db("load_stream").await;
+    let c = db.client().await;
+    c.batch_execute(TABLE).await.unwrap();
+    // No --flush-every: stdin sends what has waited a second by default.
+    let mut child = chute()
+        .args(["--url", &db.url(), "load", "t", "-", "--load-id", "stream"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for round in 1..=3i64 {
+        for i in 0..10 {
+            writeln!(stdin, "2021-06-08 00:00:{i:02}+00,{round},{i},x").unwrap();
+        }
+        stdin.flush().unwrap();
+        // The producer pauses with stdin open: the rows must not wait for more.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let n: i64 = c.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
+            if n == round * 10 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "round {round}: {n} rows in the table while stdin stays open");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(summary_value(&String::from_utf8_lossy(&out.stdout), "rows loaded"), "30");
+    let (_, err) = run_expect(chute().args(["--url", &db.url(), "load", "t", "-", "--flush-every", "0s"]), 2);
+    assert!(err.contains("--flush-every must be longer than zero"), "{err}");
+}

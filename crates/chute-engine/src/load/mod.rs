@@ -88,6 +88,10 @@ pub struct LoadSpec {
     pub cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// How long to keep retrying a lost connection or a restarted server.
     pub retry_for: Duration,
+    /// Send rows that have waited this long even in a partial batch, and
+    /// read stdin in pieces when it pauses: for live streams. `None`: rows
+    /// wait for full batches (best for files).
+    pub flush_every: Option<Duration>,
 }
 
 impl LoadSpec {
@@ -121,6 +125,7 @@ impl LoadSpec {
             load_id: None,
             cancel: Default::default(),
             retry_for: Duration::from_secs(300),
+            flush_every: None,
         }
     }
 }

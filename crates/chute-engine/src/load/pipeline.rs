@@ -358,7 +358,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let mut inputs = Vec::new();
     if spec.generator.is_none() {
         for i in &spec.inputs {
-            inputs.push(source::open(i, spec.memory_budget / 2)?);
+            let idle = if *i == InputSpec::Stdin { spec.flush_every } else { None };
+            inputs.push(source::open_with(i, spec.memory_budget / 2, idle)?);
         }
     }
     let bytes_total = if spec.generator.is_some() { None } else { inputs.iter().map(|i| i.total_bytes).sum::<Option<u64>>() };
@@ -414,8 +415,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 
     // The reader.
     let reader = {
-        let (format, skip, cancel, bytes_read, chunk_bytes) =
-            (prepared.boundary.clone(), prepared.skip, cancel.clone(), bytes_read.clone(), spec.chunk_bytes);
+        let (format, skip, cancel, bytes_read, chunk_bytes, flush_every) =
+            (prepared.boundary.clone(), prepared.skip, cancel.clone(), bytes_read.clone(), spec.chunk_bytes, spec.flush_every);
         std::thread::Builder::new()
             .name("chute-reader".into())
             .spawn(move || match (generated, format) {
@@ -423,7 +424,10 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
                     super::gen_source::emit_ranges(rows, &chunk_tx, &cancel);
                     Ok(())
                 }
-                (None, Some(format)) => read_inputs(inputs, format.as_ref(), skip, chunk_bytes, &chunk_tx, &cancel, &bytes_read),
+                (None, Some(format)) => {
+                    let cut = Cutting { format: format.as_ref(), skip, chunk_bytes, flush_every };
+                    read_inputs(inputs, cut, &chunk_tx, &cancel, &bytes_read)
+                }
                 (None, None) => Err(LoadError::Setup("no input and no generator".into())),
             })
             .map_err(|e| LoadError::Setup(format!("cannot start the reader thread: {e}")))?
@@ -531,6 +535,12 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         if !parsing_done && budget.used() * 4 > budget.limit * 3 {
             co.flush_largest().await;
         }
+        if let Some(age) = spec.flush_every
+            && !parsing_done
+            && co.batch_tx.is_some()
+        {
+            co.flush_stale(age).await;
+        }
         if last_report.elapsed() >= Duration::from_millis(250) {
             co.stats.bytes_read = bytes_read.load(Ordering::Relaxed);
             co.stats.seconds = began.elapsed().as_secs_f64();
@@ -619,15 +629,24 @@ fn load_id_for(spec: &LoadSpec, inputs: &[source::Input]) -> Option<String> {
 }
 
 /// Reads every input in turn and cuts it into chunks at record ends.
-fn read_inputs(
-    inputs: Vec<source::Input>,
-    format: &dyn Format,
+/// How the reader cuts its inputs into chunks.
+struct Cutting<'a> {
+    format: &'a dyn Format,
+    /// Skips a header block (tsbs).
     skip: Option<SkipHeader>,
     chunk_bytes: usize,
+    /// Send what is buffered when the input pauses or it has waited this long.
+    flush_every: Option<Duration>,
+}
+
+fn read_inputs(
+    inputs: Vec<source::Input>,
+    cut: Cutting<'_>,
     tx: &flume::Sender<Chunk>,
     cancel: &AtomicBool,
     bytes_read: &AtomicU64,
 ) -> Result<(), LoadError> {
+    let Cutting { format, skip, chunk_bytes, flush_every } = cut;
     let mut done_before = 0u64;
     for (index, mut input) in inputs.into_iter().enumerate() {
         let name = input.spec.display_name();
@@ -640,15 +659,26 @@ fn read_inputs(
             if cancel.load(Ordering::Relaxed) {
                 return Ok(());
             }
-            // Fill up to one chunk's worth past what is buffered.
+            // Fill up to one chunk's worth past what is buffered; with
+            // --flush-every, stop early when the input pauses or what is
+            // buffered has waited that long, and send the whole records.
             let want = buf.len() + chunk_bytes;
+            let filling = Instant::now();
             while buf.len() < want && !eof {
                 let at = buf.len();
                 buf.resize(want, 0);
-                let n = input.reader.read(&mut buf[at..]).map_err(io_err)?;
-                buf.truncate(at + n);
-                if n == 0 {
-                    eof = true;
+                // `None`: the input paused (a live stream waits for its producer).
+                let n = match input.reader.read(&mut buf[at..]) {
+                    Ok(n) => Some(n),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+                    Err(e) => return Err(io_err(e)),
+                };
+                buf.truncate(at + n.unwrap_or(0));
+                match n {
+                    Some(0) => eof = true,
+                    Some(_) if flush_every.is_none_or(|f| filling.elapsed() < f) => {}
+                    _ if !buf.is_empty() => break,
+                    _ => {}
                 }
             }
             bytes_read.store(done_before + input.read_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -765,6 +795,8 @@ impl ChunkProcessor for GenericProcessor {
 struct Accum {
     seg: Segment,
     budget: usize,
+    /// When its first row arrived (for --flush-every).
+    since: Option<Instant>,
 }
 
 struct Coordinator {
@@ -895,6 +927,7 @@ impl Coordinator {
         let mut full = Vec::new();
         for (target, seg) in segments {
             let a = self.accum.entry(target).or_default();
+            a.since.get_or_insert_with(Instant::now);
             append(&mut a.seg, &seg);
             a.budget += per_segment;
             self.accum_bytes += seg.data.len();
@@ -1141,6 +1174,14 @@ impl Coordinator {
     async fn flush_all(&mut self) {
         let targets: Vec<Target> = self.accum.keys().copied().collect();
         self.dispatch_packed(targets).await;
+    }
+
+    /// --flush-every: send the accumulators whose first row has waited `age`.
+    async fn flush_stale(&mut self, age: Duration) {
+        let stale: Vec<Target> = self.accum.iter().filter(|(_, a)| a.since.is_some_and(|t| t.elapsed() >= age)).map(|(t, _)| *t).collect();
+        if !stale.is_empty() {
+            self.dispatch_packed(stale).await;
+        }
     }
 
     /// Under budget pressure: send the fullest accumulators now, partial or not.

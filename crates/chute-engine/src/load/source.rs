@@ -152,9 +152,20 @@ impl<R: Read> Read for Counting<R> {
 /// whose window exceeds `max_window` is refused (it would blow the memory
 /// budget).
 pub fn open(spec: &InputSpec, max_window: usize) -> Result<Input, LoadError> {
+    open_with(spec, max_window, None)
+}
+
+/// [`open`], and for an uncompressed stdin: when no byte arrives for
+/// `idle_after`, a read fails with [`io::ErrorKind::WouldBlock`] so the
+/// caller can send what it has instead of waiting for a full chunk (a live
+/// stream's rows reach the table while the stream waits).
+pub fn open_with(spec: &InputSpec, max_window: usize, idle_after: Option<std::time::Duration>) -> Result<Input, LoadError> {
     let read_bytes = Arc::new(AtomicU64::new(0));
+    // Armed below, once the input is known not to be compressed: a
+    // decompressor must never see a read fail half-way.
+    let idle = Arc::new(IdleSignal { after: idle_after, armed: std::sync::atomic::AtomicBool::new(false) });
     let (raw, identity, total_bytes): (Box<dyn Read + Send>, String, Option<u64>) = match spec {
-        InputSpec::Stdin => (Box::new(io::stdin()), "stdin".into(), None),
+        InputSpec::Stdin => (Box::new(StdinPump::start(idle.clone())), "stdin".into(), None),
         InputSpec::Generated(g) => {
             let reader = StreamReader { stream: (g.make)(), buf: Vec::new(), at: 0 };
             (Box::new(reader), format!("generated:{}", g.identity), None)
@@ -177,7 +188,10 @@ pub fn open(spec: &InputSpec, max_window: usize) -> Result<Input, LoadError> {
         Compression::None
     };
     let reader: Box<dyn Read + Send> = match compression {
-        Compression::None => Box::new(buffered),
+        Compression::None => {
+            idle.armed.store(true, Ordering::Relaxed);
+            Box::new(buffered)
+        }
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
         Compression::Zstd => {
             if let Some(window) = zstd_window_size(&magic).filter(|w| *w > max_window as u64) {
@@ -199,6 +213,77 @@ pub fn open(spec: &InputSpec, max_window: usize) -> Result<Input, LoadError> {
         }
     };
     Ok(Input { spec: spec.clone(), identity, total_bytes, compression, read_bytes, reader })
+}
+
+/// When a read of stdin may give up waiting.
+struct IdleSignal {
+    after: Option<std::time::Duration>,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+/// Stdin read on a thread of its own, so that a read can stop waiting
+/// (see [`open_with`]); pieces are handed over through a small queue.
+struct StdinPump {
+    rx: flume::Receiver<io::Result<Vec<u8>>>,
+    piece: Vec<u8>,
+    at: usize,
+    idle: Arc<IdleSignal>,
+}
+
+impl StdinPump {
+    fn start(idle: Arc<IdleSignal>) -> StdinPump {
+        let (tx, rx) = flume::bounded(4);
+        std::thread::Builder::new()
+            .name("chute-stdin".into())
+            .spawn(move || {
+                let mut stdin = io::stdin().lock();
+                loop {
+                    let mut piece = vec![0u8; 256 << 10];
+                    match stdin.read(&mut piece) {
+                        Ok(0) => return,
+                        Ok(n) => {
+                            piece.truncate(n);
+                            if tx.send(Ok(piece)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+            })
+            .expect("a thread for stdin");
+        StdinPump { rx, piece: Vec::new(), at: 0, idle }
+    }
+}
+
+impl Read for StdinPump {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.at == self.piece.len() {
+            let next = match self.idle.after.filter(|_| self.idle.armed.load(Ordering::Relaxed)) {
+                Some(after) => match self.rx.recv_timeout(after) {
+                    Ok(p) => Some(p),
+                    Err(flume::RecvTimeoutError::Timeout) => return Err(io::ErrorKind::WouldBlock.into()),
+                    Err(flume::RecvTimeoutError::Disconnected) => None,
+                },
+                None => self.rx.recv().ok(),
+            };
+            match next {
+                None => return Ok(0),
+                Some(p) => {
+                    self.piece = p?;
+                    self.at = 0;
+                }
+            }
+        }
+        let n = out.len().min(self.piece.len() - self.at);
+        out[..n].copy_from_slice(&self.piece[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 /// The first bytes of the input: enough for a magic number and a zstd frame header.
