@@ -43,3 +43,11 @@ pub fn open_tempdir() -> tempfile::TempDir {
 pub fn summary_value<'a>(stdout: &'a str, label: &str) -> &'a str {
     stdout.lines().find_map(|l| l.strip_prefix(label)).map(str::trim).unwrap_or_else(|| panic!("no {label:?} line in:\n{stdout}"))
 }
+
+/// `chute partition create TABLE --columns COLS --key time --interval INTERVAL EXTRA…`, which must succeed.
+pub fn create_time_partitioned(url: &str, table: &str, cols: &str, interval: &str, extra: &[&str]) {
+    run_expect(
+        chute().args(["--url", url, "partition", "create", table, "--columns", cols, "--key", "time", "--interval", interval]).args(extra),
+        0,
+    );
+}

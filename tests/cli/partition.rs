@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use chute_testkit::shared;
 
-use crate::common::{chute, run_expect};
+use crate::common::{chute, create_time_partitioned, run_expect};
 
 const COLS: &str = "time timestamptz not null, dev_id int, value float8";
 
@@ -74,7 +74,7 @@ async fn bad_requests_get_one_clear_error() {
 async fn maintain_every_runs_until_sigterm_and_exits_143() {
     let db = shared().fresh_db("cli_every").await;
     let url = db.url();
-    run_expect(chute().args(["--url", &url, "partition", "create", "e", "--columns", COLS, "--key", "time", "--interval", "1d"]), 0);
+    create_time_partitioned(&url, "e", COLS, "1d", &[]);
     let child = chute()
         .args(["--url", &url, "partition", "maintain", "--every", "1s"])
         .stderr(Stdio::piped())

@@ -8,7 +8,7 @@ use std::time::Duration;
 use chute_core::generate::SplitMix64;
 use chute_testkit::{TestCluster, shared};
 
-use crate::common::{chute, open_tempdir, run_expect, summary_value};
+use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value};
 
 /// A fingerprint of a table's rows: count, distinct rows, and a hash sum.
 async fn fingerprint(c: &tokio_postgres::Client, table: &str) -> (i64, i64, i64) {
@@ -23,24 +23,8 @@ async fn fingerprint(c: &tokio_postgres::Client, table: &str) -> (i64, i64, i64)
 async fn a_million_rows_with_one_percent_bad_of_every_kind() {
     let db = shared().fresh_db("rel_bad").await;
     let url = db.url();
-    run_expect(
-        chute().args([
-            "--url",
-            &url,
-            "partition",
-            "create",
-            "r",
-            "--columns",
-            "id bigint not null, time timestamptz not null, dev_id int not null check (dev_id >= 0), v float8, note text, primary key (id, time)",
-            "--key",
-            "time",
-            "--interval",
-            "1d",
-            "--retention",
-            "30d",
-        ]),
-        0,
-    );
+    let cols = "id bigint not null, time timestamptz not null, dev_id int not null check (dev_id >= 0), v float8, note text, primary key (id, time)";
+    create_time_partitioned(&url, "r", cols, "1d", &["--retention", "30d"]);
     let now = jiff::Timestamp::now();
     let day = |d: i64| (now - jiff::SignedDuration::from_hours(24 * d)).strftime("%Y-%m-%d %H:%M:%S+00").to_string();
     let recent = day(0);

@@ -2,7 +2,7 @@
 
 use chute_testkit::shared;
 
-use crate::common::{chute, open_tempdir, run_expect, summary_value};
+use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value};
 
 /// Rows: id, time (over 30 hours from 2021-06-08, shuffled), dev_id, name, region.
 fn csv(n: usize) -> String {
@@ -83,24 +83,7 @@ async fn every_row_lands_where_the_server_would_put_it() {
 async fn just_in_time_partitions_under_four_workers_are_created_once() {
     let db = shared().fresh_db("route_jit").await;
     let url = db.url();
-    run_expect(
-        chute().args([
-            "--url",
-            &url,
-            "partition",
-            "create",
-            "jit",
-            "--columns",
-            COLS,
-            "--key",
-            "time",
-            "--interval",
-            "1h",
-            "--premake",
-            "0",
-        ]),
-        0,
-    );
+    create_time_partitioned(&url, "jit", COLS, "1h", &["--premake", "0"]);
     let dir = open_tempdir();
     let file = dir.path().join("rows.csv");
     std::fs::write(&file, csv(20_000)).unwrap();
@@ -125,7 +108,7 @@ async fn just_in_time_partitions_under_four_workers_are_created_once() {
 async fn rows_ahead_of_max_future_and_without_partitions_are_refused() {
     let db = shared().fresh_db("route_refuse").await;
     let url = db.url();
-    run_expect(chute().args(["--url", &url, "partition", "create", "fut", "--columns", COLS, "--key", "time", "--interval", "1d"]), 0);
+    create_time_partitioned(&url, "fut", COLS, "1d", &[]);
     let dir = open_tempdir();
     let file = dir.path().join("f.csv");
     std::fs::write(&file, "1,2099-01-01 00:00:00+00,1,a,eu\n2,2021-06-08 00:00:00+00,1,a,eu\n").unwrap();
@@ -197,24 +180,7 @@ async fn partitions_are_made_ahead_of_sorted_rows_by_the_policys_premake() {
     let db = shared().fresh_db("route_ahead").await;
     let url = db.url();
     let cols = "time timestamptz not null, dev_id int, data1 float8, data2 float8, data3 float8, data4 float8, data5 float8";
-    run_expect(
-        chute().args([
-            "--url",
-            &url,
-            "partition",
-            "create",
-            "ahead",
-            "--columns",
-            cols,
-            "--key",
-            "time",
-            "--interval",
-            "1h",
-            "--premake",
-            "3",
-        ]),
-        0,
-    );
+    create_time_partitioned(&url, "ahead", cols, "1h", &["--premake", "3"]);
     // Hour 0 of 2021-06-01 arrives (4 MB: whole chunks reach the loader),
     // then nothing for a second, then hours 1 and 2: the partitions of hours
     // 1 to 3 are made while the input pauses, so hour 3 exists although no
