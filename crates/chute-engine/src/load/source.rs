@@ -165,7 +165,11 @@ pub fn open_with(spec: &InputSpec, max_window: usize, idle_after: Option<std::ti
     // decompressor must never see a read fail half-way.
     let idle = Arc::new(IdleSignal { after: idle_after, armed: std::sync::atomic::AtomicBool::new(false) });
     let (raw, identity, total_bytes): (Box<dyn Read + Send>, String, Option<u64>) = match spec {
-        InputSpec::Stdin => (Box::new(StdinPump::start(idle.clone())), "stdin".into(), None),
+        InputSpec::Stdin => {
+            let pump = StdinPump::start(idle.clone())
+                .map_err(|e| LoadError::Input { input: "stdin".into(), message: format!("cannot start a thread to read it: {e}") })?;
+            (Box::new(pump), "stdin".into(), None)
+        }
         InputSpec::Generated(g) => {
             let reader = StreamReader { stream: (g.make)(), buf: Vec::new(), at: 0 };
             (Box::new(reader), format!("generated:{}", g.identity), None)
@@ -231,32 +235,29 @@ struct StdinPump {
 }
 
 impl StdinPump {
-    fn start(idle: Arc<IdleSignal>) -> StdinPump {
+    fn start(idle: Arc<IdleSignal>) -> io::Result<StdinPump> {
         let (tx, rx) = flume::bounded(4);
-        std::thread::Builder::new()
-            .name("chute-stdin".into())
-            .spawn(move || {
-                let mut stdin = io::stdin().lock();
-                loop {
-                    let mut piece = vec![0u8; 256 << 10];
-                    match stdin.read(&mut piece) {
-                        Ok(0) => return,
-                        Ok(n) => {
-                            piece.truncate(n);
-                            if tx.send(Ok(piece)).is_err() {
-                                return;
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            let _ = tx.send(Err(e));
+        std::thread::Builder::new().name("chute-stdin".into()).spawn(move || {
+            let mut stdin = io::stdin().lock();
+            loop {
+                let mut piece = vec![0u8; 256 << 10];
+                match stdin.read(&mut piece) {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        piece.truncate(n);
+                        if tx.send(Ok(piece)).is_err() {
                             return;
                         }
                     }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
                 }
-            })
-            .expect("a thread for stdin");
-        StdinPump { rx, piece: Vec::new(), at: 0, idle }
+            }
+        })?;
+        Ok(StdinPump { rx, piece: Vec::new(), at: 0, idle })
     }
 }
 
