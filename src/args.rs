@@ -474,17 +474,8 @@ pub struct PartitionCreateArgs {
     /// Define a new table with these SQL column definitions.
     #[arg(long, value_name = "DEFINITIONS")]
     pub columns: Option<String>,
-    /// Print the SQL plan and change nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Print the plan (and outcome) as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Pretend the clock reads this.
-    #[arg(long, value_name = "TIMESTAMP")]
-    pub now: Option<String>,
     #[command(flatten)]
-    pub lock: LockArgs,
+    pub plan: PlanArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -500,6 +491,13 @@ pub struct PartitionMaintainArgs {
     /// Keep running, maintaining again after each DURATION (e.g. 10min).
     #[arg(long, value_name = "DURATION")]
     pub every: Option<String>,
+    #[command(flatten)]
+    pub plan: PlanArgs,
+}
+
+/// How `partition create` and `partition maintain` run their plans.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
     /// Print the SQL plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,

@@ -62,7 +62,7 @@ fn step_printer(quiet: bool) -> impl FnMut(usize, &Step, StepEvent) {
 }
 
 async fn create(opts: &ConnectOptions, a: PartitionCreateArgs) -> anyhow::Result<Outcome> {
-    let now = now_micros(&a.now)?;
+    let now = now_micros(&a.plan.now)?;
     let interval = Span::parse(&a.interval)?;
     let hash = match &a.hash {
         Some(h) => {
@@ -106,11 +106,11 @@ async fn create(opts: &ConnectOptions, a: PartitionCreateArgs) -> anyhow::Result
         default_partition: a.default_partition,
     };
     let like = a.like.as_deref().map(table_name).transpose()?;
-    let mut mgr = PartitionManager::connect(opts, exec_settings(&a.lock)?).await?;
+    let mut mgr = PartitionManager::connect(opts, exec_settings(&a.plan.lock)?).await?;
     let req = CreateRequest { policy, like, columns: a.columns.clone(), start: a.start.clone() };
-    let (policy, plan) = mgr.create(req, now, a.dry_run, &mut step_printer(a.json)).await?;
-    report_plan(&policy.parent, &plan, a.dry_run, a.json);
-    if !a.dry_run && !a.json {
+    let (policy, plan) = mgr.create(req, now, a.plan.dry_run, &mut step_printer(a.plan.json)).await?;
+    report_plan(&policy.parent, &plan, a.plan.dry_run, a.plan.json);
+    if !a.plan.dry_run && !a.plan.json {
         eprintln!(
             "chute: {} is partitioned by {} on {} ({} partitions created); keep it ahead with: chute partition maintain --every 10min",
             policy.parent,
@@ -179,9 +179,9 @@ async fn list(opts: &ConnectOptions, json: bool) -> anyhow::Result<Outcome> {
 }
 
 async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Result<Outcome> {
-    let settings = exec_settings(&a.lock)?;
+    let settings = exec_settings(&a.plan.lock)?;
     let every = a.every.as_deref().map(parse_duration).transpose().context("--every")?;
-    anyhow::ensure!(!(every.is_some() && a.now.is_some()), "--now and --every do not go together");
+    anyhow::ensure!(!(every.is_some() && a.plan.now.is_some()), "--now and --every do not go together");
     let named: Vec<QualifiedName> = a.tables.iter().map(|t| table_name(t)).collect::<anyhow::Result<_>>()?;
     let mut mgr = PartitionManager::connect(opts, settings).await?;
     loop {
@@ -189,7 +189,7 @@ async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Re
         let Some(pause) = every else {
             return Ok(if failed > 0 { Outcome::Error } else { Outcome::Ok });
         };
-        if !a.json {
+        if !a.plan.json {
             eprintln!("chute: next maintenance in {}", humanize(pause));
         }
         tokio::select! {
@@ -233,24 +233,24 @@ fn humanize(d: Duration) -> String {
 /// One pass over the tables; returns how many failed (each failure is
 /// reported, and the other tables are still maintained).
 async fn maintain_once(mgr: &mut PartitionManager, named: &[QualifiedName], a: &PartitionMaintainArgs) -> anyhow::Result<usize> {
-    let now = now_micros(&a.now)?;
+    let now = now_micros(&a.plan.now)?;
     let tables: Vec<QualifiedName> =
         if named.is_empty() { mgr.policies().await?.into_iter().map(|p| p.parent).collect() } else { named.to_vec() };
-    if tables.is_empty() && !a.json {
+    if tables.is_empty() && !a.plan.json {
         eprintln!("chute: no table has a policy yet; nothing to maintain");
     }
     let mut failed = 0;
     for t in &tables {
-        match mgr.maintain(t, now, a.dry_run, &mut step_printer(a.json)).await {
+        match mgr.maintain(t, now, a.plan.dry_run, &mut step_printer(a.plan.json)).await {
             Ok(plan) => {
-                report_plan(t, &plan, a.dry_run, a.json);
-                if !a.dry_run && !a.json {
+                report_plan(t, &plan, a.plan.dry_run, a.plan.json);
+                if !a.plan.dry_run && !a.plan.json {
                     eprintln!("chute: maintained {t}: {}", summarize(&plan));
                 }
             }
             Err(e) => {
                 failed += 1;
-                if a.json {
+                if a.plan.json {
                     println!("{}", serde_json::json!({ "table": t.to_string(), "error": e.to_string() }));
                 } else {
                     eprintln!("chute: error: maintaining {t}: {e}");
