@@ -190,6 +190,26 @@ async fn duplicate_keys_are_rejected_with_23505_and_all_else_loads() {
     let rejects = std::fs::read_to_string(dir.path().join("u.csv.rejects")).unwrap();
     assert_eq!(rejects.matches("23505").count(), 2, "{rejects}");
     assert!(rejects.contains("# u.csv:6:") && rejects.contains("# u.csv:51:"), "{rejects}");
+    // Each comment is followed by the record exactly as the file has it (read
+    // back from the file by its position: rows in flight keep no copy).
+    let records: Vec<&str> = rejects.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(records, ["5,new", "50,new"], "{rejects}");
+    // The same rows from stdin, where no file can be read back: copies are kept.
+    c.batch_execute("TRUNCATE u; INSERT INTO u VALUES (5, 'old'), (50, 'old')").await.unwrap();
+    let body = std::fs::read(dir.path().join("u.csv")).unwrap();
+    let mut child = chute()
+        .current_dir(dir.path())
+        .args(["--url", &db.url(), "load", "u", "-", "--reject-file", "stdin.rejects"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&body).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+    let rejects = std::fs::read_to_string(dir.path().join("stdin.rejects")).unwrap();
+    let records: Vec<&str> = rejects.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(records, ["5,new", "50,new"], "{rejects}");
 }
 
 #[tokio::test]

@@ -63,6 +63,8 @@ impl Batch {
 
 pub(crate) struct RejectedRow {
     pub raw: Vec<u8>,
+    /// With `raw` empty: where the record is in its input (see `Segment::record`).
+    pub at: Option<(u64, u32)>,
     pub line: u64,
     pub input: usize,
     pub reason: String,
@@ -240,7 +242,9 @@ async fn commit_batch(
             let mut w = ctx.rejects.lock().expect("reject file lock");
             let new = rejected
                 .into_iter()
-                .filter(|r| w.add(super::pipeline::Reject { input: r.input, line: r.line, raw: r.raw.clone(), reason: r.reason.clone() }))
+                .filter(|r| {
+                    w.add(super::pipeline::Reject { input: r.input, line: r.line, raw: r.raw.clone(), reason: r.reason.clone(), at: r.at })
+                })
                 .count();
             w.flush_pending().map(|()| new as u64)
         };
@@ -314,9 +318,8 @@ async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejected: &mut V
 const AFTER_ERROR_WINDOW: usize = 1024;
 
 fn reject_row(batch: &BatchPart, i: usize, reason: String) -> RejectedRow {
-    let raw_from = if i == 0 { 0 } else { batch.seg.raw_ends[i - 1] as usize };
-    let raw = batch.seg.raw[raw_from..batch.seg.raw_ends[i] as usize].to_vec();
-    RejectedRow { raw, line: batch.seg.lines[i], input: usize::from(batch.seg.inputs[i]), reason }
+    let (raw, at) = batch.seg.record(i);
+    RejectedRow { raw, at, line: batch.seg.lines[i], input: usize::from(batch.seg.inputs[i]), reason }
 }
 
 /// The 1-based row of a COPY that failed, from the error's context

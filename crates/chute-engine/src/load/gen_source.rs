@@ -57,6 +57,7 @@ pub(crate) async fn prepare(
         tags: None,
         via_parent_reason,
         summary_table: info.name.to_string(),
+        by_ref: false,
     })
 }
 

@@ -287,6 +287,20 @@ impl Read for StdinPump {
     }
 }
 
+/// Whether `path` is a file whose bytes are its records as they are (not
+/// gzip or zstd), so a record can be read back from its offset.
+pub fn is_plain_file(path: &std::path::Path) -> bool {
+    // Only a regular file: reading a pipe's first bytes would take them away.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    match File::open(path).and_then(|mut f| f.read(&mut magic)) {
+        Ok(n) => !(magic[..n].starts_with(&[0x1f, 0x8b]) || magic[..n] == [0x28, 0xb5, 0x2f, 0xfd]),
+        Err(_) => false,
+    }
+}
+
 /// The first bytes of the input: enough for a magic number and a zstd frame header.
 fn peek<R: io::BufRead>(r: &mut R) -> io::Result<Vec<u8>> {
     Ok(r.fill_buf()?.iter().take(18).copied().collect())

@@ -246,6 +246,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
         tags: Some(TagResolver { cache, sql }),
         via_parent_reason: None,
         summary_table: header.measurements.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>().join(", "),
+        by_ref: false,
     })
 }
 
@@ -323,7 +324,7 @@ impl ChunkProcessor for TsbsProcessor {
             let at = RowPos { input: chunk.input, line: rec.data_line, offset: pos.offset, range };
             row.clear();
             if let Err(reason) = encode_record(rec, &mut row) {
-                filed.rejects.push(Reject { input: chunk.input, line: rec.data_line, raw: raw.to_vec(), reason });
+                filed.rejects.push(Reject { input: chunk.input, line: rec.data_line, raw: raw.to_vec(), reason, at: None });
                 return;
             }
             tag_key(rec.tags, &mut key);
@@ -343,7 +344,7 @@ impl ChunkProcessor for TsbsProcessor {
         };
         let mut on_error = |e: RecordError| {
             let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
-            parse_errors.push(Reject { input: chunk.input, line: e.pos.line, raw, reason: e.reason })
+            parse_errors.push(Reject { input: chunk.input, line: e.pos.line, raw, reason: e.reason, at: None })
         };
         self.parser.parse_records(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
         filed.rejects.append(&mut parse_errors);
