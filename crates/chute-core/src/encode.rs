@@ -17,6 +17,14 @@ pub const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
 /// Days between 1970-01-01 and 2000-01-01.
 pub const PG_EPOCH_OFFSET_DAYS: i32 = 10_957;
 
+/// The sign word of a binary numeric (`numeric_send`), and its display-scale mask.
+pub(crate) const NUMERIC_POS: u16 = 0x0000;
+pub(crate) const NUMERIC_NEG: u16 = 0x4000;
+pub(crate) const NUMERIC_NAN: u16 = 0xC000;
+pub(crate) const NUMERIC_PINF: u16 = 0xD000;
+pub(crate) const NUMERIC_NINF: u16 = 0xF000;
+pub(crate) const NUMERIC_DSCALE_MASK: u16 = 0x3FFF;
+
 /// Appends binary COPY rows to a caller-owned buffer.
 ///
 /// The buffer is a plain `Vec<u8>` so callers decide when to flush it and can

@@ -24,6 +24,8 @@
 //!   nondeterministic collation hashes a locale sort key, which only the
 //!   server can compute; callers must route those through the parent.
 
+use crate::route::value::{Numeric, NumericClass};
+
 /// The seed `compute_partition_hash_value` passes to every column's hash
 /// function (`HASH_PARTITION_SEED` in `src/include/catalog/partition.h`).
 pub const HASH_PARTITION_SEED: u64 = 0x7A5B_2236_7996_DCFD;
@@ -283,15 +285,8 @@ fn trim_trailing_spaces(s: &[u8]) -> &[u8] {
     &s[..end]
 }
 
-const NUMERIC_POS: u16 = 0x0000;
-const NUMERIC_NEG: u16 = 0x4000;
-const NUMERIC_NAN: u16 = 0xC000;
-const NUMERIC_PINF: u16 = 0xD000;
-const NUMERIC_NINF: u16 = 0xF000;
-const NUMERIC_DSCALE_MASK: u16 = 0x3FFF;
-const NBASE: i16 = 10_000;
-
-/// `hash_numeric_extended` of the value `numeric_recv` builds from `wire`.
+/// `hash_numeric_extended` of the value `numeric_recv` builds from `wire`
+/// (parsed, validated and scale-truncated by the router's [`Numeric`] view).
 ///
 /// Only the significant NBASE digits are hashed (leading and trailing zero
 /// digits stripped, the weight adjusted), so values that compare equal hash
@@ -299,64 +294,18 @@ const NBASE: i16 = 10_000;
 /// infinities hash to the seed, zero to `seed - 1`. Digits are hashed as
 /// native (little-endian) int16, as the server stores them.
 fn hash_numeric(wire: &[u8], seed: u64) -> Result<u64, HashError> {
-    let Some((header, body)) = wire.split_first_chunk::<8>() else {
-        return Err(HashError::MalformedNumeric("shorter than its 8-byte header"));
-    };
-    let ndigits = usize::from(u16::from_be_bytes([header[0], header[1]]));
-    let weight = i16::from_be_bytes([header[2], header[3]]);
-    let sign = u16::from_be_bytes([header[4], header[5]]);
-    let dscale = u16::from_be_bytes([header[6], header[7]]);
-    if !matches!(sign, NUMERIC_POS | NUMERIC_NEG | NUMERIC_NAN | NUMERIC_PINF | NUMERIC_NINF) {
-        return Err(HashError::MalformedNumeric("invalid sign"));
-    }
-    if dscale & NUMERIC_DSCALE_MASK != dscale {
-        return Err(HashError::MalformedNumeric("invalid scale"));
-    }
-    if body.len() != ndigits * 2 {
-        return Err(HashError::MalformedNumeric("length does not match its digit count"));
-    }
-    let mut digits: Vec<i16> = body.chunks_exact(2).map(|d| i16::from_be_bytes([d[0], d[1]])).collect();
-    if digits.iter().any(|d| !(0..NBASE).contains(d)) {
-        return Err(HashError::MalformedNumeric("digit outside 0..9999"));
-    }
-    if sign != NUMERIC_POS && sign != NUMERIC_NEG {
+    let n = Numeric::parse(wire).ok_or(HashError::MalformedNumeric("not a value numeric_recv accepts"))?;
+    if n.class() != NumericClass::Finite {
         return Ok(seed);
     }
-    truncate_to_dscale(&mut digits, i32::from(weight), i32::from(dscale));
-
-    let leading = digits.iter().take_while(|&&d| d == 0).count();
-    if leading == digits.len() {
+    // Leading zero digits are gone already; trailing ones are not hashed.
+    let significant = (0..n.len()).rev().find(|&i| n.digit(i) != 0).map_or(0, |last| last + 1);
+    if significant == 0 {
         return Ok(seed.wrapping_sub(1));
     }
-    let trailing = digits.iter().rev().take_while(|&&d| d == 0).count();
-    let significant = &digits[leading..digits.len() - trailing];
-    let weight = i32::from(weight) - leading as i32;
-    let bytes: Vec<u8> = significant.iter().flat_map(|d| d.to_le_bytes()).collect();
+    let bytes: Vec<u8> = (0..significant).flat_map(|i| (n.digit(i) as i16).to_le_bytes()).collect();
     // C converts the int weight to uint64 for the XOR: sign extension.
-    Ok(hash_bytes_extended(&bytes, seed) ^ i64::from(weight) as u64)
-}
-
-/// `numeric_recv` truncates digits its dscale hides (`trunc_var`) before
-/// storing the value; a well-behaved sender never sends any.
-fn truncate_to_dscale(digits: &mut Vec<i16>, weight: i32, dscale: i32) {
-    const DEC_DIGITS: i32 = 4;
-    let keep_decimal = (weight + 1) * DEC_DIGITS + dscale;
-    if keep_decimal <= 0 {
-        digits.clear();
-        return;
-    }
-    let keep = ((keep_decimal + DEC_DIGITS - 1) / DEC_DIGITS) as usize;
-    if keep > digits.len() {
-        return;
-    }
-    digits.truncate(keep);
-    let partial = keep_decimal % DEC_DIGITS;
-    if partial > 0 {
-        let pow10 = 10i16.pow((DEC_DIGITS - partial) as u32);
-        if let Some(last) = digits.last_mut() {
-            *last -= *last % pow10;
-        }
-    }
+    Ok(hash_bytes_extended(&bytes, seed) ^ i64::from(n.weight()) as u64)
 }
 
 /// compute_partition_hash_value: starts from 0, for each non-NULL column folds in
@@ -388,6 +337,7 @@ mod tests {
     //! names the SQL that produced it; the server printed it with `to_hex`.
 
     use super::*;
+    use crate::encode::{NUMERIC_NAN, NUMERIC_NEG, NUMERIC_NINF, NUMERIC_PINF, NUMERIC_POS};
     use proptest::prelude::*;
 
     const SEED7: u64 = 7;

@@ -37,7 +37,7 @@
 //! search (range, list) or one hash per level, and allocates nothing.
 
 pub mod bound_text;
-mod value;
+pub(crate) mod value;
 
 #[cfg(test)]
 mod tests;

@@ -177,12 +177,7 @@ pub(crate) enum NumericClass {
     NaN,
 }
 
-const NUMERIC_POS: u16 = 0x0000;
-const NUMERIC_NEG: u16 = 0x4000;
-const NUMERIC_NAN: u16 = 0xC000;
-const NUMERIC_PINF: u16 = 0xD000;
-const NUMERIC_NINF: u16 = 0xF000;
-const NUMERIC_DSCALE_MASK: u16 = 0x3FFF;
+use crate::encode::{NUMERIC_DSCALE_MASK, NUMERIC_NAN, NUMERIC_NEG, NUMERIC_NINF, NUMERIC_PINF, NUMERIC_POS};
 const NBASE: u16 = 10_000;
 const DEC_DIGITS: i32 = 4;
 
@@ -203,7 +198,7 @@ pub(crate) struct Numeric<'a> {
 
 impl<'a> Numeric<'a> {
     /// Validates like `numeric_recv` and builds the view; `None` for bytes the server rejects.
-    fn parse(wire: &'a [u8]) -> Option<Numeric<'a>> {
+    pub(crate) fn parse(wire: &'a [u8]) -> Option<Numeric<'a>> {
         let (header, body) = wire.split_first_chunk::<8>()?;
         let be16 = |i: usize| u16::from_be_bytes([header[i], header[i + 1]]);
         let ndigits = usize::from(be16(0));
@@ -252,13 +247,22 @@ impl<'a> Numeric<'a> {
         Some(n)
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.digits.len() / 2
+    }
+
+    pub(crate) fn class(&self) -> NumericClass {
+        self.class
+    }
+
+    /// Weight of the first digit (NBASE exponent), leading zero digits skipped.
+    pub(crate) fn weight(&self) -> i32 {
+        self.weight
     }
 
     /// Digit `i` (0 past the end), after the scale truncation.
     #[inline]
-    fn digit(&self, i: usize) -> u16 {
+    pub(crate) fn digit(&self, i: usize) -> u16 {
         if i >= self.len() {
             return 0;
         }

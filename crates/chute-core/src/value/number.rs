@@ -205,11 +205,7 @@ pub(super) fn parse_float4(text: &[u8]) -> Result<f32, ValueError> {
     }
 }
 
-const NUMERIC_POS: u16 = 0x0000;
-const NUMERIC_NEG: u16 = 0x4000;
-const NUMERIC_NAN: u16 = 0xC000;
-const NUMERIC_PINF: u16 = 0xD000;
-const NUMERIC_NINF: u16 = 0xF000;
+use crate::encode::{NUMERIC_NAN, NUMERIC_NEG, NUMERIC_NINF, NUMERIC_PINF, NUMERIC_POS};
 /// Beyond these (decimal weight of the first significant digit, display
 /// scale) the fast path stops and the server checks its own format limits.
 const NUMERIC_FAST_WEIGHT: i64 = 1000;
