@@ -45,7 +45,10 @@ impl PendingRow {
     }
 }
 
-type TagCache = Arc<RwLock<HashMap<Vec<u8>, i32>>>;
+/// Tag set ids, shared copy-on-write: a parse thread takes the current map
+/// once per chunk (an `Arc` clone, not a copy of the map); the coordinator
+/// replaces it when it learns new ids, which happens only for new tag sets.
+type TagCache = Arc<RwLock<Arc<HashMap<Vec<u8>, i32>>>>;
 
 /// Inserts new tag sets and hands out their ids.
 pub(crate) struct TagResolver {
@@ -69,7 +72,7 @@ impl TagResolver {
                     let params: Vec<&(dyn ToSql + Sync)> = p.tags.iter().map(|t| t as &(dyn ToSql + Sync)).collect();
                     let id: i32 =
                         client.query_one(&self.sql, &params).await.map_err(|e| LoadError::sql("adding a tag set to tags", &e))?.get(0);
-                    self.cache.write().expect("tag cache").insert(p.key.clone(), id);
+                    Arc::make_mut(&mut self.cache.write().expect("tag cache")).insert(p.key.clone(), id);
                     id
                 }
             };
