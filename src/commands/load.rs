@@ -182,13 +182,8 @@ fn generated(a: &LoadArgs, g: GenArg) -> anyhow::Result<Input> {
                 "{name} makes its own tables ({tables}): leave out {}; --schema NAME puts them in a schema of their own",
                 a.table.as_deref().unwrap_or_default()
             );
-            let make: chute_engine::load::source::StreamFactory =
-                std::sync::Arc::new(move || match chute_core::generate::workload(name, rows, &params) {
-                    Ok(chute_core::generate::AnyWorkload::Stream(s)) => s,
-                    _ => unreachable!("{name} made a stream a moment ago with the same parameters"),
-                });
-            let identity = format!("{name} rows={rows} {:?}", super::r#gen::params(&a.gen_options, None)?);
-            let input = InputSpec::Generated(chute_engine::load::source::GeneratedInput::new(format!("generated {name}"), identity, make));
+            let input = chute_engine::load::source::GeneratedInput::stream(name, rows, &params).map_err(anyhow::Error::msg)?;
+            let input = InputSpec::Generated(input);
             Ok(Input { table: QualifiedName::parse("tsbs")?, inputs: vec![input], format: InputFormat::Tsbs, generator: None })
         }
     }

@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chute_core::generate::{self, AnyWorkload, Workload};
+use chute_core::generate::Workload;
 use chute_core::ident::{QualifiedName, quote_ident};
 use chute_core::partman::interval::{Span, Unit};
 use chute_core::partman::{HashSub, KeyType, Policy};
 use chute_engine::ConnectOptions;
 use chute_engine::exec::ExecSettings;
-use chute_engine::load::source::{GeneratedInput, StreamFactory};
+use chute_engine::load::source::GeneratedInput;
 use chute_engine::load::{self, InputFormat, InputSpec, LoadProgress, LoadSpec, LoadStats};
 use chute_engine::partman::{CreateRequest, PartitionManager, PartmanError};
 use tokio_postgres::Client;
@@ -406,14 +406,8 @@ impl CellContext<'_> {
                 spec
             }
             (None, BenchRows::Tsbs { params, rows }) => {
-                let (params, rows) = (params.clone(), *rows);
-                let identity = format!("{} rows={rows} {params:?}", w.kind.name());
-                let name = w.kind.name();
-                let make: StreamFactory = Arc::new(move || match generate::workload(name, rows, &params) {
-                    Ok(AnyWorkload::Stream(s)) => s,
-                    _ => unreachable!("{name} made a stream when the bench chose its parameters"),
-                });
-                let input = InputSpec::Generated(GeneratedInput::new(format!("generated {name}"), identity, make));
+                let input = GeneratedInput::stream(w.kind.name(), *rows, params).map_err(BenchError::Setup)?;
+                let input = InputSpec::Generated(input);
                 let mut spec = LoadSpec::new(self.target.options.clone(), table.clone(), vec![input]);
                 spec.format = InputFormat::Tsbs;
                 spec.tsbs_schema = Some(BENCH_SCHEMA.to_owned());

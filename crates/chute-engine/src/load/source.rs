@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use chute_core::generate::StreamWorkload;
+use chute_core::generate::{AnyWorkload, GenParams, StreamWorkload, workload};
 
 use super::LoadError;
 
@@ -44,6 +44,22 @@ pub struct GeneratedInput {
 impl GeneratedInput {
     pub fn new(name: impl Into<String>, identity: impl Into<String>, make: StreamFactory) -> Self {
         GeneratedInput { name: name.into(), identity: identity.into(), make }
+    }
+
+    /// The stream workload `name` (`iot`, `devops`) of `rows` rows with
+    /// parameters `p`, named `generated <name>` and identified by them all.
+    /// Errors when `name` is no stream workload or `p` does not fit it.
+    pub fn stream(name: &'static str, rows: u64, p: &GenParams) -> Result<Self, String> {
+        if !matches!(workload(name, rows, p)?, AnyWorkload::Stream(_)) {
+            return Err(format!("{name} makes rows of one table, not a stream"));
+        }
+        let identity = format!("{name} rows={rows} {p:?}");
+        let p = p.clone();
+        let make: StreamFactory = Arc::new(move || match workload(name, rows, &p) {
+            Ok(AnyWorkload::Stream(s)) => s,
+            _ => unreachable!("{name} made a stream with these parameters when the input was made"),
+        });
+        Ok(GeneratedInput::new(format!("generated {name}"), identity, make))
     }
 }
 
