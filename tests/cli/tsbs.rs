@@ -1,4 +1,4 @@
-//! The tsbs sample files in ../shared/data load with the counts its README gives.
+//! The tsbs sample files in tests/data load with the counts its README gives.
 
 use std::path::PathBuf;
 
@@ -9,7 +9,7 @@ use crate::common::{chute, run_expect};
 fn data(name: &str) -> String {
     let dir = std::env::var_os("CHUTE_TEST_DATA")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data"));
     let p = dir.join(name);
     assert!(p.is_file(), "test data {} is missing (set CHUTE_TEST_DATA to the folder with the tsbs files)", p.display());
     p.to_string_lossy().into_owned()

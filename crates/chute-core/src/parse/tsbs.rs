@@ -594,11 +594,11 @@ mod tests {
         assert_eq!(p.last_record_end(&body[..27], true), Some(27));
     }
 
-    /// `$CHUTE_TEST_DATA`, or `shared/data` next to the checkout.
+    /// `$CHUTE_TEST_DATA`, or the repository's own `tests/data`.
     fn data_file(name: &str) -> Vec<u8> {
         let dir = std::env::var_os("CHUTE_TEST_DATA")
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data"));
         let path = dir.join(name);
         let file = std::fs::File::open(&path).unwrap_or_else(|e| {
             panic!("cannot open {} ({e}); set CHUTE_TEST_DATA to the directory holding the tsbs test files", path.display())
