@@ -173,7 +173,8 @@ pub struct GenArgs {
     #[arg(long)]
     pub header: bool,
     /// Print a CREATE TABLE statement for a table the rows fit, instead of
-    /// the rows; the table is TABLE ([schema.]name) or named after the workload.
+    /// the rows; the table is TABLE ([schema.]name) or named after the workload
+    /// (accounts: pgbench_accounts, as pgbench names it).
     #[arg(long, value_name = "TABLE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
     pub create: Option<String>,
 }

@@ -36,6 +36,15 @@ pub(crate) fn workload_name(g: GenArg) -> &'static str {
     }
 }
 
+/// The table `--create` names when given no TABLE: the workload's own
+/// table name where it has one (pgbench's `pgbench_accounts`).
+pub(crate) fn default_table(g: GenArg) -> &'static str {
+    match g {
+        GenArg::Accounts => "pgbench_accounts",
+        other => workload_name(other),
+    }
+}
+
 pub fn run(a: GenArgs) -> anyhow::Result<Outcome> {
     let name = workload_name(a.workload);
     let stream = matches!(a.workload, GenArg::Iot | GenArg::Devops);
@@ -50,7 +59,7 @@ pub fn run(a: GenArgs) -> anyhow::Result<Outcome> {
         let AnyWorkload::Rows(w) = &generator else {
             anyhow::bail!("{name} files name their own tables: chute load --format tsbs FILE creates them");
         };
-        let table = QualifiedName::parse(if table.is_empty() { name } else { table })?;
+        let table = QualifiedName::parse(if table.is_empty() { default_table(a.workload) } else { table })?;
         println!("{};", w.create_table_sql(&table.quoted()));
         return Ok(Outcome::Ok);
     }

@@ -170,7 +170,8 @@ fn generated(a: &LoadArgs, g: GenArg) -> anyhow::Result<Input> {
         chute_core::generate::AnyWorkload::Rows(w) => {
             let table = a.table.as_deref().ok_or_else(|| {
                 anyhow::anyhow!(
-                    "{name} makes rows of one table: name it, e.g. chute gen {name} --create | psql && chute load {name} --gen {name}"
+                    "{name} makes rows of one table: name it, e.g. chute gen {name} --create | psql && chute load {table} --gen {name}",
+                    table = super::r#gen::default_table(g)
                 )
             })?;
             Ok(Input { table: QualifiedName::parse(table)?, inputs: vec![], format: InputFormat::Csv, generator: Some((w, rows)) })

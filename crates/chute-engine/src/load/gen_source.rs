@@ -32,7 +32,7 @@ pub(crate) async fn prepare(
     control: &tokio_postgres::Client,
     progress: &mut dyn LoadProgress,
 ) -> Result<Prepared, LoadError> {
-    let info = target::resolve(control, &spec.table).await?;
+    let info = target::resolve_load_table(control, spec, Some(workload.as_ref())).await?;
     let columns = target::table_columns(control, info.oid).await?;
     let wanted = workload.columns();
     let names: Vec<String> = wanted.iter().map(|(n, _)| n.clone()).collect();

@@ -354,7 +354,7 @@ pub(crate) struct Prepared {
 
 /// Prepares a load of csv, text or jsonl into one table.
 async fn prepare_single(spec: &LoadSpec, control: &tokio_postgres::Client, progress: &mut dyn LoadProgress) -> Result<Prepared, LoadError> {
-    let info = target::resolve(control, &spec.table).await?;
+    let info = target::resolve_load_table(control, spec, None).await?;
     let columns = target::table_columns(control, info.oid).await?;
     let plan = target::plan_columns(&info.name, &columns, spec.columns.as_deref())?;
     let ctx = EncodeContext { session_tz: session_zone(control).await, epoch: spec.epoch };
@@ -406,7 +406,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let names: Vec<InputSpec> = spec.inputs.clone();
 
     // The journal: what earlier runs of this load committed.
-    let load_id = load_id_for(&spec, &inputs);
+    let load_id = load_id_for(&spec, &inputs, &prepared.summary_table);
     let mut resumed = 0;
     if let Some(id) = &load_id {
         let described: Vec<String> = spec.inputs.iter().map(|i| i.display_name()).collect();
@@ -650,11 +650,12 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 /// The journal's name for a load: `--load-id`, or derived from the table
 /// and what is loaded (files: path, size and modification time; generated
 /// rows: the workload and the row count). Stdin has no identity of its own.
-fn load_id_for(spec: &LoadSpec, inputs: &[source::Input]) -> Option<String> {
+fn load_id_for(spec: &LoadSpec, inputs: &[source::Input], tables: &str) -> Option<String> {
     if let Some(id) = &spec.load_id {
         return Some(id.clone());
     }
-    let table = spec.table.to_string();
+    // tsbs names its tables in a schema of the load's choosing: the schema-qualified tables tell the loads apart.
+    let table = if spec.format == InputFormat::Tsbs { tables.to_owned() } else { spec.table.to_string() };
     if let Some((w, rows)) = &spec.generator {
         return Some(format!("gen-{:016x}", super::journal::stable_hash(&[&table, &format!("{w:?}"), &rows.to_string()])));
     }

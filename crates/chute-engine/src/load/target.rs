@@ -78,6 +78,33 @@ pub fn parent_only_reason(info: &TableInfo) -> Option<String> {
     None
 }
 
+/// The load's table, or an error saying how to create it: with the
+/// generated rows' own `CREATE TABLE` when `workload` makes them, otherwise
+/// with plain SQL, `chute gen … --create` or (for time-series) `chute
+/// partition create`, each through the load's own connection.
+pub async fn resolve_load_table(
+    client: &Client,
+    spec: &super::LoadSpec,
+    workload: Option<&dyn chute_core::generate::Workload>,
+) -> Result<TableInfo, LoadError> {
+    let table = &spec.table;
+    if let Some(info) = catalog::table_info(client, table).await? {
+        return Ok(info);
+    }
+    let psql = format!("psql \"{}\"", spec.target.display_url());
+    let plain = table.to_string();
+    Err(LoadError::Setup(match workload {
+        Some(w) => format!(
+            "table {plain} does not exist: create one these generated rows fit first, e.g. {psql} -c '{}'",
+            w.create_table_sql(&table.quoted()).replace('\'', "'\\''")
+        ),
+        None => format!(
+            "table {plain} does not exist: create it first, with SQL ({psql} -c 'CREATE TABLE {plain} (…)'), for rows written by chute gen with \
+             chute gen WORKLOAD --create={plain} | {psql}, or, partitioned by time, with chute partition create {plain} --columns \"…\" --key COLUMN --interval 1d"
+        ),
+    }))
+}
+
 pub async fn resolve(client: &Client, table: &QualifiedName) -> Result<TableInfo, LoadError> {
     catalog::table_info(client, table).await?.ok_or_else(|| {
         LoadError::Setup(format!(

@@ -248,7 +248,13 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
         skip: Some(skip_header),
         tags: Some(TagResolver { cache, sql }),
         via_parent_reason: None,
-        summary_table: header.measurements.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>().join(", "),
+        // Schema-qualified: the same file loaded into two schemas is two loads in `chute load --status`.
+        summary_table: header
+            .measurements
+            .iter()
+            .map(|(m, _)| QualifiedName::new(schema.clone(), m.clone()).to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
         by_ref: false,
     })
 }
