@@ -23,5 +23,7 @@ mod partition;
 mod reliability;
 #[path = "cli/routing.rs"]
 mod routing;
+#[path = "cli/setup_scripts.rs"]
+mod setup_scripts;
 #[path = "cli/tsbs.rs"]
 mod tsbs;
