@@ -19,6 +19,8 @@ mod load;
 mod local;
 #[path = "cli/partition.rs"]
 mod partition;
+#[path = "cli/readme.rs"]
+mod readme;
 #[path = "cli/reliability.rs"]
 mod reliability;
 #[path = "cli/routing.rs"]

@@ -65,5 +65,6 @@ fn print_summary(r: &DemoReport) {
     println!("rows/s           {:.0}", r.rows_per_second);
     println!("partitions used  {} of {}", r.partitions_used, r.partitions);
     println!("table size       {:.1} MiB (with indexes)", r.table_bytes as f64 / 1048576.0);
-    println!("server           PostgreSQL {}", r.server_version);
+    // The version number only: a distribution's suffix (`(Debian 15.18-0+deb12u1)`) is in --json.
+    println!("server           PostgreSQL {}", r.server_version.split_whitespace().next().unwrap_or_default());
 }

@@ -1,0 +1,343 @@
+//! Every command example in README.md runs as written (issue 15).
+//!
+//! Each fenced `sh` block of README.md is run with `bash -eo pipefail`, in
+//! the order of the README, in one temporary directory, with the built
+//! `chute` first on PATH and `psql` from the system. chute's embedded server
+//! there is a private cluster this test starts (chute-testkit):
+//! `CHUTE_DATA_DIR` points at it, so `chute` without `--url` and `psql
+//! "$(chute local url)"` reach it, never `/var/lib/chute/pg`. Blocks added
+//! later are picked up by themselves.
+//!
+//! An HTML comment right before a fence (one per line, several allowed) says
+//! how the block is run here:
+//!
+//! - `<!-- readme-test: skip (REASON) -->`: not run (a reason is required).
+//! - `<!-- readme-test: rewrite-url -->`: every `postgres://…` URL, `host=/…`
+//!   and `PGHOST=/…` in the block is pointed at the test's server (the
+//!   database the URL names is created first, and `PGUSER` names the
+//!   server's one role, `postgres`); the other flags stay.
+//! - `<!-- readme-test: drop-lines "TEXT" (REASON) -->`: lines containing
+//!   TEXT are left out (a daemon, a stream that never ends).
+//! - `<!-- readme-test: setup NAME -->`: the inputs the example assumes its
+//!   reader has (files, tables) are made first by [`SETUPS`]'s script NAME.
+//! - `<!-- readme-test: replace "OLD" "NEW" -->`: OLD becomes the shell text
+//!   NEW (e.g. a load id only known once the load has run).
+//! - `<!-- readme-test: output-of "COMMAND" -->` before a plain fence: the
+//!   block is COMMAND's sample output; COMMAND runs twice and each run must
+//!   print the same lines, compared with numbers and paths left out.
+//!
+//! To keep the run short, every block gets these substitutions: `--rows N`
+//! above 20,000 becomes `--rows 20000`, `--scale N` above 5 becomes
+//! `--scale 5`, and `chute demo` without `--rows` gets `--rows 20000`.
+//! A failing block is reported with its line in README.md, the script as
+//! run, and both output streams; every block runs even after one fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use chute_testkit::TestCluster;
+
+use crate::common::open_tempdir;
+
+/// Rows and tsbs scale the examples are shrunk to.
+const MAX_ROWS: u64 = 20_000;
+const MAX_SCALE: u64 = 5;
+/// Longest a block may run before it counts as hung (seconds).
+const BLOCK_TIMEOUT: u32 = 300;
+
+/// The inputs that examples take for granted, made before the block runs.
+const SETUPS: &[(&str, &str)] = &[
+    (
+        // `chute partition create` of existing, empty tables.
+        "partition-tables",
+        r#"sql -c "CREATE TABLE events (ts timestamptz NOT NULL, dev_id int NOT NULL, payload jsonb)" \
+    -c "CREATE TABLE ledger (id bigint NOT NULL, amount numeric)""#,
+    ),
+    (
+        // The files and tables of the `chute load` examples, each a few rows.
+        "load-inputs",
+        r#"now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+chute gen conditions --rows 300 --header | gzip > part1.csv.gz
+chute gen conditions --rows 300 --header --seed 2 | zstd -q > part2.csv.zst
+printf '%s,1,0.5\n%s,2,1.5\n' "$now" "$now" | gzip > big.csv.gz
+printf '%s\t3\t4.5\n' "$now" > data.tsv
+printf '{"ts": "%s", "dev_id": 5, "payload": {"ok": true}}\n' "$now" > events.jsonl
+printf '1623110400000,ACME,10.5\n1623110401500,INIT,11\n' > ticks.csv
+sql -c "CREATE TABLE ticks (time timestamptz NOT NULL, symbol text, price numeric)"
+chute gen iot --scale 2 --from 2021-06-08T00:00:00Z --to 2021-06-08T00:10:00Z | gzip > tsbs_iot.tsbs.gz"#,
+    ),
+    (
+        // A file of `chute gen conditions` rows to load and resume.
+        "resume-inputs",
+        "chute gen conditions --rows 1000 --seed 3 > big.csv",
+    ),
+];
+
+/// How a block is run, from the comments before its fence.
+#[derive(Debug, Default)]
+struct Marks {
+    skip: Option<String>,
+    rewrite_url: bool,
+    drop_lines: Vec<String>,
+    setup: Vec<String>,
+    replace: Vec<(String, String)>,
+    output_of: Option<String>,
+}
+
+#[derive(Debug)]
+struct Block {
+    /// The fence's line in README.md (1-based).
+    line: usize,
+    lang: String,
+    text: String,
+    marks: Marks,
+}
+
+/// The quoted strings of a marker's arguments, in order.
+fn quoted_args(s: &str) -> Vec<String> {
+    s.split('"').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+fn parse_mark(line_no: usize, body: &str, marks: &mut Marks) {
+    let (word, rest) = body.split_once(' ').unwrap_or((body, ""));
+    let rest = rest.trim();
+    match word {
+        "skip" => {
+            assert!(rest.starts_with('(') && rest.len() > 2, "README.md line {line_no}: `skip` needs a reason in parentheses");
+            marks.skip = Some(rest.to_owned());
+        }
+        "rewrite-url" => marks.rewrite_url = true,
+        "drop-lines" => marks.drop_lines.extend(quoted_args(rest).into_iter().take(1)),
+        "setup" => {
+            assert!(SETUPS.iter().any(|(n, _)| *n == rest), "README.md line {line_no}: no setup {rest:?} in tests/cli/readme.rs");
+            marks.setup.push(rest.to_owned());
+        }
+        "replace" => match quoted_args(rest).as_slice() {
+            [old, new] => marks.replace.push((old.clone(), new.clone())),
+            _ => panic!("README.md line {line_no}: `replace` takes \"OLD\" \"NEW\""),
+        },
+        "output-of" => marks.output_of = quoted_args(rest).into_iter().next(),
+        _ => panic!("README.md line {line_no}: unknown readme-test marker {word:?} (see tests/cli/readme.rs)"),
+    }
+}
+
+/// Fenced blocks with their markers.
+fn blocks(readme: &str) -> Vec<Block> {
+    let lines: Vec<&str> = readme.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(lang) = lines[i].strip_prefix("```") else {
+            i += 1;
+            continue;
+        };
+        let start = i;
+        let mut marks = Marks::default();
+        let mut j = start;
+        while j > 0 {
+            let prev = lines[j - 1].trim();
+            let Some(body) = prev.strip_prefix("<!-- readme-test:").and_then(|b| b.strip_suffix("-->")) else { break };
+            parse_mark(j, body.trim(), &mut marks);
+            j -= 1;
+        }
+        let end = (start + 1..lines.len())
+            .find(|&k| lines[k].starts_with("```"))
+            .unwrap_or_else(|| panic!("README.md line {}: unclosed fence", start + 1));
+        out.push(Block { line: start + 1, lang: lang.trim().to_owned(), text: lines[start + 1..end].join("\n"), marks });
+        i = end + 1;
+    }
+    out
+}
+
+/// `FLAG N` with N above `max` becomes `FLAG max`.
+fn cap_after(line: &str, flag: &str, max: u64) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(at) = rest.find(flag) {
+        out.push_str(&rest[..at + flag.len()]);
+        rest = &rest[at + flag.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<u64>() {
+            out.push_str(&n.min(max).to_string());
+            rest = &rest[digits.len()..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The documented substitutions that keep the run short.
+fn shrink(line: &str) -> String {
+    let mut l = cap_after(&cap_after(line, "--rows ", MAX_ROWS), "--scale ", MAX_SCALE);
+    if l.contains("chute demo") && !l.contains("--rows") {
+        l = l.replacen("chute demo", &format!("chute demo --rows {MAX_ROWS}"), 1);
+    }
+    l
+}
+
+/// Points connection targets at the test server; returns the databases they name.
+fn rewrite_urls(text: &str, socket: &Path) -> (String, Vec<String>) {
+    let sock = socket.display().to_string();
+    let stop = |c: char| c.is_whitespace() || c == '"' || c == '\'';
+    let mut dbs = Vec::new();
+    let mut out = String::new();
+    let mut rest = text;
+    loop {
+        let next = ["postgres://", "postgresql://", "host=/", "PGHOST=/"].iter().filter_map(|p| rest.find(p).map(|at| (at, *p))).min();
+        let Some((at, prefix)) = next else { break };
+        out.push_str(&rest[..at]);
+        let token_end = rest[at..].find(stop).map_or(rest.len(), |e| at + e);
+        let token = &rest[at..token_end];
+        if prefix.ends_with("://") {
+            let path = token[prefix.len()..].split_once('/').map(|(_, p)| p).unwrap_or("");
+            let db = path.split('?').next().filter(|d| !d.is_empty()).unwrap_or("postgres");
+            dbs.push(db.to_owned());
+            out.push_str(&format!("postgresql://postgres@/{db}?host={sock}"));
+        } else {
+            let key = &prefix[..prefix.len() - 1];
+            let tail = token.find('&').map_or("", |a| &token[a..]);
+            out.push_str(&format!("{key}{sock}{tail}"));
+        }
+        rest = &rest[token_end..];
+    }
+    out.push_str(rest);
+    for key in ["dbname=", "PGDATABASE="] {
+        for (at, _) in out.match_indices(key) {
+            let db: String = out[at + key.len()..].chars().take_while(|c| !stop(*c) && *c != '&').collect();
+            dbs.push(db);
+        }
+    }
+    (out, dbs)
+}
+
+/// The script a block runs as.
+fn script_for(b: &Block, socket: &Path) -> (String, Vec<String>) {
+    let mut text: String =
+        b.text.lines().filter(|l| !b.marks.drop_lines.iter().any(|d| l.contains(d.as_str()))).map(shrink).collect::<Vec<_>>().join("\n");
+    for (old, new) in &b.marks.replace {
+        text = text.replace(old, new);
+    }
+    let mut dbs = Vec::new();
+    if b.marks.rewrite_url {
+        (text, dbs) = rewrite_urls(&text, socket);
+        // The test server's one role; a reader's server has theirs.
+        text = format!("export PGUSER=postgres\n{text}");
+    }
+    let setups: Vec<&str> = b.marks.setup.iter().map(|n| SETUPS.iter().find(|(s, _)| s == n).expect("checked when parsed").1).collect();
+    let prelude = "sql() { psql -X -q -v ON_ERROR_STOP=1 \"$(chute local url)\" \"$@\"; }";
+    (format!("{prelude}\n{}\n# --- README.md line {}\n{text}\n", setups.join("\n"), b.line), dbs)
+}
+
+struct Runner {
+    dir: PathBuf,
+    path: std::ffi::OsString,
+    data_dir: PathBuf,
+}
+
+impl Runner {
+    fn bash(&self, name: &str, script: &str) -> std::process::Output {
+        let file = self.dir.join(name);
+        std::fs::write(&file, script).expect("write the block's script");
+        let mut cmd = Command::new("timeout");
+        cmd.arg(BLOCK_TIMEOUT.to_string()).args(["bash", "-eo", "pipefail"]).arg(&file);
+        cmd.current_dir(&self.dir).env("PATH", &self.path).env("CHUTE_DATA_DIR", &self.data_dir);
+        for v in ["PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "PGSERVICE", "PGSSLMODE", "PGOPTIONS"] {
+            cmd.env_remove(v);
+        }
+        cmd.output().expect("run bash")
+    }
+}
+
+/// A line of sample output with what varies between runs and machines left
+/// out: numbers, paths, and whether the embedded server was just started.
+fn shape(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            while chars.peek().is_some_and(|d| d.is_ascii_digit() || *d == '.') {
+                chars.next();
+            }
+            out.push('N');
+        } else if c == '/' && (out.ends_with(' ') || out.is_empty()) {
+            while chars.peek().is_some_and(|d| !d.is_whitespace() && *d != ')') {
+                chars.next();
+            }
+            out.push_str("PATH");
+        } else {
+            out.push(c);
+        }
+    }
+    for state in ["(created and started it; ", "(started it; ", "(running; "] {
+        out = out.replace(state, "(STATE; ");
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn report(failures: &mut Vec<String>, b: &Block, what: &str, script: &str, out: &std::process::Output) {
+    failures.push(format!(
+        "README.md line {}: {what} (exit code {:?}{})\n--- as run\n{script}\n--- stdout\n{}\n--- stderr\n{}",
+        b.line,
+        out.status.code(),
+        if out.status.code() == Some(124) { ", timed out: mark a command that never returns with drop-lines" } else { "" },
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ));
+}
+
+#[tokio::test]
+async fn every_readme_example_runs_as_written() {
+    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = std::fs::read_to_string(&readme_path).expect("README.md");
+    let server = TestCluster::start();
+    let dir = open_tempdir();
+    let bin = Path::new(env!("CARGO_BIN_EXE_chute")).parent().expect("the binary has a directory").to_owned();
+    let path =
+        std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()))).unwrap();
+    let runner = Runner { dir: dir.path().to_owned(), path, data_dir: server.socket_dir().to_owned() };
+    let admin = server.options("postgres").connect().await.expect("connect to the test server");
+
+    let (mut ran, mut skipped, mut failures) = (0, Vec::new(), Vec::new());
+    for b in blocks(&readme) {
+        if let Some(why) = &b.marks.skip {
+            skipped.push(format!("line {} {why}", b.line));
+            continue;
+        }
+        if let Some(command) = &b.marks.output_of {
+            let expected: Vec<String> = b.text.lines().map(shape).collect();
+            let script = format!("{} 2>&1\n", shrink(command));
+            for run in 1..=2 {
+                let out = runner.bash(&format!("output-{}-{run}.sh", b.line), &script);
+                let actual: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(shape).collect();
+                if !out.status.success() || actual != expected {
+                    let what = format!(
+                        "run {run} of {command:?} does not print the sample below the marker\n--- expected shapes\n{}\n--- actual shapes\n{}",
+                        expected.join("\n"),
+                        actual.join("\n")
+                    );
+                    report(&mut failures, &b, &what, &script, &out);
+                }
+            }
+            ran += 1;
+            continue;
+        }
+        if b.lang != "sh" {
+            continue;
+        }
+        let (script, dbs) = script_for(&b, server.socket_dir());
+        for db in dbs {
+            let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&db]).await.unwrap().is_some();
+            if !exists {
+                admin.batch_execute(&format!("CREATE DATABASE {}", chute_core::ident::quote_ident(&db))).await.unwrap();
+            }
+        }
+        let out = runner.bash(&format!("block-{}.sh", b.line), &script);
+        if !out.status.success() {
+            report(&mut failures, &b, "this ```sh block failed", &script, &out);
+        }
+        ran += 1;
+    }
+    eprintln!("README.md: {ran} blocks run, {} skipped:\n  {}", skipped.len(), skipped.join("\n  "));
+    assert!(ran >= 8, "only {ran} README blocks ran: were the fences or markers misread?");
+    assert!(failures.is_empty(), "{} README example(s) failed:\n\n{}", failures.len(), failures.join("\n\n"));
+}
