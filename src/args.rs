@@ -559,7 +559,8 @@ pub enum LocalCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Print the URL of the embedded server (for psql or --url).
+    /// Print the URL of the embedded server (for psql or --url), creating
+    /// and starting it first if needed, so `psql "$(chute local url)"` works.
     Url,
 }
 

@@ -21,6 +21,8 @@ mod local;
 mod partition;
 #[path = "cli/readme.rs"]
 mod readme;
+#[path = "cli/readme_tls.rs"]
+mod readme_tls;
 #[path = "cli/reliability.rs"]
 mod reliability;
 #[path = "cli/routing.rs"]

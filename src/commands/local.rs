@@ -10,11 +10,7 @@ pub fn run(conn: &ConnArgs, cmd: LocalCommand) -> anyhow::Result<Outcome> {
     let dir = server.cluster.data_dir.display().to_string();
     match cmd {
         LocalCommand::Start => {
-            let msg = match server.ensure_running()? {
-                StartOutcome::AlreadyRunning => "already running",
-                StartOutcome::Started => "started",
-                StartOutcome::Created => "created and started",
-            };
+            let msg = start_message(server.ensure_running()?);
             eprintln!("chute: embedded PostgreSQL {msg} in {dir}");
             println!("{}", server.connect_options().display_url());
         }
@@ -48,7 +44,22 @@ pub fn run(conn: &ConnArgs, cmd: LocalCommand) -> anyhow::Result<Outcome> {
                 println!("log: {}", server.cluster.log_file().display());
             }
         }
-        LocalCommand::Url => println!("{}", server.connect_options().display_url()),
+        LocalCommand::Url => {
+            // The URL is for a client to use right away (`psql "$(chute local url)"`): the server must be up.
+            let outcome = server.ensure_running()?;
+            if outcome != StartOutcome::AlreadyRunning {
+                eprintln!("chute: embedded PostgreSQL {} in {dir}", start_message(outcome));
+            }
+            println!("{}", server.connect_options().display_url());
+        }
     }
     Ok(Outcome::Ok)
+}
+
+fn start_message(outcome: StartOutcome) -> &'static str {
+    match outcome {
+        StartOutcome::AlreadyRunning => "already running",
+        StartOutcome::Started => "started",
+        StartOutcome::Created => "created and started",
+    }
 }

@@ -100,3 +100,22 @@ async fn load_status_names_the_schema_of_tsbs_tables_and_each_schema_is_its_own_
     assert_eq!(count(&c, "SELECT (SELECT count(*) FROM public.readings) + (SELECT count(*) FROM public.diagnostics)").await, 400);
     assert_eq!(count(&c, "SELECT (SELECT count(*) FROM iot.readings) + (SELECT count(*) FROM iot.diagnostics)").await, 400);
 }
+
+#[tokio::test]
+async fn psql_with_chute_local_url_works_when_the_embedded_server_is_stopped() {
+    // A private cluster as chute's embedded server (CHUTE_DATA_DIR), stopped the way a user stops it.
+    let server = chute_testkit::TestCluster::start();
+    let data = server.socket_dir().to_owned();
+    run_expect(chute().env("CHUTE_DATA_DIR", &data).args(["local", "stop"]), 0);
+    let dir = open_tempdir();
+    // The README's pattern: the URL's server must be up for psql.
+    let mut cmd = sh(dir.path(), "chute gen lineitem --create | psql -X -q -v ON_ERROR_STOP=1 \"$(chute local url)\"");
+    let (_, err) = run_expect(cmd.env("CHUTE_DATA_DIR", &data), 0);
+    assert!(err.contains("chute: embedded PostgreSQL started in"), "{err}");
+    let c = server.options("postgres").connect().await.expect("the server runs again");
+    assert_eq!(count(&c, "SELECT count(*) FROM pg_class WHERE relname = 'lineitem' AND relkind = 'r'").await, 1);
+    // Running already: the URL alone, nothing on stderr.
+    let (url, err) = run_expect(chute().env("CHUTE_DATA_DIR", &data).args(["local", "url"]), 0);
+    assert_eq!(url.trim(), server.options("postgres").display_url());
+    assert_eq!(err, "");
+}

@@ -16,6 +16,11 @@
 //!   and `PGHOST=/…` in the block is pointed at the test's server (the
 //!   database the URL names is created first, and `PGUSER` names the
 //!   server's one role, `postgres`); the other flags stay.
+//! - `<!-- readme-test: tls -->`: the block runs against a TLS server the
+//!   test starts on 127.0.0.1 (see `readme_tls.rs`): each URL's user, host
+//!   and port are replaced and its TLS parameters kept; `ca.crt`,
+//!   `client.crt` and `client.key` for that server are in the directory and
+//!   `SSL_CERT_FILE` names the CA (what `sslrootcert=system` trusts).
 //! - `<!-- readme-test: drop-lines "TEXT" (REASON) -->`: lines containing
 //!   TEXT are left out (a daemon, a stream that never ends).
 //! - `<!-- readme-test: setup NAME -->`: the inputs the example assumes its
@@ -67,6 +72,14 @@ sql -c "CREATE TABLE ticks (time timestamptz NOT NULL, symbol text, price numeri
 chute gen iot --scale 2 --from 2021-06-08T00:00:00Z --to 2021-06-08T00:10:00Z | gzip > tsbs_iot.tsbs.gz"#,
     ),
     (
+        // The tables and files of the TLS examples (`sql` reaches the TLS server there).
+        "tls-inputs",
+        r#"sql -c "CREATE TABLE IF NOT EXISTS metrics (time timestamptz NOT NULL, dev_id int, value float8)" \
+    -c "CREATE TABLE IF NOT EXISTS t (id int, note text)"
+printf '2021-06-08 00:00:00+00,1,0.5\n' > m.csv
+printf '1,first\n2,second\n' > f.csv"#,
+    ),
+    (
         // A file of `chute gen conditions` rows to load and resume.
         "resume-inputs",
         "chute gen conditions --rows 1000 --seed 3 > big.csv",
@@ -78,6 +91,7 @@ chute gen iot --scale 2 --from 2021-06-08T00:00:00Z --to 2021-06-08T00:10:00Z | 
 struct Marks {
     skip: Option<String>,
     rewrite_url: bool,
+    tls: bool,
     drop_lines: Vec<String>,
     setup: Vec<String>,
     replace: Vec<(String, String)>,
@@ -107,6 +121,7 @@ fn parse_mark(line_no: usize, body: &str, marks: &mut Marks) {
             marks.skip = Some(rest.to_owned());
         }
         "rewrite-url" => marks.rewrite_url = true,
+        "tls" => marks.tls = true,
         "drop-lines" => marks.drop_lines.extend(quoted_args(rest).into_iter().take(1)),
         "setup" => {
             assert!(SETUPS.iter().any(|(n, _)| *n == rest), "README.md line {line_no}: no setup {rest:?} in tests/cli/readme.rs");
@@ -210,21 +225,28 @@ fn rewrite_urls(text: &str, socket: &Path) -> (String, Vec<String>) {
     (out, dbs)
 }
 
-/// The script a block runs as.
-fn script_for(b: &Block, socket: &Path) -> (String, Vec<String>) {
+/// The script a block runs as, and the databases it needs.
+fn script_for(b: &Block, socket: &Path, tls_port: Option<u16>) -> (String, Vec<String>) {
     let mut text: String =
         b.text.lines().filter(|l| !b.marks.drop_lines.iter().any(|d| l.contains(d.as_str()))).map(shrink).collect::<Vec<_>>().join("\n");
     for (old, new) in &b.marks.replace {
         text = text.replace(old, new);
     }
     let mut dbs = Vec::new();
+    let mut prelude = "sql() { psql -X -q -v ON_ERROR_STOP=1 \"$(chute local url)\" \"$@\"; }".to_owned();
+    if let Some(port) = tls_port {
+        (text, dbs) = crate::readme_tls::rewrite_urls(&text, port);
+        let db = dbs.first().map_or("postgres", String::as_str);
+        prelude = format!(
+            "sql() {{ psql -X -q -v ON_ERROR_STOP=1 \"postgresql://postgres@127.0.0.1:{port}/{db}?sslmode=require\" \"$@\"; }}\nexport SSL_CERT_FILE=\"$PWD/ca.crt\""
+        );
+    }
     if b.marks.rewrite_url {
         (text, dbs) = rewrite_urls(&text, socket);
         // The test server's one role; a reader's server has theirs.
         text = format!("export PGUSER=postgres\n{text}");
     }
     let setups: Vec<&str> = b.marks.setup.iter().map(|n| SETUPS.iter().find(|(s, _)| s == n).expect("checked when parsed").1).collect();
-    let prelude = "sql() { psql -X -q -v ON_ERROR_STOP=1 \"$(chute local url)\" \"$@\"; }";
     (format!("{prelude}\n{}\n# --- README.md line {}\n{text}\n", setups.join("\n"), b.line), dbs)
 }
 
@@ -295,7 +317,7 @@ async fn every_readme_example_runs_as_written() {
     let path =
         std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()))).unwrap();
     let runner = Runner { dir: dir.path().to_owned(), path, data_dir: server.socket_dir().to_owned() };
-    let admin = server.options("postgres").connect().await.expect("connect to the test server");
+    let mut tls = None;
 
     let (mut ran, mut skipped, mut failures) = (0, Vec::new(), Vec::new());
     for b in blocks(&readme) {
@@ -324,8 +346,18 @@ async fn every_readme_example_runs_as_written() {
         if b.lang != "sh" {
             continue;
         }
-        let (script, dbs) = script_for(&b, server.socket_dir());
+        if b.marks.tls && tls.is_none() {
+            let t = crate::readme_tls::TlsServer::start();
+            t.write_client_files(dir.path());
+            tls = Some(t);
+        }
+        let tls_port = tls.as_ref().filter(|_| b.marks.tls).map(|t| t.cluster.port());
+        let (script, dbs) = script_for(&b, server.socket_dir(), tls_port);
         for db in dbs {
+            let admin = match tls.as_ref().filter(|_| b.marks.tls) {
+                Some(t) => t.cluster.options("postgres").connect().await.expect("connect to the TLS test server"),
+                None => server.options("postgres").connect().await.expect("connect to the test server"),
+            };
             let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&db]).await.unwrap().is_some();
             if !exists {
                 admin.batch_execute(&format!("CREATE DATABASE {}", chute_core::ident::quote_ident(&db))).await.unwrap();
