@@ -102,7 +102,7 @@ pub enum Command {
     chute load ticks ticks.csv --columns time,symbol,price --epoch ms
     chute load --format tsbs tsbs_iot.tsbs.gz          # tables come from the file
     chute load conditions --gen conditions --rows 50000000
-    chute gen lineitem --create | psql && chute load lineitem --gen lineitem --rows 60000000
+    chute gen lineitem --create | psql \"$(chute local url)\" && chute load lineitem --gen lineitem --rows 60000000
     chute load conditions conditions.csv                # again after a crash: loads only what is missing
     chute load --status                                  # what each load has committed
     zcat big.csv.gz | chute load metrics - --load-id big-2021-06   # a resumable stdin load")]
@@ -117,8 +117,9 @@ pub enum Command {
     /// their own tables (load them with chute load --format tsbs).
     #[command(after_help = "EXAMPLES:
     chute gen conditions --rows 10000000 --devices 4000 --fields 10 > conditions.csv
-    chute gen lineitem --create | psql && chute gen lineitem --rows 6000000 --out lineitem.csv
+    chute gen lineitem --create | psql \"$(chute local url)\" && chute gen lineitem --rows 6000000 --out lineitem.csv
     chute load lineitem lineitem.csv --workers 8
+    chute gen accounts --create | psql \"$(chute local url)\"     # makes pgbench_accounts
     chute gen accounts --rows 10000000 | chute load pgbench_accounts -
     chute gen iot --scale 1000 --from 2021-06-08 --to 2021-06-09 --out iot.tsbs
     chute load --format tsbs iot.tsbs --interval 1h

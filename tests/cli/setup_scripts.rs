@@ -112,4 +112,31 @@ fn not_as_root_ensure_deps_prints_the_sudo_command_and_the_embedded_server_lives
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(v["data_dir"], format!("{home_dir}/.local/share/chute/pg"), "{out}");
     assert_eq!(v["running"], false, "{out}");
+
+    // And it runs there, as that user.
+    if is_root() {
+        run_expect(Command::new("chown").args(["postgres", home_dir]), 0);
+    }
+    let local = |args: &[&str]| {
+        let mut c = as_non_root(&chute, &[("HOME", home_dir)]);
+        c.arg("local").args(args);
+        c
+    };
+    /// Stops the server this test started, however the test ends.
+    struct Stop<F: Fn()>(F);
+    impl<F: Fn()> Drop for Stop<F> {
+        fn drop(&mut self) {
+            (self.0)();
+        }
+    }
+    let _stop = Stop(|| {
+        let _ = local(&["stop"]).output();
+    });
+    let (url, err) = run_expect(&mut local(&["start"]), 0);
+    assert!(err.contains(&format!("created and started in {home_dir}/.local/share/chute/pg")), "{err}");
+    assert_eq!(url.trim(), format!("postgresql://postgres@/postgres?host={home_dir}/.local/share/chute/pg"));
+    let (out, _) = run_expect(&mut local(&["status", "--json"]), 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["running"], true, "{out}");
+    run_expect(&mut local(&["stop"]), 0);
 }
