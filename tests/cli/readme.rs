@@ -24,7 +24,8 @@
 //! - `<!-- readme-test: drop-lines "TEXT" (REASON) -->`: lines containing
 //!   TEXT are left out (a daemon, a stream that never ends).
 //! - `<!-- readme-test: setup NAME -->`: the inputs the example assumes its
-//!   reader has (files, tables) are made first by [`SETUPS`]'s script NAME.
+//!   reader has (files, tables) are made first by [`SETUPS`]'s script NAME
+//!   (and [`setup_files`]); scripts reach the test's server with `sql …`.
 //! - `<!-- readme-test: replace "OLD" "NEW" -->`: OLD becomes the shell text
 //!   NEW (e.g. a load id only known once the load has run).
 //! - `<!-- readme-test: output-of "COMMAND" -->` before a plain fence: the
@@ -63,7 +64,6 @@ const SETUPS: &[(&str, &str)] = &[
         "load-inputs",
         r#"now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 chute gen conditions --rows 300 --header | gzip > part1.csv.gz
-chute gen conditions --rows 300 --header --seed 2 | zstd -q > part2.csv.zst
 printf '%s,1,0.5\n%s,2,1.5\n' "$now" "$now" | gzip > big.csv.gz
 printf '%s\t3\t4.5\n' "$now" > data.tsv
 printf '{"ts": "%s", "dev_id": 5, "payload": {"ok": true}}\n' "$now" > events.jsonl
@@ -85,6 +85,19 @@ printf '1,first\n2,second\n' > f.csv"#,
         "chute gen conditions --rows 1000 --seed 3 > big.csv",
     ),
 ];
+
+/// Inputs a setup needs that a fresh machine has no tool to make (no `zstd`
+/// command): written from Rust before the setup's script runs.
+fn setup_files(name: &str, dir: &Path) {
+    if name == "load-inputs" {
+        let csv = Command::new(env!("CARGO_BIN_EXE_chute"))
+            .args(["gen", "conditions", "--rows", "300", "--header", "--seed", "2"])
+            .output()
+            .unwrap();
+        assert!(csv.status.success(), "chute gen: {}", String::from_utf8_lossy(&csv.stderr));
+        std::fs::write(dir.join("part2.csv.zst"), zstd::encode_all(&csv.stdout[..], 3).unwrap()).unwrap();
+    }
+}
 
 /// How a block is run, from the comments before its fence.
 #[derive(Debug, Default)]
@@ -362,6 +375,9 @@ async fn every_readme_example_runs_as_written() {
             if !exists {
                 admin.batch_execute(&format!("CREATE DATABASE {}", chute_core::ident::quote_ident(&db))).await.unwrap();
             }
+        }
+        for name in &b.marks.setup {
+            setup_files(name, dir.path());
         }
         let out = runner.bash(&format!("block-{}.sh", b.line), &script);
         if !out.status.success() {
