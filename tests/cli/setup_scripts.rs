@@ -54,18 +54,39 @@ fn planned(err: &str) -> Vec<String> {
     line.split_whitespace().map(str::to_owned).collect()
 }
 
+/// The packages a dry run should plan here: PostgreSQL 15 where apt has it
+/// (as on Debian 12, where the tests run), else the fallback it announces.
+fn expected_packages(err: &str) -> [String; 2] {
+    let server = if apt_offers("postgresql-15") {
+        assert!(!err.contains("instead"), "postgresql-15 is to be had, so no fallback:\n{err}");
+        "postgresql-15".to_owned()
+    } else {
+        fallback(err, "postgresql-15")
+    };
+    let client = server.replace("postgresql-", "postgresql-client-");
+    [server, client]
+}
+
+/// The package named in the fallback message for `preferred`.
+fn fallback(err: &str, preferred: &str) -> String {
+    err.lines()
+        .find_map(|l| l.strip_prefix(&format!("chute: {preferred} is not available from apt here; installing ")))
+        .and_then(|rest| rest.split_once(','))
+        .map(|(pkg, _)| pkg.to_owned())
+        .unwrap_or_else(|| panic!("no fallback message in:\n{err}"))
+}
+
 #[test]
 fn ensure_deps_installs_postgresql_15_where_apt_offers_it() {
     if !is_root() {
-        // Not root, it prints the sudo command instead: the next test checks that.
+        // Not root, it prints the sudo command instead.
         let (_, err) = run_expect(&mut ensure_deps(), 2);
-        assert!(err.contains("sudo apt-get install -y postgresql-15 postgresql-client-15"), "{err}");
+        let [server, client] = expected_packages(&err);
+        assert!(err.contains(&format!("sudo apt-get install -y {server} {client}")), "{err}");
         return;
     }
-    assert!(apt_offers("postgresql-15"), "this machine's apt offers postgresql-15 (the tests run on it)");
     let (_, err) = run_expect(&mut ensure_deps(), 0);
-    assert_eq!(planned(&err), ["postgresql-15", "postgresql-client-15"], "{err}");
-    assert!(!err.contains("instead"), "{err}");
+    assert_eq!(planned(&err), expected_packages(&err), "{err}");
 }
 
 #[test]
@@ -74,12 +95,7 @@ fn ensure_deps_falls_back_to_a_postgresql_the_distribution_has_when_the_preferre
     let mut cmd = ensure_deps();
     cmd.env("CHUTE_PG_PACKAGE", "postgresql-99");
     let (_, err) = run_expect(&mut cmd, if is_root() { 0 } else { 2 });
-    let chosen = err
-        .lines()
-        .find_map(|l| l.strip_prefix("chute: postgresql-99 is not available from apt here; installing "))
-        .and_then(|rest| rest.split_once(','))
-        .map(|(pkg, _)| pkg.to_owned())
-        .unwrap_or_else(|| panic!("no fallback message in:\n{err}"));
+    let chosen = fallback(&err, "postgresql-99");
     let major: u32 = chosen.strip_prefix("postgresql-").and_then(|m| m.parse().ok()).unwrap_or_else(|| panic!("{chosen}"));
     assert!(major >= 14, "a supported major: {chosen}");
     assert!(apt_offers(&chosen), "the fallback {chosen} is one apt can install");
@@ -96,10 +112,9 @@ fn ensure_deps_falls_back_to_a_postgresql_the_distribution_has_when_the_preferre
 fn not_as_root_ensure_deps_prints_the_sudo_command_and_the_embedded_server_lives_in_the_home() {
     // The postgres user can read the checkout and the built binary, but has no cargo on its PATH.
     let (_, err) = run_expect(&mut as_non_root(&ensure_deps(), &[("CHUTE_DEPS_DRY_RUN", "1")]), 2);
+    let [server, client] = expected_packages(&err);
     assert!(
-        err.contains(
-            "chute: install them with: sudo apt-get install -y postgresql-15 postgresql-client-15   (then run this command again)"
-        ),
+        err.contains(&format!("chute: install them with: sudo apt-get install -y {server} {client}   (then run this command again)")),
         "{err}"
     );
 
