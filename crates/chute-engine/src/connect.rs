@@ -213,6 +213,10 @@ pub enum ConnectError {
     Refused { user: String, endpoint: String, message: String },
     #[error("could not connect to {endpoint}: {reason}. Is the server running there? Check --url, PGHOST and PGPORT")]
     Unreachable { endpoint: String, reason: String },
+    /// The server is starting up, shutting down or out of connection slots
+    /// (57P01, 57P02, 57P03, 53300): worth trying again a moment later.
+    #[error("the server at {endpoint} does not accept connections now: {message}; wait for it or raise --retry-for")]
+    Unavailable { endpoint: String, message: String },
     #[error(
         "the server at {endpoint} does not accept TLS (sslmode={mode}): turn on ssl in its postgresql.conf, or use sslmode=prefer to fall back to an unencrypted connection"
     )]
@@ -777,6 +781,9 @@ impl ConnectOptions {
             return match code {
                 "28P01" => ConnectError::BadPassword { user: self.user.clone(), endpoint },
                 "3D000" => ConnectError::NoDatabase { dbname: self.dbname.clone(), endpoint },
+                "57P01" | "57P02" | "57P03" | "53300" => {
+                    ConnectError::Unavailable { endpoint, message: format!("{} (SQLSTATE {code})", db.message()) }
+                }
                 _ => ConnectError::Refused { user: self.user.clone(), endpoint, message: format!("{} (SQLSTATE {code})", db.message()) },
             };
         }

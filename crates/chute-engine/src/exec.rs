@@ -8,7 +8,9 @@
 //! the plan and names the step. Steps marked non-transactional (`DETACH …
 //! CONCURRENTLY`, `FINALIZE`) run as single statements outside a transaction.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::retry::Backoff;
 
 use chute_core::partman::{Plan, Step};
 use tokio_postgres::Client;
@@ -33,7 +35,15 @@ impl Default for ExecSettings {
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     #[error("step {index} ({description}) failed: {message}")]
-    Step { index: usize, description: String, message: String, code: Option<String> },
+    Step {
+        index: usize,
+        description: String,
+        message: String,
+        code: Option<String>,
+        /// The connection was lost (`retry::connection_lost`): a caller that
+        /// can reconnect may plan again and rerun.
+        lost: bool,
+    },
     #[error(
         "step {index} ({description}) could not get its locks within {waited:?} of retries (lock_timeout {lock_timeout:?}): a long transaction holds the table; retry later or raise --lock-timeout"
     )]
@@ -104,37 +114,35 @@ async fn run_step(
     settings: ExecSettings,
     mut on_event: impl FnMut(StepEvent),
 ) -> Result<(), ExecError> {
-    let began = Instant::now();
-    let mut attempt = 0u32;
+    // Back off so that writers queued behind our failed attempt get through.
+    let mut backoff = Backoff::new(settings.lock_timeout.max(Duration::from_millis(50)), Duration::from_secs(10), settings.retry_for);
     let timeout_ms = settings.lock_timeout.as_millis().max(1);
     loop {
         let result =
             if step.transactional { run_in_transaction(client, step, timeout_ms).await } else { run_alone(client, step, timeout_ms).await };
         match result {
             Ok(()) => return Ok(()),
-            Err(e) if retryable(&e) => {
-                attempt += 1;
-                if began.elapsed() >= settings.retry_for {
+            Err(e) if retryable(&e) => match backoff.next_pause() {
+                Some(pause) => {
+                    on_event(StepEvent::Retrying { attempt: backoff.attempts(), pause });
+                    tokio::time::sleep(pause).await;
+                }
+                None => {
                     return Err(ExecError::LockRetriesExhausted {
                         index,
                         description: step.description.clone(),
-                        waited: began.elapsed(),
+                        waited: backoff.elapsed(),
                         lock_timeout: settings.lock_timeout,
                     });
                 }
-                // Back off so that writers queued behind our failed attempt get through.
-                let base = settings.lock_timeout.max(Duration::from_millis(50));
-                let pause = (base * 2u32.saturating_pow(attempt.min(5))).min(Duration::from_secs(10));
-                let jitter = Duration::from_millis(u64::from(attempt * 37 % 100));
-                on_event(StepEvent::Retrying { attempt, pause: pause + jitter });
-                tokio::time::sleep(pause + jitter).await;
-            }
+            },
             Err(e) => {
                 return Err(ExecError::Step {
                     index,
                     description: step.description.clone(),
                     message: describe(&e),
                     code: e.code().map(|c| c.code().to_owned()),
+                    lost: crate::retry::connection_lost(&e),
                 });
             }
         }

@@ -3,6 +3,7 @@
 //! DDL executor and the load pipeline. Pure logic lives in `chute-core`.
 
 pub mod catalog;
+pub mod clock;
 pub mod connect;
 pub mod demo;
 pub mod exec;
@@ -10,6 +11,7 @@ pub mod layout;
 pub mod load;
 pub mod local;
 pub mod partman;
+pub mod retry;
 pub mod schema;
 
 pub use connect::{ConnectError, ConnectOptions};

@@ -33,13 +33,16 @@ pub enum PartmanError {
     Schema(#[from] SchemaError),
     #[error("{0}")]
     Sql(String),
+    /// A statement failed because the connection was lost.
+    #[error("{0}")]
+    Lost(String),
     #[error("{0}")]
     Refused(String),
 }
 
 impl From<tokio_postgres::Error> for PartmanError {
     fn from(e: tokio_postgres::Error) -> Self {
-        PartmanError::Sql(exec::describe(&e))
+        if crate::retry::connection_lost(&e) { PartmanError::Lost(exec::describe(&e)) } else { PartmanError::Sql(exec::describe(&e)) }
     }
 }
 

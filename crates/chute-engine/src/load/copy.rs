@@ -10,19 +10,24 @@
 //! transaction commits. A lost connection, a server restart, a deadlock or a
 //! serialization failure is retried with backoff on a new connection; if the
 //! connection dropped while committing, the journal tells whether the batch
-//! landed, so nothing is loaded twice.
+//! landed, so nothing is loaded twice. A leaf that no longer exists (dropped
+//! by retention between routing and COPY: 42P01) fails only its own part:
+//! the rest of the batch commits and that part's rows go back to the
+//! coordinator to be routed again.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use chute_core::encode::{HEADER, TRAILER};
 use futures_util::SinkExt;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Transaction};
 
 use super::LoadError;
 use super::pipeline::{Budget, Segment};
 use crate::ConnectOptions;
+use crate::retry::{self, Backoff, Lost};
 
 /// Rows for one COPY transaction.
 /// One transaction: rows for one or more targets (many small per-leaf
@@ -37,6 +42,8 @@ pub(crate) struct Batch {
 
 /// The rows of one target within a batch.
 pub(crate) struct BatchPart {
+    /// The load's table these rows belong to.
+    pub table: u16,
     pub target_name: String,
     /// The name this target is journaled under.
     pub journal_target: String,
@@ -85,6 +92,10 @@ pub(crate) enum CopyOutcome {
     Retrying {
         message: String,
     },
+    /// These parts' leaves no longer exist (dropped or detached while the
+    /// load ran, 42P01): nothing of them was committed; the coordinator
+    /// reads the tree again and routes their rows anew.
+    Vanished(Vec<BatchPart>),
 }
 
 /// What workers share.
@@ -121,7 +132,13 @@ pub(crate) async fn worker(
         let result = commit_with_retries(&mut client, &batch, &tx, &ctx).await;
         ctx.budget.release(batch.budget);
         match result {
-            Ok((rows, bytes)) => {
+            Ok((rows, bytes, vanished)) => {
+                // Before `Loaded`: the coordinator keeps the queue open until
+                // every batch has answered, and these rows must be back by then.
+                if !vanished.is_empty() {
+                    let parts = batch.parts.into_iter().enumerate().filter(|(i, _)| vanished.contains(i)).map(|(_, p)| p).collect();
+                    let _ = tx.send(CopyOutcome::Vanished(parts));
+                }
                 let _ = tx.send(CopyOutcome::Loaded { rows, bytes });
             }
             Err(e) => {
@@ -133,39 +150,25 @@ pub(crate) async fn worker(
     Ok(())
 }
 
-/// Errors after which the same batch may be tried again on a new connection.
-fn transient(e: &tokio_postgres::Error) -> bool {
-    if e.is_closed() {
-        return true;
-    }
-    match e.code() {
-        Some(c) => {
-            let c = c.code();
-            c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300")
-        }
-        // No SQLSTATE: an I/O error on the socket.
-        None => e.as_db_error().is_none(),
-    }
-}
+/// Rows loaded, bytes sent, and the parts whose leaf vanished (by index).
+type Committed = (u64, u64, Vec<usize>);
 
 async fn commit_with_retries(
     client: &mut Client,
     batch: &Batch,
     tx: &flume::Sender<CopyOutcome>,
     ctx: &WorkerCtx,
-) -> Result<(u64, u64), LoadError> {
-    let began = Instant::now();
-    let mut attempt = 0u32;
+) -> Result<Committed, LoadError> {
+    let mut backoff = Backoff::reconnect(ctx.retry_for);
     loop {
-        let retry = attempt > 0;
+        let retry = backoff.attempts() > 0;
         match commit_batch(client, batch, tx, ctx, retry).await {
             Ok(r) => return Ok(r),
-            Err(AttemptError::Pg(e)) if transient(&e) && began.elapsed() < ctx.retry_for => {
-                attempt += 1;
+            Err(AttemptError::Pg(e)) if retry::transient(&e) && backoff.elapsed() < ctx.retry_for => {
                 let _ = tx.send(CopyOutcome::Retrying {
                     message: format!("COPY into {}: {}; retrying", batch.label(), crate::exec::describe(&e)),
                 });
-                *client = reconnect(ctx, began).await?;
+                *client = reconnect(ctx, &mut backoff).await?;
             }
             Err(AttemptError::Pg(e)) => return Err(LoadError::sql(format!("COPY into {}", batch.label()), &e)),
             Err(AttemptError::Rejects(e)) => return Err(e),
@@ -173,18 +176,19 @@ async fn commit_with_retries(
     }
 }
 
-/// Connects again, with backoff, until `retry_for` has passed since `began`.
-async fn reconnect(ctx: &WorkerCtx, began: Instant) -> Result<Client, LoadError> {
-    let mut pause = Duration::from_millis(100);
+/// Connects again, pausing as `backoff` says, until its `retry_for` is over.
+async fn reconnect(ctx: &WorkerCtx, backoff: &mut Backoff) -> Result<Client, LoadError> {
     loop {
-        tokio::time::sleep(pause).await;
+        if !backoff.wait().await {
+            return Err(LoadError::Setup(format!(
+                "the server could not be reached again within --retry-for {:?}: check it is up, then run the same command again to load the rest",
+                ctx.retry_for
+            )));
+        }
         match ctx.target.connect().await {
             Ok(c) => return Ok(c),
-            Err(e) if began.elapsed() < ctx.retry_for => {
-                pause = (pause * 2).min(Duration::from_secs(5));
-                let _ = e;
-            }
-            Err(e) => return Err(LoadError::Setup(format!("gave up after {:?} of retries: {e}", ctx.retry_for))),
+            Err(e) if e.connection_lost() => {}
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -200,7 +204,7 @@ async fn commit_batch(
     tx: &flume::Sender<CopyOutcome>,
     ctx: &WorkerCtx,
     retry: bool,
-) -> Result<(u64, u64), AttemptError> {
+) -> Result<Committed, AttemptError> {
     let mut txn = client.transaction().await?;
     if retry && let Some(load_id) = &ctx.load_id {
         let done: bool = txn
@@ -216,13 +220,18 @@ async fn commit_batch(
                 )
                 .await?
                 .get::<_, i64>(0);
-            return Ok((rows as u64, batch.bytes()));
+            return Ok((rows as u64, batch.bytes(), Vec::new()));
         }
     }
     let mut loaded = 0u64;
     let mut rejected = Vec::new();
-    for part in &batch.parts {
-        let rows = load_part(&mut txn, part, &mut rejected).await?;
+    let mut vanished = Vec::new();
+    for (index, part) in batch.parts.iter().enumerate() {
+        let Some(rows) = load_part(&mut txn, part, &mut rejected).await? else {
+            // Nothing of it is journaled: its rows are routed again.
+            vanished.push(index);
+            continue;
+        };
         loaded += rows;
         if let Some(load_id) = &ctx.load_id {
             for (i, (input, starts, ends)) in super::journal::journal_rows(&part.seg.ranges).into_iter().enumerate() {
@@ -256,11 +265,17 @@ async fn commit_batch(
         }
     }
     txn.commit().await?;
-    Ok((loaded, batch.bytes()))
+    let sent = batch.parts.iter().enumerate().filter(|(i, _)| !vanished.contains(i)).map(|(_, p)| p.body.len() as u64).sum();
+    Ok((loaded, sent, vanished))
 }
 
 /// Loads one target's rows under savepoints; refused rows go to `rejected`.
-async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejected: &mut Vec<RejectedRow>) -> Result<u64, tokio_postgres::Error> {
+/// `None`: the target no longer exists (42P01 on the first COPY), nothing was loaded.
+async fn load_part(
+    txn: &mut Transaction<'_>,
+    part: &BatchPart,
+    rejected: &mut Vec<RejectedRow>,
+) -> Result<Option<u64>, tokio_postgres::Error> {
     let n = part.seg.row_ends.len();
     let mut loaded = 0u64;
     // The whole part first. On a data error the server names the failing
@@ -270,6 +285,7 @@ async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejected: &mut V
     let mut window = n;
     let mut known_bad: Option<usize> = None;
     let mut known_reason: Option<String> = None;
+    let rejected_before = rejected.len();
     while pos < n {
         if known_bad == Some(pos) {
             rejected.push(reject_row(part, pos, known_reason.take().unwrap_or_default()));
@@ -279,9 +295,14 @@ async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejected: &mut V
             continue;
         }
         let end = (pos + window.max(1)).min(n);
+        let first = pos == 0 && loaded == 0 && rejected_before == rejected.len();
         let sp = txn.savepoint("chute_rows").await?;
         let attempt = copy_once(&sp, part, pos, end).await;
         match attempt {
+            Err(e) if first && e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
+                sp.rollback().await?;
+                return Ok(None);
+            }
             Ok(rows) => {
                 sp.commit().await?;
                 loaded += rows;
@@ -311,7 +332,7 @@ async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejected: &mut V
             Err(e) => return Err(e),
         }
     }
-    Ok(loaded)
+    Ok(Some(loaded))
 }
 
 /// Rows per COPY after an error, until the batch is through.

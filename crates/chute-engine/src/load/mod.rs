@@ -198,12 +198,17 @@ pub enum LoadError {
     Setup(String),
     #[error("{context}: {message}")]
     Sql { context: String, message: String },
+    /// The connection was lost (see `retry::connection_lost`): the work can
+    /// be redone on a new one.
+    #[error("{context}: {message}")]
+    Lost { context: String, message: String },
     #[error("cannot write the reject file {path}: {message}")]
     RejectFile { path: String, message: String },
 }
 
 impl LoadError {
     pub(crate) fn sql(context: impl Into<String>, e: &tokio_postgres::Error) -> Self {
-        LoadError::Sql { context: context.into(), message: crate::exec::describe(e) }
+        let (context, message) = (context.into(), crate::exec::describe(e));
+        if crate::retry::connection_lost(e) { LoadError::Lost { context, message } } else { LoadError::Sql { context, message } }
     }
 }

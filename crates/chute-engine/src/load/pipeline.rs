@@ -22,6 +22,8 @@ use super::target::{self, ColumnPlan};
 
 use super::{InputFormat, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats};
 
+mod recover;
+
 /// Where a row goes: a leaf of one of the load's tables, or that table's
 /// parent (the server routes), in binary or (for values the server must
 /// parse) text format.
@@ -283,6 +285,12 @@ impl Budget {
         *used += n;
     }
 
+    /// Counts `n` bytes at once, without waiting (rows that come back to
+    /// the coordinator after their budget was given back).
+    pub fn take(&self, n: usize) {
+        *self.used.lock().expect("budget lock") += n;
+    }
+
     pub fn release(&self, n: usize) {
         let mut used = self.used.lock().expect("budget lock");
         *used = used.saturating_sub(n);
@@ -383,12 +391,7 @@ async fn prepare_single(spec: &LoadSpec, control: &tokio_postgres::Client, progr
 /// Runs a load to the end (or to the reject limit).
 pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<LoadReport, LoadError> {
     let began = Instant::now();
-    let control = spec.target.connect().await?;
-    let prepared = match (&spec.generator, spec.format) {
-        (Some((workload, _)), _) => super::gen_source::prepare(&spec, workload.clone(), &control, progress).await?,
-        (None, InputFormat::Tsbs) => super::tsbs::prepare(&spec, &control, progress).await?,
-        (None, _) => prepare_single(&spec, &control, progress).await?,
-    };
+    let (mut control, prepared) = recover::set_up(&spec, progress).await?;
     let budget = Arc::new(Budget::new(spec.memory_budget));
     let cancel = Arc::new(AtomicBool::new(false));
     let bytes_read = Arc::new(AtomicU64::new(0));
@@ -410,8 +413,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let mut resumed = 0;
     if let Some(id) = &load_id {
         let described: Vec<String> = spec.inputs.iter().map(|i| i.display_name()).collect();
-        let committed =
-            super::journal::open(&control, id, &prepared.summary_table, &described.join(", "), spec.inputs.len().max(1)).await?;
+        let committed = recover::open_journal(&spec, &mut control, id, &prepared.summary_table, &described.join(", "), progress).await?;
         for t in &prepared.tables {
             resumed += t.set_committed(&committed);
         }
@@ -445,7 +447,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         rejects: rejects.clone(),
     });
     for _ in 0..spec.workers.max(1) {
-        let client = spec.target.connect().await?;
+        let client = crate::retry::connect(&spec.target, spec.retry_for, |_| {}).await?;
         let (rx, tx, ctx) = (batch_rx.clone(), outcome_tx.clone(), worker_ctx.clone());
         workers.push(tokio::spawn(copy::worker(client, rx, tx, ctx)));
     }
@@ -509,7 +511,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         limit_hit: false,
         tags: prepared.tags,
         control,
-        jit: Some(JitCreator::default()),
+        jit: Some(JitCreator::new(spec.retry_for)),
         jit_done: jit_tx,
         waiting: Vec::new(),
         ahead: Vec::new(),
@@ -520,6 +522,9 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         target: spec.target.clone(),
         batch_prefix: nonce,
         notices: Vec::new(),
+        retry_for: spec.retry_for,
+        in_flight: 0,
+        vanished: Vec::new(),
     };
     let mut last_report = Instant::now();
     let mut error: Option<LoadError> = None;
@@ -541,7 +546,11 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         // Once every chunk is in and no row waits for a partition, send the rest.
         if parsing_done && co.batch_tx.is_some() && (co.jit_idle() || error.is_some()) {
             co.flush_all().await;
-            co.batch_tx = None;
+            // Rows of a batch whose leaf vanished come back to be routed
+            // again: the queue stays open until every batch has answered.
+            if co.in_flight == 0 || error.is_some() {
+                co.batch_tx = None;
+            }
         }
         for n in std::mem::take(&mut co.notices) {
             progress.notice(&n);
@@ -565,6 +574,11 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
                 o = outcome_rx.recv_async() => if let Ok(o) = o { co.absorb(o, &mut error) },
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
+        }
+        if !co.vanished.is_empty()
+            && let Err(e) = co.reroute_vanished().await
+        {
+            error.get_or_insert(e);
         }
         if let Err(e) = co.rejects.lock().expect("reject file lock").flush_pending() {
             error.get_or_insert(e);
@@ -624,7 +638,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             "done"
         };
         // A lost control connection must not hide the load's own outcome.
-        let _ = super::journal::close(&co.control, id, status).await;
+        let _ = co.close_journal(id, status).await;
     }
     if let Some(e) = error {
         return Err(e);
@@ -884,6 +898,12 @@ struct Coordinator {
     batch_prefix: String,
     /// Messages for the user, shown by the main loop.
     notices: Vec<String>,
+    /// How long lost connections are retried (`--retry-for`).
+    retry_for: Duration,
+    /// Batches sent to the workers and not answered yet.
+    in_flight: usize,
+    /// Batch parts whose leaf vanished, waiting to be routed again.
+    vanished: Vec<BatchPart>,
 }
 
 /// One segment per target (a chunk may have produced several).
@@ -942,6 +962,7 @@ impl Coordinator {
         self.rejects.lock().expect("reject file lock").flush_pending()?;
         self.stats.rows_skipped += out.skipped;
         if !out.pending_tags.is_empty() {
+            self.control().await?;
             let resolver = self.tags.as_mut().ok_or_else(|| LoadError::Setup("rows wait for tags, but no tag table is set up".into()))?;
             let mut filed = Filed::default();
             resolver.resolve(&self.control, std::mem::take(&mut out.pending_tags), &self.tables, &mut filed).await?;
@@ -1058,7 +1079,7 @@ impl Coordinator {
             let mut at = start;
             for _ in 0..j.policy.premake.min(MAX_AHEAD) {
                 let Ok(next) = j.policy.interval.next(at, &tz) else { break };
-                if j.limits.max_key.is_some_and(|max| next > max) {
+                if j.limits().keys.max_key.is_some_and(|max| next > max) {
                     break;
                 }
                 if self.made_ahead.insert((table, next)) {
@@ -1090,9 +1111,11 @@ impl Coordinator {
         let mut groups: HashMap<(Target, ChunkRange), (Segment, usize), BuildHasherDefault<TargetHasher>> = HashMap::default();
         let mut still = Vec::new();
         let mut rejects = Vec::new();
+        // One routing context per table: the tree as just re-read, the limits as of now.
+        let mut ctxs: Vec<_> = self.tables.iter().map(|t| t.ctx()).collect();
         for p in std::mem::take(&mut self.waiting) {
             let routing = &self.tables[usize::from(p.table)];
-            match routing.route(&mut routing.ctx(), &p.row) {
+            match routing.route(&mut ctxs[usize::from(p.table)], &p.row) {
                 Routed::To(leaf) if routing.is_committed(leaf, false, p.range.0 as usize, p.offset) => {
                     self.stats.rows_skipped += 1;
                     self.budget.release(p.bytes());
@@ -1179,6 +1202,7 @@ impl Coordinator {
         let mut seg = a.seg;
         let body = bytes::Bytes::from(std::mem::take(&mut seg.data));
         let part = BatchPart {
+            table: target.table,
             target_name: name.to_string(),
             journal_target: super::journal::target_key(&name.to_string(), target.text),
             sql,
@@ -1195,6 +1219,7 @@ impl Coordinator {
         }
         let batch = Batch { parts, budget, batch_id: format!("{}-{}", self.batch_prefix, self.stats.batches) };
         self.stats.batches += 1;
+        self.in_flight += 1;
         if let Some(tx) = &self.batch_tx
             && tx.send_async(batch).await.is_err()
         {
@@ -1258,6 +1283,7 @@ impl Coordinator {
     fn absorb(&mut self, o: CopyOutcome, error: &mut Option<LoadError>) {
         match o {
             CopyOutcome::Loaded { rows, bytes } => {
+                self.in_flight = self.in_flight.saturating_sub(1);
                 self.stats.rows_loaded += rows;
                 self.stats.bytes_sent += bytes;
             }
@@ -1268,9 +1294,11 @@ impl Coordinator {
                 }
             }
             CopyOutcome::Failed(e) => {
+                self.in_flight = self.in_flight.saturating_sub(1);
                 error.get_or_insert(e);
             }
             CopyOutcome::Retrying { message } => self.notices.push(message),
+            CopyOutcome::Vanished(parts) => self.vanished.extend(parts),
         }
     }
 

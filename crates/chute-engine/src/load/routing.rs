@@ -10,6 +10,7 @@
 //! tree is re-read after that.
 
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use chute_core::encode::{PG_EPOCH_OFFSET_DAYS, PG_EPOCH_OFFSET_MICROS};
 use chute_core::ident::QualifiedName;
@@ -22,7 +23,9 @@ use chute_core::rowenc::field_ranges;
 use super::target::{self, ColumnPlan};
 use super::{LoadError, LoadProgress, LoadSpec};
 use crate::catalog::TableInfo;
+use crate::exec::ExecSettings;
 use crate::partman::PartitionManager;
+use crate::retry::{Backoff, Lost};
 
 /// A leaf: an id in the load's leaf registry, or the parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,10 +47,53 @@ pub(crate) enum Routed {
 pub(crate) struct Jit {
     pub info: TableInfo,
     pub policy: Policy,
-    pub limits: KeyLimits,
-    pub now: i64,
+    /// What the policy allows as of the last clock reading (see [`Jit::limits`]).
+    limits: RwLock<Limits>,
     /// Where the key sits among the row's fields.
     key_field: usize,
+}
+
+/// The keys a policy allows at one moment: the same limits and retention
+/// cut-off `partition maintain` computes (`planner::key_limits`), so a row
+/// the loader takes is never one retention drops at that moment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The clock reading these hold for.
+    pub now: i64,
+    pub keys: KeyLimits,
+    /// Keys below this lie in intervals that end at or before the retention
+    /// cut-off (the start of the interval holding the cut-off).
+    oldest: Option<i64>,
+}
+
+impl Limits {
+    fn at(policy: &Policy, now: i64) -> Result<Limits, chute_core::partman::planner::PlanError> {
+        let keys = planner::key_limits(policy, None, now)?;
+        let oldest = match keys.retention_cutoff {
+            Some(c) => Some(policy.interval.floor(c, &policy.zone()?)?),
+            None => None,
+        };
+        Ok(Limits { now, keys, oldest })
+    }
+}
+
+impl Jit {
+    /// The limits now. A load may run for days (a stream from stdin): the
+    /// max-future limit and the retention cut-off move with the clock.
+    pub(crate) fn limits(&self) -> Limits {
+        let now = crate::clock::now_micros();
+        let cached = *self.limits.read().expect("limits");
+        if (now - cached.now).abs() < 100_000 {
+            return cached;
+        }
+        match Limits::at(&self.policy, now) {
+            Ok(l) => {
+                *self.limits.write().expect("limits") = l;
+                l
+            }
+            Err(_) => cached,
+        }
+    }
 }
 
 /// One version of the partition tree, with its leaves' registry ids.
@@ -88,6 +134,8 @@ pub(crate) struct Routing {
 pub(crate) struct RouteCtx {
     state: Option<Arc<TreeState>>,
     ranges: Vec<Option<(usize, usize)>>,
+    /// The policy's limits when this context was made.
+    limits: Option<Limits>,
 }
 
 impl Routing {
@@ -153,7 +201,7 @@ impl Routing {
             RouteMode::Tree(t) => Some(t.state.read().expect("tree state").clone()),
             _ => None,
         };
-        RouteCtx { state, ranges: Vec::with_capacity(16) }
+        RouteCtx { state, ranges: Vec::with_capacity(16), limits: self.jit().map(Jit::limits) }
     }
 
     pub(crate) fn name(&self, leaf: LeafRef) -> QualifiedName {
@@ -214,7 +262,24 @@ impl Routing {
             Some(&row[s..s + l])
         };
         match state.tree.route(field) {
-            Route::Leaf(id) => Routed::To(LeafRef::Leaf(state.ids[id as usize])),
+            Route::Leaf(id) => {
+                // Past retention is refused even while its partition exists:
+                // `partition maintain` may drop it any moment.
+                if let (Some(j), Some(oldest)) = (jit, ctx.limits.and_then(|l| l.oldest))
+                    && let Some(key) =
+                        ranges.get(j.key_field).copied().flatten().and_then(|(s, l)| key_value(j.policy.key_type, &row[s..s + l]))
+                    && key < oldest
+                {
+                    let limits = KeyLimits {
+                        max_key: None,
+                        ..ctx.limits.map(|l| l.keys).unwrap_or(KeyLimits { retention_cutoff: None, max_key: None })
+                    };
+                    if let Err(refusal) = planner::check_key(&j.policy, &limits, key) {
+                        return Routed::Reject(refusal.to_string());
+                    }
+                }
+                Routed::To(LeafRef::Leaf(state.ids[id as usize]))
+            }
             Route::NoPartition { parent, level } => {
                 let Some(j) = jit.as_ref().filter(|_| level == 0) else {
                     return Routed::Reject(format!("no partition of relation {parent} found for row (SQLSTATE 23514)"));
@@ -223,7 +288,8 @@ impl Routing {
                 else {
                     return Routed::Reject(format!("no partition of relation {parent} found for row: the key {:?} is NULL", j.policy.key));
                 };
-                if let Err(refusal) = planner::check_key(&j.policy, &j.limits, key) {
+                let limits = ctx.limits.map_or_else(|| j.limits().keys, |l| l.keys);
+                if let Err(refusal) = planner::check_key(&j.policy, &limits, key) {
                     return Routed::Reject(refusal.to_string());
                 }
                 if *no_create {
@@ -296,27 +362,49 @@ pub(crate) async fn build(
 /// The table's policy, when it has one whose key is the tree's top-level range key.
 async fn jit_for(spec: &LoadSpec, info: &TableInfo, tree: &PartitionTree, plan: &ColumnPlan) -> Result<Option<Jit>, LoadError> {
     let mgr = PartitionManager::connect(&spec.target, Default::default()).await?;
-    let Ok(policy) = mgr.policies().await.map(|ps| ps.into_iter().find(|p| p.parent == info.name)) else { return Ok(None) };
+    let policy = match mgr.policies().await {
+        Ok(ps) => ps.into_iter().find(|p| p.parent == info.name),
+        // A lost connection is retried by the caller; an unreadable policy means no JIT.
+        Err(e) if e.connection_lost() => return Err(e.into()),
+        Err(_) => return Ok(None),
+    };
     let Some(policy) = policy else { return Ok(None) };
     let top = tree.top_level_key();
     if top.strategy != chute_core::route::Strategy::Range || top.columns.len() != 1 || top.columns[0].name != policy.key {
         return Ok(None);
     }
     let Some(key_field) = plan.table_to_target.get(top.columns[0].position).copied().flatten() else { return Ok(None) };
-    let now = jiff::Timestamp::now().as_microsecond();
-    let limits = planner::key_limits(&policy, None, now).map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", info.name)))?;
-    Ok(Some(Jit { info: info.clone(), policy, limits, now, key_field }))
+    let limits =
+        Limits::at(&policy, crate::clock::now_micros()).map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", info.name)))?;
+    Ok(Some(Jit { info: info.clone(), policy, limits: RwLock::new(limits), key_field }))
+}
+
+/// Reads the partition tree of `parent` again and routes new rows with it.
+pub(crate) async fn reread_tree(client: &tokio_postgres::Client, routing: &Routing) -> Result<(), LoadError> {
+    let tree = crate::layout::load_partition_tree(client, &routing.parent).await.map_err(|e| {
+        let (context, message) = (format!("re-reading the partitions of {}", routing.parent), e.to_string());
+        if e.connection_lost() { LoadError::Lost { context, message } } else { LoadError::Setup(format!("{context}: {message}")) }
+    })?;
+    routing.install(tree);
+    Ok(())
 }
 
 /// Keeps one partition manager connection for just-in-time creation.
-#[derive(Default)]
 pub(crate) struct JitCreator {
     mgr: Option<PartitionManager>,
+    /// How long a lost connection is retried (`--retry-for`).
+    retry_for: Duration,
 }
 
 impl JitCreator {
+    pub(crate) fn new(retry_for: Duration) -> Self {
+        JitCreator { mgr: None, retry_for }
+    }
+
     /// Creates the partitions for `starts`, then re-reads the tree. Returns
-    /// the partitions created.
+    /// the partitions created. A lost connection (a restarted server) is
+    /// retried on a new one: each attempt plans against the catalog as it
+    /// finds it, so what an earlier attempt committed is not made twice.
     pub(crate) async fn create(
         &mut self,
         spec_target: &crate::ConnectOptions,
@@ -324,15 +412,35 @@ impl JitCreator {
         starts: &[i64],
     ) -> Result<Vec<QualifiedName>, LoadError> {
         let Some(j) = routing.jit() else { return Ok(Vec::new()) };
-        if self.mgr.is_none() {
-            self.mgr = Some(PartitionManager::connect(spec_target, Default::default()).await?);
+        let mut backoff = Backoff::reconnect(self.retry_for);
+        loop {
+            match self.attempt(spec_target, routing, j, starts).await {
+                Ok(created) => return Ok(created),
+                Err(e) if e.connection_lost() => {
+                    self.mgr = None;
+                    if !backoff.wait().await {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn attempt(
+        &mut self,
+        spec_target: &crate::ConnectOptions,
+        routing: &Routing,
+        j: &Jit,
+        starts: &[i64],
+    ) -> Result<Vec<QualifiedName>, LoadError> {
+        if self.mgr.as_ref().is_none_or(|m| m.client().is_closed()) {
+            let settings = ExecSettings { retry_for: self.retry_for, ..ExecSettings::default() };
+            self.mgr = Some(PartitionManager::connect(spec_target, settings).await?);
         }
         let mgr = self.mgr.as_mut().expect("connected above");
-        let created = mgr.ensure(&j.info, &j.policy, starts, j.now).await?;
-        let tree = crate::layout::load_partition_tree(mgr.client(), &routing.parent)
-            .await
-            .map_err(|e| LoadError::Setup(format!("re-reading the partitions of {}: {e}", routing.parent)))?;
-        routing.install(tree);
+        let created = mgr.ensure(&j.info, &j.policy, starts, j.limits().now).await?;
+        reread_tree(mgr.client(), routing).await?;
         Ok(created)
     }
 }
