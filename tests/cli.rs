@@ -25,6 +25,8 @@ mod readme;
 mod readme_tls;
 #[path = "cli/reliability.rs"]
 mod reliability;
+#[path = "cli/retry_everywhere.rs"]
+mod retry_everywhere;
 #[path = "cli/routing.rs"]
 mod routing;
 #[path = "cli/setup_scripts.rs"]

@@ -45,6 +45,8 @@ pub(crate) struct BatchPart {
     /// The load's table these rows belong to.
     pub table: u16,
     pub target_name: String,
+    /// `target_name` quoted for SQL.
+    pub quoted_name: String,
     /// The name this target is journaled under.
     pub journal_target: String,
     pub sql: String,
@@ -225,13 +227,13 @@ async fn commit_batch(
     }
     let mut loaded = 0u64;
     let mut rejected = Vec::new();
-    let mut vanished = Vec::new();
+    let vanished = lock_targets(&txn, batch).await?;
     for (index, part) in batch.parts.iter().enumerate() {
-        let Some(rows) = load_part(&mut txn, part, &mut rejected).await? else {
+        if vanished.contains(&index) {
             // Nothing of it is journaled: its rows are routed again.
-            vanished.push(index);
             continue;
-        };
+        }
+        let rows = load_part(&mut txn, part, &mut rejected).await?;
         loaded += rows;
         if let Some(load_id) = &ctx.load_id {
             for (i, (input, starts, ends)) in super::journal::journal_rows(&part.seg.ranges).into_iter().enumerate() {
@@ -269,13 +271,40 @@ async fn commit_batch(
     Ok((loaded, sent, vanished))
 }
 
+/// Locks every target of the batch as its COPY would (ROW EXCLUSIVE), so
+/// none can be dropped before its COPY runs, and returns the parts whose
+/// target no longer exists. Asked first, in one statement, because a COPY
+/// that fails to start leaves the driver's connection out of step.
+async fn lock_targets(txn: &Transaction<'_>, batch: &Batch) -> Result<Vec<usize>, tokio_postgres::Error> {
+    let mut gone: Vec<usize> = Vec::new();
+    loop {
+        let live: Vec<(usize, &str)> =
+            batch.parts.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(i, p)| (i, p.quoted_name.as_str())).collect();
+        if live.is_empty() {
+            return Ok(gone);
+        }
+        let names: Vec<&str> = live.iter().map(|(_, n)| *n).collect();
+        let lock =
+            format!("SAVEPOINT chute_targets; LOCK TABLE {} IN ROW EXCLUSIVE MODE; RELEASE SAVEPOINT chute_targets", names.join(", "));
+        match txn.batch_execute(&lock).await {
+            Ok(()) => return Ok(gone),
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
+                txn.batch_execute("ROLLBACK TO SAVEPOINT chute_targets; RELEASE SAVEPOINT chute_targets").await?;
+                let missing = txn
+                    .query("SELECT i::int8 FROM unnest($1::text[]) WITH ORDINALITY u(n, i) WHERE to_regclass(n) IS NULL", &[&names])
+                    .await?;
+                if missing.is_empty() {
+                    return Err(e);
+                }
+                gone.extend(missing.iter().map(|r| live[r.get::<_, i64>(0) as usize - 1].0));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Loads one target's rows under savepoints; refused rows go to `rejected`.
-/// `None`: the target no longer exists (42P01 on the first COPY), nothing was loaded.
-async fn load_part(
-    txn: &mut Transaction<'_>,
-    part: &BatchPart,
-    rejected: &mut Vec<RejectedRow>,
-) -> Result<Option<u64>, tokio_postgres::Error> {
+async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejected: &mut Vec<RejectedRow>) -> Result<u64, tokio_postgres::Error> {
     let n = part.seg.row_ends.len();
     let mut loaded = 0u64;
     // The whole part first. On a data error the server names the failing
@@ -285,7 +314,6 @@ async fn load_part(
     let mut window = n;
     let mut known_bad: Option<usize> = None;
     let mut known_reason: Option<String> = None;
-    let rejected_before = rejected.len();
     while pos < n {
         if known_bad == Some(pos) {
             rejected.push(reject_row(part, pos, known_reason.take().unwrap_or_default()));
@@ -295,14 +323,9 @@ async fn load_part(
             continue;
         }
         let end = (pos + window.max(1)).min(n);
-        let first = pos == 0 && loaded == 0 && rejected_before == rejected.len();
         let sp = txn.savepoint("chute_rows").await?;
         let attempt = copy_once(&sp, part, pos, end).await;
         match attempt {
-            Err(e) if first && e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
-                sp.rollback().await?;
-                return Ok(None);
-            }
             Ok(rows) => {
                 sp.commit().await?;
                 loaded += rows;
@@ -332,7 +355,7 @@ async fn load_part(
             Err(e) => return Err(e),
         }
     }
-    Ok(Some(loaded))
+    Ok(loaded)
 }
 
 /// Rows per COPY after an error, until the batch is through.

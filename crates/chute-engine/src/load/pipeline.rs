@@ -1204,6 +1204,7 @@ impl Coordinator {
         let part = BatchPart {
             table: target.table,
             target_name: name.to_string(),
+            quoted_name: name.quoted(),
             journal_target: super::journal::target_key(&name.to_string(), target.text),
             sql,
             text: target.text,
