@@ -24,11 +24,11 @@ where
     }
 }
 
-/// A backend of another session waits for a lock while running a statement like `pattern`.
+/// A backend of another session waits for a lock while running a statement matching the regular expression `pattern`.
 async fn waits_for_lock(c: &tokio_postgres::Client, pattern: &str) -> bool {
     let n: i64 = c
         .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1 AND pid <> pg_backend_pid()",
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ~ $1 AND pid <> pg_backend_pid()",
             &[&pattern],
         )
         .await
@@ -83,7 +83,7 @@ async fn a_restart_while_partitions_are_created_just_in_time_is_retried() {
     holder.batch_execute("BEGIN; LOCK TABLE ONLY j IN ACCESS EXCLUSIVE MODE").await.unwrap();
     let child = spawn_load(dir.path(), &["--url", &url, "load", "j", "j.csv", "--retry-for", "2min"]);
     let watcher = db.client().await;
-    wait_for("chute to wait for its partition", Duration::from_secs(60), || waits_for_lock(&watcher, "CREATE TABLE%")).await;
+    wait_for("chute to wait for its partition", Duration::from_secs(60), || waits_for_lock(&watcher, "^CREATE TABLE")).await;
     // …when the server restarts under it.
     cluster.cluster.restart(StopMode::Fast).unwrap();
     drop((holder, watcher));
@@ -133,7 +133,7 @@ async fn a_restart_while_the_journal_is_opened_is_retried() {
     holder.batch_execute("BEGIN; LOCK TABLE chute.loads IN ACCESS EXCLUSIVE MODE").await.unwrap();
     let child = spawn_load(dir.path(), &["--url", &url, "load", "jo", "jo.csv", "--retry-for", "1min"]);
     let watcher = db.client().await;
-    wait_for("chute to open its journal", Duration::from_secs(60), || waits_for_lock(&watcher, "%chute.loads%")).await;
+    wait_for("chute to open its journal", Duration::from_secs(60), || waits_for_lock(&watcher, "chute\\.loads")).await;
     cluster.cluster.restart(StopMode::Fast).unwrap();
     drop((holder, watcher));
     let (code, out) = finish(child);
@@ -157,7 +157,7 @@ async fn a_stream_over_a_day_boundary_takes_rows_that_became_valid() {
     std::fs::write(&clock, t0.to_string()).unwrap();
     let rejects = dir.path().join("c.rejects");
     let mut child = chute()
-        .env(chute_engine::clock::TEST_CLOCK_FILE, &clock)
+        .env("CHUTE_TEST_CLOCK_FILE", &clock)
         .args(["--url", &url, "load", "c", "-", "--reject-file", rejects.to_str().unwrap()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -275,7 +275,7 @@ async fn a_leaf_dropped_between_routing_and_copy_is_routed_again() {
         .unwrap();
     stdin.write_all(rows(100, 0).as_bytes()).unwrap();
     stdin.flush().unwrap();
-    wait_for("the COPY to wait", Duration::from_secs(30), || waits_for_lock(&c, "%LOCK TABLE%")).await;
+    wait_for("the COPY to wait", Duration::from_secs(30), || waits_for_lock(&c, "^COPY|chute_targets")).await;
     holder
         .batch_execute(&format!(
             "DROP TABLE {today}; CREATE TABLE v_new (LIKE v); ALTER TABLE v ATTACH PARTITION v_new FOR VALUES FROM ('{lo}') TO ('{hi}'); COMMIT"
@@ -295,7 +295,7 @@ async fn a_leaf_dropped_between_routing_and_copy_is_routed_again() {
     holder.batch_execute("BEGIN; LOCK TABLE ONLY v IN ACCESS EXCLUSIVE MODE; LOCK TABLE v_new IN ACCESS EXCLUSIVE MODE").await.unwrap();
     stdin.write_all(rows(1100, 0).as_bytes()).unwrap();
     stdin.flush().unwrap();
-    wait_for("the COPY to wait", Duration::from_secs(30), || waits_for_lock(&c, "%LOCK TABLE%")).await;
+    wait_for("the COPY to wait", Duration::from_secs(30), || waits_for_lock(&c, "^COPY|chute_targets")).await;
     holder.batch_execute("DROP TABLE v_new; COMMIT").await.unwrap();
     stdin.write_all(rows(1200, 1).as_bytes()).unwrap();
     drop(stdin);
