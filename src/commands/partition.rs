@@ -37,7 +37,7 @@ fn exec_settings(lock: &LockArgs) -> anyhow::Result<ExecSettings> {
 fn now_micros(now: &Option<String>) -> anyhow::Result<i64> {
     match now {
         Some(t) => Ok(parse_instant(t, &TimeZone::UTC).context("--now")?),
-        None => Ok(jiff::Timestamp::now().as_microsecond()),
+        None => Ok(chute_engine::clock::now_micros()),
     }
 }
 

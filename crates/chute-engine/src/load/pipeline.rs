@@ -962,10 +962,7 @@ impl Coordinator {
         self.rejects.lock().expect("reject file lock").flush_pending()?;
         self.stats.rows_skipped += out.skipped;
         if !out.pending_tags.is_empty() {
-            self.control().await?;
-            let resolver = self.tags.as_mut().ok_or_else(|| LoadError::Setup("rows wait for tags, but no tag table is set up".into()))?;
-            let mut filed = Filed::default();
-            resolver.resolve(&self.control, std::mem::take(&mut out.pending_tags), &self.tables, &mut filed).await?;
+            let filed = self.resolve_tags(std::mem::take(&mut out.pending_tags)).await?;
             out.pending_parts.extend(filed.pending);
             for r in filed.rejects {
                 self.reject(r);

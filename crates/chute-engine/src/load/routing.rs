@@ -344,7 +344,7 @@ pub(crate) async fn build(
     if info.relkind != 'p' {
         return Ok((Routing::single(info.name.clone(), plan.copy_list.clone()), None));
     }
-    let tree = match crate::layout::load_partition_tree(control, &info.name).await {
+    let tree = match read_tree(control, &info.name).await {
         Ok(t) => t,
         Err(crate::layout::LayoutError::Route(e)) => return parent(format!("chute cannot route this layout itself ({e})"), progress),
         Err(e) => return Err(LoadError::Setup(format!("reading the partitions of {}: {e}", info.name))),
@@ -379,9 +379,24 @@ async fn jit_for(spec: &LoadSpec, info: &TableInfo, tree: &PartitionTree, plan: 
     Ok(Some(Jit { info: info.clone(), policy, limits: RwLock::new(limits), key_field }))
 }
 
+/// Reads a partition tree. A partition dropped while the catalog is read
+/// (retention running meanwhile) shows an empty bound: read again.
+async fn read_tree(client: &tokio_postgres::Client, root: &QualifiedName) -> Result<PartitionTree, crate::layout::LayoutError> {
+    let mut tries = 0;
+    loop {
+        match crate::layout::load_partition_tree(client, root).await {
+            Err(crate::layout::LayoutError::Bound { .. }) if tries < 3 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Reads the partition tree of `parent` again and routes new rows with it.
 pub(crate) async fn reread_tree(client: &tokio_postgres::Client, routing: &Routing) -> Result<(), LoadError> {
-    let tree = crate::layout::load_partition_tree(client, &routing.parent).await.map_err(|e| {
+    let tree = read_tree(client, &routing.parent).await.map_err(|e| {
         let (context, message) = (format!("re-reading the partitions of {}", routing.parent), e.to_string());
         if e.connection_lost() { LoadError::Lost { context, message } } else { LoadError::Setup(format!("{context}: {message}")) }
     })?;

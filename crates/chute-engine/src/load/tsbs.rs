@@ -60,11 +60,13 @@ impl TagResolver {
     pub(crate) async fn resolve(
         &mut self,
         client: &Client,
-        pending: Vec<PendingRow>,
+        pending: &mut std::collections::VecDeque<PendingRow>,
         tables: &[Arc<Routing>],
         out: &mut Filed,
     ) -> Result<(), LoadError> {
-        for mut p in pending {
+        // A row leaves `pending` only once it has its id: after an error the
+        // rest can be resolved again (on a new connection).
+        while let Some(p) = pending.front() {
             let cached = self.cache.read().expect("tag cache").get(&p.key).copied();
             let id = match cached {
                 Some(id) => id,
@@ -76,6 +78,7 @@ impl TagResolver {
                     id
                 }
             };
+            let mut p = pending.pop_front().expect("front exists");
             p.row[TAGS_ID_AT..TAGS_ID_AT + 4].copy_from_slice(&id.to_be_bytes());
             let table = &tables[usize::from(p.table)];
             let routed = table.route(&mut table.ctx(), &p.row);

@@ -9,7 +9,9 @@ use tokio_postgres::Client;
 
 use super::super::journal::{self, Committed};
 use super::super::routing::reread_tree;
-use super::{BatchPart, Coordinator, InputFormat, LoadError, LoadProgress, LoadSpec, Prepared, Reject, Routed, Segment, Target, TargetMap};
+use super::{
+    BatchPart, Coordinator, Filed, InputFormat, LoadError, LoadProgress, LoadSpec, Prepared, Reject, Routed, Segment, Target, TargetMap,
+};
 use crate::retry::{self, Backoff, Lost};
 
 /// Connects and prepares the load (tables, columns, routing, policies),
@@ -77,6 +79,24 @@ impl Coordinator {
             self.control = retry::connect(&self.target, self.retry_for, |_| {}).await?;
         }
         Ok(&self.control)
+    }
+
+    /// Gives rows of new tag sets their tag ids (tsbs), on a new control
+    /// connection if the server dropped it; rows done before a lost
+    /// connection are not done again.
+    pub(super) async fn resolve_tags(&mut self, pending: Vec<super::super::tsbs::PendingRow>) -> Result<Filed, LoadError> {
+        let mut pending = std::collections::VecDeque::from(pending);
+        let mut filed = Filed::default();
+        let mut backoff = Backoff::reconnect(self.retry_for);
+        loop {
+            self.control().await?;
+            let resolver = self.tags.as_mut().ok_or_else(|| LoadError::Setup("rows wait for tags, but no tag table is set up".into()))?;
+            match resolver.resolve(&self.control, &mut pending, &self.tables, &mut filed).await {
+                Ok(()) => return Ok(filed),
+                Err(e) if e.connection_lost() && backoff.wait().await => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Marks the load finished (or how it ended) in the journal.
