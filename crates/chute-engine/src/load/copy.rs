@@ -284,8 +284,10 @@ async fn lock_targets(txn: &Transaction<'_>, batch: &Batch) -> Result<Vec<usize>
             return Ok(gone);
         }
         let names: Vec<&str> = live.iter().map(|(_, n)| *n).collect();
+        // ONLY: a parent target (rows the server routes) must not lock every partition at once.
+        let only: Vec<String> = names.iter().map(|n| format!("ONLY {n}")).collect();
         let lock =
-            format!("SAVEPOINT chute_targets; LOCK TABLE {} IN ROW EXCLUSIVE MODE; RELEASE SAVEPOINT chute_targets", names.join(", "));
+            format!("SAVEPOINT chute_targets; LOCK TABLE {} IN ROW EXCLUSIVE MODE; RELEASE SAVEPOINT chute_targets", only.join(", "));
         match txn.batch_execute(&lock).await {
             Ok(()) => return Ok(gone),
             Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
