@@ -347,6 +347,9 @@ pub(crate) async fn build(
     let tree = match read_tree(control, &info.name).await {
         Ok(t) => t,
         Err(crate::layout::LayoutError::Route(e)) => return parent(format!("chute cannot route this layout itself ({e})"), progress),
+        Err(e) if e.connection_lost() => {
+            return Err(LoadError::Lost { context: format!("reading the partitions of {}", info.name), message: e.to_string() });
+        }
         Err(e) => return Err(LoadError::Setup(format!("reading the partitions of {}: {e}", info.name))),
     };
     if let Some(pos) = tree.key_positions().iter().find(|p| plan.table_to_target.get(**p).copied().flatten().is_none()) {
