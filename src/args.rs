@@ -152,6 +152,14 @@ pub enum Command {
     chute bench custom --workload accounts --layout single,ranges:64,hash:64 --order sorted,shuffled
     chute bench conditions --dry-run                   # the cells, without running them")]
     Bench(BenchArgs),
+
+    /// What slows ingestion on this server, and the exact fix for each finding.
+    #[command(after_help = crate::commands::doctor::DOCTOR_HELP)]
+    Doctor(crate::commands::doctor::DoctorArgs),
+
+    /// One screen: server, ingestion settings, managed tables, loads in progress.
+    #[command(after_help = crate::commands::doctor::STATUS_HELP)]
+    Status(crate::commands::status::StatusArgs),
 }
 
 #[derive(Debug, Args)]

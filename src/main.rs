@@ -18,7 +18,8 @@ use clap::Parser;
 pub enum Outcome {
     /// Everything done, nothing rejected.
     Ok = 0,
-    /// Finished, but some rows were rejected (see the reject file).
+    /// Finished, but some rows were rejected (see the reject file); for
+    /// `doctor` and `status`: a finding at warning level or above.
     Rejects = 1,
     /// An error, including a reject limit exceeded.
     Error = 2,

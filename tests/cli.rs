@@ -9,6 +9,8 @@ mod basics;
 mod bench;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/doctor.rs"]
+mod doctor;
 #[path = "cli/first_use.rs"]
 mod first_use;
 #[path = "cli/gen.rs"]

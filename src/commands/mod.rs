@@ -2,10 +2,12 @@
 
 mod bench;
 mod demo;
+pub mod doctor;
 mod r#gen;
 mod load;
 mod local;
 mod partition;
+pub mod status;
 
 use crate::Outcome;
 use crate::args::{Cli, Command};
@@ -18,5 +20,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Load(a) => load::run(&cli.conn, a).await,
         Command::Gen(a) => r#gen::run(a),
         Command::Bench(a) => bench::run(&cli.conn, a).await,
+        Command::Doctor(a) => doctor::run(&cli.conn, a).await,
+        Command::Status(a) => status::run(&cli.conn, a).await,
     }
 }

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod clock;
 pub mod connect;
 pub mod demo;
+pub mod doctor;
 pub mod exec;
 pub mod layout;
 pub mod load;

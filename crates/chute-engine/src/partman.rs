@@ -245,7 +245,11 @@ impl PartitionManager {
         let (info, policy) = self.policy(table).await?;
         self.lock(&info).await?;
         let result = self.maintain_locked(&info, &policy, now, dry_run, report).await;
-        self.unlock(&info, result).await
+        let plan = self.unlock(&info, result).await?;
+        if !dry_run {
+            record_maintained(&self.client, &info.name).await?;
+        }
+        Ok(plan)
     }
 
     async fn maintain_locked(
@@ -374,6 +378,37 @@ impl PartitionManager {
             partitions,
         })
     }
+}
+
+/// The `chute.meta` key under which a table's last maintenance is kept
+/// (read by `chute doctor` and `chute status`).
+fn maintained_key(table: &QualifiedName) -> String {
+    format!("maintained:{}", table.quoted())
+}
+
+async fn record_maintained(client: &Client, table: &QualifiedName) -> Result<(), PartmanError> {
+    client
+        .execute(
+            "INSERT INTO chute.meta VALUES ($1, now()::text) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&maintained_key(table)],
+        )
+        .await?;
+    Ok(())
+}
+
+/// When `partition maintain` last finished on `table` (microseconds since
+/// the epoch, and as text), if ever.
+pub async fn last_maintained(client: &Client, table: &QualifiedName) -> Result<Option<(i64, String)>, tokio_postgres::Error> {
+    if schema::version(client).await?.is_none() {
+        return Ok(None);
+    }
+    let row = client
+        .query_opt(
+            "SELECT (extract(epoch FROM value::timestamptz) * 1000000)::int8, value::timestamptz::text FROM chute.meta WHERE key = $1",
+            &[&maintained_key(table)],
+        )
+        .await?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
 }
 
 fn empty_snapshot(grants: Grants) -> Snapshot {

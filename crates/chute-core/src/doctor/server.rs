@@ -60,7 +60,7 @@ pub fn checkpoints(f: &CheckpointFacts) -> Option<Finding> {
             Evidence::new(
                 "pg_stat_wal, pg_current_wal_lsn()",
                 format!(
-                    "WAL written at {}/s; at that rate {} s of checkpoint_timeout need max_wal_size {} (now {}, checkpoint_completion_target {})",
+                    "WAL written at {}/s; at that rate {} s of checkpoint_timeout need max_wal_size {} (now {}, checkpoint_completion_target {}); pg_wal needs that much free disk",
                     human_bytes(f.wal_bytes_per_s as i64),
                     f.checkpoint_timeout_s,
                     setting_size(want),

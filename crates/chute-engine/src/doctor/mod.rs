@@ -1,0 +1,158 @@
+//! `chute doctor` and `chute status`: what slows ingestion on this server.
+//!
+//! The published advice on ingestion is a checklist applied by hand (unused
+//! and duplicate indexes, checkpoint tuning, the loader's distance to the
+//! server, partitions kept ahead, an empty DEFAULT partition). This module
+//! reads the figures behind each item from the live server, one family per
+//! file, and hands them to the pure rules in `chute_core::doctor`, which say
+//! whether they are a problem and what exactly fixes it.
+
+mod indexes;
+mod partitions;
+mod server;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chute_core::doctor::{self as rules, Finding};
+use chute_core::ident::QualifiedName;
+use serde::Serialize;
+
+use crate::ConnectOptions;
+use crate::catalog;
+use crate::exec::{self, ExecSettings};
+use crate::load::journal::{self, LoadRecord};
+use crate::partman::{PartitionManager, PartmanError};
+
+pub use server::SETTINGS;
+
+/// Schemas the doctor never looks into (as a WHERE clause on `n`).
+const USER_SCHEMAS: &str = "n.nspname NOT IN ('pg_catalog', 'information_schema', 'chute') AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    #[error(transparent)]
+    Partman(#[from] PartmanError),
+    #[error("{what}: {detail}")]
+    Sql { what: String, detail: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl DoctorError {
+    fn sql(what: &str, e: &tokio_postgres::Error) -> Self {
+        DoctorError::Sql { what: what.to_owned(), detail: exec::describe(e) }
+    }
+}
+
+/// What to look at.
+#[derive(Debug, Clone)]
+pub struct DoctorOptions {
+    /// Only these tables (and server-wide checks); every table when empty.
+    pub tables: Vec<QualifiedName>,
+    /// The loader's batch size, for the round trip's cost per batch.
+    pub batch_mb: usize,
+    /// Plain tables at least this large with a time column are reported.
+    pub large_table_bytes: i64,
+    /// How long to watch the WAL grow.
+    pub wal_sample: Duration,
+}
+
+/// One managed table, as `chute status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableSummary {
+    pub table: String,
+    pub covered_until: Option<String>,
+    pub intervals_ahead: u32,
+    pub premake: u32,
+    pub due_for_retention: usize,
+    pub rows_in_default: Option<i64>,
+    pub partitions: usize,
+    pub last_maintenance: Option<String>,
+}
+
+/// Everything `chute doctor` and `chute status` print (the `--json` schema
+/// in the README).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub server_version: String,
+    pub server_version_num: i32,
+    /// When the statistics behind the index findings start.
+    pub stats_since: String,
+    pub round_trip_ms: f64,
+    pub wal_bytes_per_s: f64,
+    /// `pg_settings` values (with their unit) that matter for ingestion.
+    pub settings: BTreeMap<String, String>,
+    pub tables: Vec<TableSummary>,
+    pub loads_in_progress: Vec<LoadRecord>,
+    pub findings: Vec<Finding>,
+    /// No finding at warning level or above.
+    pub healthy: bool,
+}
+
+pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, DoctorError> {
+    let mgr = PartitionManager::connect(opts, ExecSettings::default()).await?;
+    let client = mgr.client();
+    let now = jiff::Timestamp::now().as_microsecond();
+    let mut oids = Vec::new();
+    let mut names = Vec::new();
+    for t in &o.tables {
+        let info = catalog::require_table(client, t).await.map_err(PartmanError::from)?;
+        oids.push(info.oid);
+        names.push(info.name);
+    }
+    let only = if o.tables.is_empty() { None } else { Some(oids.as_slice()) };
+
+    let (server_version, server_version_num) = server::version(client).await?;
+    let settings = server::settings(client).await?;
+    let stats_since = server::stats_since(client).await?;
+    let mut findings = Vec::new();
+
+    let idx = indexes::read(client, only).await?;
+    findings.extend(rules::indexes::findings(&idx, &stats_since));
+
+    let cp = server::checkpoints(client, &settings, o.wal_sample).await?;
+    findings.extend(rules::server::checkpoints(&cp));
+    let locks = server::lock_demand(client).await?;
+    findings.extend(rules::server::settings(&settings, locks.as_ref()));
+    let round_trip_ms = server::round_trip_ms(client, 21).await?;
+    findings.extend(rules::server::round_trip(round_trip_ms, o.batch_mb, &opts.display_url()));
+
+    let policies: Vec<_> = mgr.policies().await?.into_iter().filter(|p| o.tables.is_empty() || names.contains(&p.parent)).collect();
+    let mut tables = Vec::new();
+    for p in &policies {
+        let status = mgr.status(&p.parent, now).await?;
+        let (f, summary) = partitions::managed(client, p, &status, now).await?;
+        findings.extend(f);
+        tables.push(summary);
+    }
+    let managed: Vec<QualifiedName> = mgr.policies().await?.into_iter().map(|p| p.parent).collect();
+    findings.extend(
+        partitions::unmanaged_pending_detach(client, &managed)
+            .await?
+            .into_iter()
+            .filter(|f| o.tables.is_empty() || names.iter().any(|n| n.to_string() == f.object)),
+    );
+    findings.extend(partitions::unpartitioned(client, o.large_table_bytes, only).await?);
+
+    let loads_in_progress = journal::list(client, None)
+        .await
+        .map_err(|e| DoctorError::Other(e.to_string()))?
+        .into_iter()
+        .filter(|l| l.status == "running")
+        .collect();
+    findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+    let healthy = !rules::unhealthy(&findings);
+    Ok(Report {
+        server_version,
+        server_version_num,
+        stats_since,
+        round_trip_ms,
+        wal_bytes_per_s: cp.wal_bytes_per_s,
+        settings: settings.into_iter().map(|(k, (v, unit))| (k, format!("{v}{}", unit.unwrap_or_default()))).collect(),
+        tables,
+        loads_in_progress,
+        findings,
+        healthy,
+    })
+}

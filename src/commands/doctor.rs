@@ -1,0 +1,122 @@
+//! `chute doctor`: the findings, each with its evidence and its fix.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use chute_core::doctor::{Finding, Severity};
+use chute_core::ident::QualifiedName;
+use chute_engine::doctor::{self, DoctorOptions, Report};
+use clap::Args;
+
+use crate::Outcome;
+use crate::args::ConnArgs;
+use crate::settings;
+
+pub const DOCTOR_HELP: &str = "EXAMPLES:
+    chute doctor                      # every table and the server's settings
+    chute doctor metrics events       # these tables (and the server-wide checks)
+    chute doctor --json               # machine-readable (schema in the README)
+
+Exit status 0 when nothing at warning level or above is found, 1 otherwise,
+2 on error: usable from cron or a CI step.";
+
+pub const STATUS_HELP: &str = "EXAMPLES:
+    chute status
+    chute status --json               # the same document as chute doctor --json
+
+Exit status 0 when chute doctor would find nothing at warning level or above,
+1 otherwise, 2 on error.";
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Tables to check (default: every table); server-wide checks always run.
+    pub tables: Vec<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub thresholds: Thresholds,
+}
+
+/// What counts as large or costly; shared by `doctor` and `status`.
+#[derive(Debug, Args, Clone)]
+pub struct Thresholds {
+    /// Plain tables with a time column at least this large (MiB, indexes
+    /// included) are reported as candidates for partitioning.
+    #[arg(long, default_value_t = 1024, value_name = "MIB")]
+    pub large_table_mb: i64,
+    /// The loader's batch size, to cost the round trip per batch (chute load --batch-mb).
+    #[arg(long, default_value_t = 4, value_name = "MIB")]
+    pub batch_mb: usize,
+    /// How long to watch the WAL grow, in seconds (the rate behind max_wal_size).
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    pub wal_sample: f64,
+}
+
+impl Thresholds {
+    pub fn options(&self, tables: &[String]) -> anyhow::Result<DoctorOptions> {
+        anyhow::ensure!(self.wal_sample >= 0.0 && self.wal_sample <= 600.0, "--wal-sample takes 0 to 600 seconds");
+        Ok(DoctorOptions {
+            tables: tables
+                .iter()
+                .map(|t| QualifiedName::parse(t).with_context(|| format!("table name {t:?}")))
+                .collect::<Result<_, _>>()?,
+            batch_mb: self.batch_mb.max(1),
+            large_table_bytes: self.large_table_mb.max(0) * 1048576,
+            wal_sample: Duration::from_secs_f64(self.wal_sample),
+        })
+    }
+}
+
+pub async fn run(conn: &ConnArgs, a: DoctorArgs) -> anyhow::Result<Outcome> {
+    let opts = settings::target(conn)?;
+    let report = doctor::run(&opts, &a.thresholds.options(&a.tables)?).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_findings(&report);
+    }
+    Ok(outcome(&report))
+}
+
+/// 1 when a finding at warning level or above exists.
+pub fn outcome(report: &Report) -> Outcome {
+    if report.healthy { Outcome::Ok } else { Outcome::Rejects }
+}
+
+fn print_findings(r: &Report) {
+    let problems: Vec<&Finding> = r.findings.iter().filter(|f| f.severity >= Severity::Warning).collect();
+    let advice: Vec<&Finding> = r.findings.iter().filter(|f| f.severity < Severity::Warning).collect();
+    println!(
+        "PostgreSQL {}; statistics since {}; round trip {:.2} ms; WAL {:.1} MB/s",
+        r.server_version,
+        r.stats_since.trim_start_matches("the statistics "),
+        r.round_trip_ms,
+        r.wal_bytes_per_s / 1e6
+    );
+    println!();
+    if problems.is_empty() {
+        println!("no problems found");
+    }
+    for f in problems {
+        print_finding(f);
+    }
+    if !advice.is_empty() {
+        println!("advice (info, does not change the exit status):");
+        println!();
+        for f in advice {
+            print_finding(f);
+        }
+    }
+}
+
+fn print_finding(f: &Finding) {
+    println!("{:<8} {} [{}]: {}", f.severity.to_string().to_uppercase(), f.object, f.kind, f.summary);
+    for e in &f.evidence {
+        println!("         evidence ({}): {}", e.view, e.detail);
+    }
+    for (i, fix) in f.fix.iter().enumerate() {
+        println!("         {} {fix}", if i == 0 { "fix:" } else { "    " });
+    }
+    println!();
+}

@@ -1,0 +1,336 @@
+//! `chute doctor` and `chute status` against real servers: each condition is
+//! made for real, reported with its fix, and gone after the fix is run as
+//! printed; a healthy database gets no finding and exit 0.
+
+use std::time::{Duration, Instant};
+
+use chute_testkit::{ClusterSetup, TestCluster, shared};
+use serde_json::Value;
+use tokio_postgres::Client;
+
+use crate::common::{chute, create_time_partitioned, run, run_expect};
+
+const COLS: &str = "time timestamptz not null, dev_id int, value float8";
+
+/// `chute doctor ARGS --json`: the report and the exit code.
+fn doctor(url: &str, args: &[&str]) -> (Value, i32) {
+    let out = run(chute().args(["--url", url, "doctor", "--json", "--wal-sample", "0.2"]).args(args));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}\n--- stderr\n{}", String::from_utf8_lossy(&out.stderr)));
+    (v, out.status.code().expect("exit code"))
+}
+
+fn findings(v: &Value) -> Vec<Value> {
+    v["findings"].as_array().expect("findings").clone()
+}
+
+/// The finding of `kind` about `object`, which must exist.
+fn finding(v: &Value, kind: &str, object: &str) -> Value {
+    findings(v)
+        .into_iter()
+        .find(|f| f["kind"] == kind && f["object"] == object)
+        .unwrap_or_else(|| panic!("no {kind} finding about {object} in:\n{}", serde_json::to_string_pretty(&v["findings"]).unwrap()))
+}
+
+fn has(v: &Value, kind: &str, object: &str) -> bool {
+    findings(v).iter().any(|f| f["kind"] == kind && f["object"] == object)
+}
+
+/// Runs each fix of `f` exactly as printed: SQL through a session, `chute …`
+/// through the binary (with the test's --url).
+async fn apply(url: &str, c: &Client, f: &Value) {
+    for fix in f["fix"].as_array().expect("fix") {
+        let fix = fix.as_str().unwrap();
+        if let Some(args) = fix.strip_prefix("chute ") {
+            run_expect(chute().args(["--url", url]).args(args.split_whitespace()), 0);
+        } else {
+            c.batch_execute(fix).await.unwrap_or_else(|e| panic!("the printed fix {fix:?} failed: {e}"));
+        }
+    }
+}
+
+/// Makes this session's statistics visible to other sessions now.
+async fn flush_stats(c: &Client) {
+    c.batch_execute("SELECT pg_stat_force_next_flush()").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_healthy_database_gets_no_finding_and_exit_0() {
+    let db = shared().fresh_db("doctor_healthy").await;
+    let url = db.url();
+    let c = db.client().await;
+    create_time_partitioned(&url, "m", COLS, "1h", &[]);
+    c.batch_execute(
+        "CREATE TABLE dev (id int PRIMARY KEY, serial text UNIQUE);
+         CREATE TABLE reading (id bigserial PRIMARY KEY, dev_id int REFERENCES dev, at timestamptz);
+         CREATE INDEX reading_dev ON reading (dev_id);
+         INSERT INTO dev SELECT g, 's' || g FROM generate_series(1, 100) g;
+         INSERT INTO reading (dev_id, at) SELECT 1 + g % 100, now() FROM generate_series(1, 1000) g;
+         INSERT INTO m SELECT now(), g, g FROM generate_series(1, 1000) g;",
+    )
+    .await
+    .unwrap();
+    flush_stats(&c).await;
+
+    let (v, code) = doctor(&url, &[]);
+    let serious: Vec<Value> = findings(&v).into_iter().filter(|f| f["severity"] != "info" || f["kind"] != "setting").collect();
+    assert!(serious.is_empty(), "a healthy database has findings:\n{}", serde_json::to_string_pretty(&serious).unwrap());
+    assert_eq!(code, 0);
+    assert_eq!(v["healthy"], true);
+    assert_eq!(v["tables"][0]["table"], "public.m");
+    let (text, _) = run_expect(chute().args(["--url", &url, "doctor", "--wal-sample", "0"]), 0);
+    assert!(text.contains("no problems found"), "{text}");
+
+    let (text, _) = run_expect(chute().args(["--url", &url, "status", "--wal-sample", "0"]), 0);
+    for want in [
+        "server       PostgreSQL 15",
+        "max_wal_size=",
+        "public.m",
+        "4/4",
+        "loads        none in progress",
+        "health       no problems found",
+    ] {
+        assert!(text.contains(want), "no {want:?} in:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn unused_duplicate_and_prefix_indexes_are_found_and_their_fixes_work() {
+    let db = shared().fresh_db("doctor_indexes").await;
+    let url = db.url();
+    let c = db.client().await;
+    create_time_partitioned(&url, "m", COLS, "1h", &[]);
+    // Indexes a scan must use are scanned before their twin or prefix exists,
+    // so dropping the twin or prefix leaves an index that is in use.
+    c.batch_execute(
+        "CREATE TABLE dev (id int PRIMARY KEY, serial text UNIQUE);
+         CREATE TABLE t (id int PRIMARY KEY, dev int REFERENCES dev, k int, v int, ts timestamptz);
+         CREATE INDEX t_dev ON t (dev);
+         CREATE INDEX t_v ON t (v);
+         CREATE INDEX t_k_ts ON t (k, ts);
+         CREATE INDEX t_ts_a ON t (ts);
+         CREATE INDEX m_value ON m (value);
+         INSERT INTO dev SELECT g, 's' || g FROM generate_series(1, 10) g;
+         INSERT INTO t SELECT g, 1 + g % 10, g % 7, g, now() - g * interval '1 s' FROM generate_series(1, 2000) g;
+         INSERT INTO m SELECT now(), g, g FROM generate_series(1, 500) g;
+         ANALYZE t;
+         SET enable_seqscan = off; SET enable_bitmapscan = off;
+         SELECT count(*) FROM t WHERE k = 3 AND ts < now();
+         SELECT count(*) FROM t WHERE ts > now() - interval '10 s';
+         RESET enable_seqscan; RESET enable_bitmapscan;
+         CREATE INDEX t_k ON t (k);
+         CREATE INDEX t_ts_b ON t (ts);",
+    )
+    .await
+    .unwrap();
+    let scans: i64 =
+        c.query_one("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 't_k_ts'", &[]).await.map(|r| r.get(0)).unwrap_or(0);
+    flush_stats(&c).await;
+    let (v, code) = doctor(&url, &[]);
+    assert_eq!(code, 1, "warnings exit 1");
+    assert_eq!(v["healthy"], false);
+    let unused = finding(&v, "unused_index", "\"public\".\"t_v\"");
+    assert_eq!(unused["fix"][0], "DROP INDEX CONCURRENTLY \"public\".\"t_v\";");
+    let evidence = unused["evidence"].to_string();
+    assert!(evidence.contains("pg_stat_user_indexes") && evidence.contains("idx_scan = 0") && evidence.contains("replica"), "{evidence}");
+    assert!(evidence.contains("2000 rows written"), "the write cost from pg_stat_user_tables: {evidence}");
+    let partitioned = finding(&v, "unused_index", "\"public\".\"m_value\"");
+    assert_eq!(partitioned["fix"][0], "DROP INDEX \"public\".\"m_value\";", "a partitioned index cannot be dropped concurrently");
+    let dup = finding(&v, "duplicate_index", "\"public\".\"t_ts_b\"");
+    assert!(dup["summary"].as_str().unwrap().contains("t_ts_a"), "{dup}");
+    let prefix = finding(&v, "prefix_index", "\"public\".\"t_k\"");
+    assert!(prefix["summary"].as_str().unwrap().contains("t_k_ts"), "{prefix}");
+    // Never the primary keys, the unique index or the foreign key's index.
+    let all = serde_json::to_string(&v["findings"]).unwrap();
+    for kept in ["t_pkey", "dev_pkey", "dev_serial_key", "\\\"t_dev\\\"", "t_k_ts\\\";", "t_ts_a\\\";"] {
+        assert!(
+            !all.contains(&format!("DROP INDEX CONCURRENTLY \\\"public\\\".\\\"{}", kept.trim_matches(['\\', '"', ';']))),
+            "{kept}: {all}"
+        );
+    }
+    for f in findings(&v) {
+        let fix = f["fix"].to_string();
+        assert!(
+            !["t_pkey", "dev_pkey", "dev_serial_key", "\\\"t_dev\\\""].iter().any(|k| fix.contains(k)),
+            "drops an enforcing index: {f}"
+        );
+    }
+    assert!(scans > 0 || has(&v, "prefix_index", "\"public\".\"t_k\""));
+
+    for f in [&unused, &partitioned, &dup, &prefix] {
+        apply(&url, &c, f).await;
+    }
+    let (v, code) = doctor(&url, &[]);
+    for (kind, object) in [
+        ("unused_index", "\"public\".\"t_v\""),
+        ("unused_index", "\"public\".\"m_value\""),
+        ("duplicate_index", "\"public\".\"t_ts_b\""),
+        ("prefix_index", "\"public\".\"t_k\""),
+    ] {
+        assert!(!has(&v, kind, object), "{kind} {object} still reported after its fix:\n{v:#}");
+    }
+    let left: Vec<Value> = findings(&v).into_iter().filter(|f| f["kind"].as_str().unwrap().contains("index")).collect();
+    assert!(left.is_empty(), "{left:#?}");
+    assert_eq!(code, 0, "{v:#}");
+}
+
+#[tokio::test]
+async fn checkpoints_forced_by_a_tiny_max_wal_size_get_a_max_wal_size_that_fixes_them() {
+    let cluster = TestCluster::start_with(&ClusterSetup {
+        settings: &[("max_wal_size", "'32MB'"), ("min_wal_size", "'32MB'")],
+        ..Default::default()
+    });
+    let db = cluster.fresh_db("doctor_wal").await;
+    let url = db.url();
+    let c = db.client().await;
+    c.batch_execute("CREATE TABLE w (g int, pad text)").await.unwrap();
+    for _ in 0..4 {
+        c.batch_execute("INSERT INTO w SELECT g, repeat('x', 200) FROM generate_series(1, 150000) g").await.unwrap();
+    }
+    flush_stats(&c).await;
+    let (requested, timed): (i64, i64) =
+        c.query_one("SELECT checkpoints_req, checkpoints_timed FROM pg_stat_bgwriter", &[]).await.map(|r| (r.get(0), r.get(1))).unwrap();
+    assert!(requested >= 2, "the load forced checkpoints ({requested} requested, {timed} timed)");
+
+    let (v, code) = doctor(&url, &[]);
+    assert_eq!(code, 1);
+    let f = finding(&v, "checkpoints_by_wal", "max_wal_size");
+    let evidence = f["evidence"].to_string();
+    let reported: i64 =
+        evidence.split("checkpoints_req = ").nth(1).and_then(|r| r.split(',').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(evidence.contains("pg_stat_bgwriter") && reported >= 2, "{evidence}");
+    let set = f["fix"][0].as_str().unwrap();
+    assert!(set.starts_with("ALTER SYSTEM SET max_wal_size = '") && set.ends_with("B';"), "{set}");
+    assert_eq!(f["fix"][1], "SELECT pg_reload_conf();");
+
+    apply(&url, &c, &f).await;
+    // The postmaster reloads asynchronously; new sessions see the new value.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let fresh = db.client().await;
+        let v: String = fresh.query_one("SHOW max_wal_size", &[]).await.unwrap().get(0);
+        if v != "32MB" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "max_wal_size never changed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (v, _) = doctor(&url, &[]);
+    assert!(!has(&v, "checkpoints_by_wal", "max_wal_size"), "still reported after {set}:\n{v:#}");
+}
+
+/// Leaves a `DETACH … CONCURRENTLY` of `partition` half done, as a cancelled
+/// one does when a reader held a snapshot through its second phase.
+async fn leave_detach_pending(db: &chute_testkit::TestDb, table: &str, partition: &str) {
+    let c = db.client().await;
+    let reader = db.client().await;
+    reader.batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM {table}")).await.unwrap();
+    let detacher = db.client().await;
+    let pid: i32 = detacher.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    let sql = format!("ALTER TABLE {table} DETACH PARTITION \"{partition}\" CONCURRENTLY");
+    let detach = tokio::spawn(async move { detacher.batch_execute(&sql).await });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pending: bool = c
+            .query_one(
+                &format!("SELECT coalesce(bool_or(inhdetachpending), false) FROM pg_inherits WHERE inhrelid = '\"{partition}\"'::regclass"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if pending {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the detach never reached its second phase");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.execute("SELECT pg_cancel_backend($1)", &[&pid]).await.unwrap();
+    assert!(detach.await.unwrap().is_err(), "the detach was cancelled");
+    reader.batch_execute("COMMIT").await.unwrap();
+}
+
+async fn partition_names(url: &str, table: &str) -> Vec<String> {
+    let (out, _) = run_expect(chute().args(["--url", url, "partition", "status", table, "--json"]), 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v[0]["partitions"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().trim_start_matches("public.").to_owned()).collect()
+}
+
+#[tokio::test]
+async fn partition_findings_are_reported_and_their_fixes_work() {
+    let db = shared().fresh_db("doctor_partitions").await;
+    let url = db.url();
+    let c = db.client().await;
+    // Rows in DEFAULT: an hour with no partition (older than the first one).
+    create_time_partitioned(&url, "dflt", COLS, "1h", &["--default"]);
+    c.batch_execute("INSERT INTO dflt VALUES (date_trunc('hour', now()) - interval '150 min', 1, 1), (now(), 2, 2)").await.unwrap();
+    // Coverage shorter than premake: the newest partition is gone.
+    create_time_partitioned(&url, "short", COLS, "1h", &["--premake", "4"]);
+    let newest = partition_names(&url, "short").await.pop().unwrap();
+    c.batch_execute(&format!("DROP TABLE \"{newest}\"")).await.unwrap();
+    // A detach left pending: retention's detach of an old partition, interrupted.
+    let start = c
+        .query_one(
+            "SELECT to_char(date_trunc('hour', now() AT TIME ZONE 'UTC') - interval '6 hours', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, String>(0);
+    create_time_partitioned(&url, "pend", COLS, "1h", &["--start", &start, "--retention", "3h", "--retention-mode", "detach"]);
+    let oldest = partition_names(&url, "pend").await.remove(0);
+    leave_detach_pending(&db, "pend", &oldest).await;
+    // Maintenance overdue: the policy was set two hours ago and never maintained.
+    create_time_partitioned(&url, "late", COLS, "1h", &[]);
+    c.batch_execute("UPDATE chute.partition_config SET updated_at = now() - interval '2 hours' WHERE parent_table = 'late'").await.unwrap();
+    // A table named like a partition, attached to nothing (an interrupted create).
+    create_time_partitioned(&url, "stray", COLS, "1h", &[]);
+    c.batch_execute("CREATE TABLE stray_p20200101_0000 (LIKE stray)").await.unwrap();
+    // A large time-keyed table that is not partitioned.
+    c.batch_execute(
+        "CREATE TABLE big (time timestamptz NOT NULL, v float8);
+         INSERT INTO big SELECT now() - g * interval '1 min', g FROM generate_series(1, 30000) g;
+         CREATE INDEX big_time ON big (time);",
+    )
+    .await
+    .unwrap();
+
+    let (v, code) = doctor(&url, &["--large-table-mb", "1"]);
+    assert_eq!(code, 1);
+    let dflt = finding(&v, "default_rows", "public.dflt");
+    assert!(dflt["summary"].as_str().unwrap().starts_with("1 rows"), "{dflt}");
+    let short = finding(&v, "coverage_short", "public.short");
+    assert!(short["summary"].as_str().unwrap().contains("3 intervals ready ahead of now, fewer than its premake of 4"), "{short}");
+    let pend = finding(&v, "detach_pending", "public.pend");
+    assert!(pend["summary"].as_str().unwrap().contains(&oldest), "{pend}");
+    let late = finding(&v, "maintenance_overdue", "public.late");
+    let stray = finding(&v, "stray_partition", "public.stray_p20200101_0000");
+    assert_eq!(stray["fix"][0], "DROP TABLE \"public\".\"stray_p20200101_0000\";");
+    let big = finding(&v, "unpartitioned_table", "public.big");
+    assert_eq!(big["fix"][0], "chute migrate public.big --key time --interval 1mon");
+    for f in [&dflt, &short, &pend, &late] {
+        assert_eq!(f["fix"][0], format!("chute partition maintain {}", f["object"].as_str().unwrap()), "{f}");
+    }
+    // Nothing else is wrong with these tables.
+    let tables = ["public.dflt", "public.short", "public.pend", "public.late", "public.stray"];
+    let extra: Vec<Value> = findings(&v)
+        .into_iter()
+        .filter(|f| tables.contains(&f["object"].as_str().unwrap()) && ![&dflt, &short, &pend, &late].contains(&f))
+        .collect();
+    assert!(extra.is_empty(), "{extra:#?}");
+    let (text, _) = run_expect(chute().args(["--url", &url, "status", "--wal-sample", "0"]), 1);
+    assert!(text.contains("health       ") && text.contains("warning public.short: coverage_short"), "{text}");
+
+    for f in [&dflt, &short, &pend, &late, &stray] {
+        apply(&url, &c, f).await;
+    }
+    let (v, _) = doctor(&url, &["--large-table-mb", "1"]);
+    for f in [&dflt, &short, &pend, &late, &stray] {
+        assert!(!has(&v, f["kind"].as_str().unwrap(), f["object"].as_str().unwrap()), "still reported after its fix: {f}\n{v:#}");
+    }
+    let rows: i64 = c.query_one("SELECT count(*) FROM dflt", &[]).await.unwrap().get(0);
+    assert_eq!(rows, 2, "maintain moved the DEFAULT rows, it did not lose them");
+    let serious: Vec<Value> = findings(&v).into_iter().filter(|f| f["severity"] != "info" && f["object"] != "public.big").collect();
+    assert!(serious.is_empty(), "{serious:#?}");
+}
