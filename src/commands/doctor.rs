@@ -88,11 +88,11 @@ fn print_findings(r: &Report) {
     let problems: Vec<&Finding> = r.findings.iter().filter(|f| f.severity >= Severity::Warning).collect();
     let advice: Vec<&Finding> = r.findings.iter().filter(|f| f.severity < Severity::Warning).collect();
     println!(
-        "PostgreSQL {}; statistics since {}; round trip {:.2} ms; WAL {:.1} MB/s",
+        "PostgreSQL {}; round trip {:.2} ms; WAL {:.1} MB/s; index statistics since {}",
         r.server_version,
-        r.stats_since.trim_start_matches("the statistics "),
         r.round_trip_ms,
-        r.wal_bytes_per_s / 1e6
+        r.wal_bytes_per_s / 1e6,
+        r.stats_since
     );
     println!();
     if problems.is_empty() {

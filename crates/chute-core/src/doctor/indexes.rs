@@ -6,16 +6,15 @@
 //! other constraint) or the only index that serves a foreign key's columns.
 
 use super::{Evidence, Finding, Severity, human_bytes};
+use crate::ident::QualifiedName;
 
 /// What the engine reads about one top-level index (a partitioned index
 /// counts its partitions' scans and sizes).
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexFacts {
     pub oid: u32,
-    /// Quoted, schema-qualified index name.
-    pub name: String,
-    /// Quoted, schema-qualified table name.
-    pub table: String,
+    pub name: QualifiedName,
+    pub table: QualifiedName,
     pub definition: String,
     pub access_method: String,
     /// Per key column (not INCLUDE columns): attribute number, operator
@@ -72,7 +71,11 @@ impl IndexFacts {
     }
 
     fn drop_sql(&self) -> String {
-        if self.partitioned { format!("DROP INDEX {};", self.name) } else { format!("DROP INDEX CONCURRENTLY {};", self.name) }
+        if self.partitioned {
+            format!("DROP INDEX {};", self.name.quoted())
+        } else {
+            format!("DROP INDEX CONCURRENTLY {};", self.name.quoted())
+        }
     }
 
     fn cost(&self, stats_since: &str) -> Evidence {
@@ -110,7 +113,7 @@ pub fn findings(indexes: &[IndexFacts], stats_since: &str) -> Vec<Finding> {
             out.push(Finding {
                 kind: "duplicate_index",
                 severity: Severity::Warning,
-                object: d.name.clone(),
+                object: d.name.to_string(),
                 summary: format!("{} duplicates {} (same table, same definition)", d.name, keep.name),
                 evidence: vec![Evidence::new("pg_index", format!("{} and {}: {}", d.name, keep.name, d.definition)), d.cost(stats_since)],
                 fix: vec![d.drop_sql()],
@@ -129,7 +132,7 @@ pub fn findings(indexes: &[IndexFacts], stats_since: &str) -> Vec<Finding> {
         out.push(Finding {
             kind: "prefix_index",
             severity: Severity::Warning,
-            object: a.name.clone(),
+            object: a.name.to_string(),
             summary: format!("{} is a prefix of {}, which serves the same lookups", a.name, longer.name),
             evidence: vec![
                 Evidence::new("pg_index", format!("{}: {}", a.name, a.definition)),
@@ -147,7 +150,7 @@ pub fn findings(indexes: &[IndexFacts], stats_since: &str) -> Vec<Finding> {
         out.push(Finding {
             kind: "unused_index",
             severity: Severity::Warning,
-            object: a.name.clone(),
+            object: a.name.to_string(),
             summary: format!("{} has never been scanned since {stats_since}, but every row written to {} updates it", a.name, a.table),
             evidence: vec![
                 Evidence::new(
@@ -171,8 +174,8 @@ mod tests {
     fn idx(oid: u32, name: &str, keys: &[&str]) -> IndexFacts {
         IndexFacts {
             oid,
-            name: format!("\"public\".\"{name}\""),
-            table: "\"public\".\"t\"".into(),
+            name: QualifiedName::new("public", name),
+            table: QualifiedName::new("public", "t"),
             definition: format!("CREATE INDEX {name} ON t USING btree (...)"),
             access_method: "btree".into(),
             key_columns: keys.iter().map(|k| k.to_string()).collect(),
@@ -220,7 +223,7 @@ mod tests {
         unused.scans = 0;
         let f = findings(&[short, long, unused], "x");
         let kinds: Vec<_> = f.iter().map(|f| (f.kind, f.object.as_str())).collect();
-        assert_eq!(kinds, vec![("prefix_index", "\"public\".\"short\""), ("unused_index", "\"public\".\"other\"")]);
+        assert_eq!(kinds, vec![("prefix_index", "public.short"), ("unused_index", "public.other")]);
     }
 
     #[test]

@@ -46,8 +46,8 @@ pub async fn read(client: &Client, tables: Option<&[u32]>) -> Result<Vec<IndexFa
         .iter()
         .map(|r| IndexFacts {
             oid: r.get(0),
-            name: QualifiedName::new(r.get::<_, String>(1), r.get::<_, String>(2)).quoted(),
-            table: QualifiedName::new(r.get::<_, String>(3), r.get::<_, String>(4)).quoted(),
+            name: QualifiedName::new(r.get::<_, String>(1), r.get::<_, String>(2)),
+            table: QualifiedName::new(r.get::<_, String>(3), r.get::<_, String>(4)),
             definition: r.get(5),
             access_method: r.get(6),
             key_columns: r.get(7),

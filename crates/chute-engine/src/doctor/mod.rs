@@ -81,7 +81,7 @@ pub struct Report {
     pub stats_since: String,
     pub round_trip_ms: f64,
     pub wal_bytes_per_s: f64,
-    /// `pg_settings` values (with their unit) that matter for ingestion.
+    /// The settings that matter for ingestion, as `current_setting` shows them.
     pub settings: BTreeMap<String, String>,
     pub tables: Vec<TableSummary>,
     pub loads_in_progress: Vec<LoadRecord>,
@@ -104,7 +104,7 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
     let only = if o.tables.is_empty() { None } else { Some(oids.as_slice()) };
 
     let (server_version, server_version_num) = server::version(client).await?;
-    let settings = server::settings(client).await?;
+    let (settings, shown) = server::settings(client).await?;
     let stats_since = server::stats_since(client).await?;
     let mut findings = Vec::new();
 
@@ -149,7 +149,7 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
         stats_since,
         round_trip_ms,
         wal_bytes_per_s: cp.wal_bytes_per_s,
-        settings: settings.into_iter().map(|(k, (v, unit))| (k, format!("{v}{}", unit.unwrap_or_default()))).collect(),
+        settings: shown,
         tables,
         loads_in_progress,
         findings,

@@ -2,6 +2,7 @@
 //! the lock demand of the largest partitioned table, and the round trip
 //! measured from this host.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use chute_core::doctor::server::{CheckpointFacts, LockDemand, Settings, bytes_of};
@@ -37,13 +38,17 @@ pub async fn version(client: &Client) -> Result<(String, i32), DoctorError> {
     Ok((r.get(0), r.get(1)))
 }
 
-pub async fn settings(client: &Client) -> Result<Settings, DoctorError> {
+/// The settings as the rules read them (value and unit), and as people
+/// read them (`current_setting`, e.g. `128MB`).
+pub async fn settings(client: &Client) -> Result<(Settings, BTreeMap<String, String>), DoctorError> {
     let names: Vec<String> = SETTINGS.iter().map(|s| s.to_string()).collect();
     let rows = client
-        .query("SELECT name::text, setting::text, unit::text FROM pg_settings WHERE name = ANY($1)", &[&names])
+        .query("SELECT name::text, setting::text, unit::text, current_setting(name)::text FROM pg_settings WHERE name = ANY($1)", &[&names])
         .await
         .map_err(|e| DoctorError::sql("reading pg_settings", &e))?;
-    Ok(rows.iter().map(|r| (r.get::<_, String>(0), (r.get::<_, String>(1), r.get::<_, Option<String>>(2)))).collect())
+    let rules = rows.iter().map(|r| (r.get::<_, String>(0), (r.get::<_, String>(1), r.get::<_, Option<String>>(2)))).collect();
+    let shown = rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, String>(3))).collect();
+    Ok((rules, shown))
 }
 
 /// When the database's statistics start, for evidence lines.
@@ -54,7 +59,7 @@ pub async fn stats_since(client: &Client) -> Result<String, DoctorError> {
         .map_err(|e| DoctorError::sql("reading pg_stat_database", &e))?
         .get(0);
     Ok(match r {
-        Some(t) => format!("the statistics reset at {t}"),
+        Some(t) => format!("the statistics reset of {t}"),
         None => "the statistics began (never reset)".into(),
     })
 }
