@@ -1,11 +1,12 @@
 //! `chute doctor`: the findings, each with its evidence and its fix.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use chute_core::doctor::{Finding, Severity};
 use chute_core::ident::QualifiedName;
-use chute_engine::doctor::{self, DoctorOptions, Report};
+use chute_engine::doctor::{self, DoctorOptions, Report, SampleOptions};
 use clap::Args;
 
 use crate::Outcome;
@@ -16,6 +17,7 @@ pub const DOCTOR_HELP: &str = "EXAMPLES:
     chute doctor                      # every table and the server's settings
     chute doctor metrics events       # these tables (and the server-wide checks)
     chute doctor --json               # machine-readable (schema in the README)
+    chute doctor metrics --sample today.csv --header   # is the input sorted by the key, and what does it cost
 
 Exit status 0 when nothing at warning level or above is found, 1 otherwise,
 2 on error: usable from cron or a CI step.";
@@ -36,6 +38,17 @@ pub struct DoctorArgs {
     pub json: bool,
     #[command(flatten)]
     pub thresholds: Thresholds,
+    /// A CSV file of rows for TABLE (in its column order): how sorted they are
+    /// by the partition key, and what that costs in a trial load into a
+    /// scratch copy of the table (removed afterwards).
+    #[arg(long, value_name = "FILE")]
+    pub sample: Option<PathBuf>,
+    /// The sample's first line is a header.
+    #[arg(long, requires = "sample")]
+    pub header: bool,
+    /// Rows of the sample to read.
+    #[arg(long, default_value_t = 100_000, requires = "sample", value_name = "N")]
+    pub sample_rows: usize,
 }
 
 /// What counts as large or costly; shared by `doctor` and `status`.
@@ -64,13 +77,16 @@ impl Thresholds {
             batch_mb: self.batch_mb.max(1),
             large_table_bytes: self.large_table_mb.max(0) * 1048576,
             wal_sample: Duration::from_secs_f64(self.wal_sample),
+            sample: None,
         })
     }
 }
 
 pub async fn run(conn: &ConnArgs, a: DoctorArgs) -> anyhow::Result<Outcome> {
     let opts = settings::target(conn)?;
-    let report = doctor::run(&opts, &a.thresholds.options(&a.tables)?).await?;
+    let mut o = a.thresholds.options(&a.tables)?;
+    o.sample = a.sample.map(|file| SampleOptions { file, header: a.header, max_rows: a.sample_rows.max(1) });
+    let report = doctor::run(&opts, &o).await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

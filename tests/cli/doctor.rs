@@ -328,3 +328,46 @@ async fn partition_findings_are_reported_and_their_fixes_work() {
     let serious: Vec<Value> = findings(&v).into_iter().filter(|f| f["severity"] != "info" && f["object"] != "public.big").collect();
     assert!(serious.is_empty(), "{serious:#?}");
 }
+
+#[tokio::test]
+async fn an_unsorted_sample_is_measured_and_its_sort_command_fixes_it() {
+    let db = shared().fresh_db("doctor_sample").await;
+    let url = db.url();
+    let c = db.client().await;
+    create_time_partitioned(&url, "s", COLS, "1h", &[]);
+    c.batch_execute("CREATE INDEX s_time ON s (time)").await.unwrap();
+    // 24 hours of rows, shuffled deterministically.
+    let dir = crate::common::open_tempdir();
+    let file = dir.path().join("sample.csv");
+    let n = 20_000u64;
+    let mut text = String::from("time,dev_id,value\n");
+    let t0 = jiff::Timestamp::from_second(1_794_999_600).unwrap();
+    for i in 0..n {
+        let j = (i * 7919) % n;
+        let t = t0 + jiff::SignedDuration::from_millis((j * 86_400_000 / n) as i64);
+        text.push_str(&format!("{},{},{}\n", t.strftime("%Y-%m-%d %H:%M:%S%.3f+00"), j % 100, j));
+    }
+    std::fs::write(&file, text).unwrap();
+    let path = file.to_str().unwrap();
+
+    let (v, _) = doctor(&url, &["s", "--sample", path, "--header"]);
+    let f = finding(&v, "unsorted_input", path);
+    let evidence = f["evidence"].to_string();
+    assert!(evidence.contains("20000 rows") && evidence.contains("switches between 24 partitions"), "{evidence}");
+    assert!(evidence.contains("trial load") && evidence.contains("x\""), "a ratio: {evidence}");
+    let left: i64 = c.query_one("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'chute_doctor_%'", &[]).await.unwrap().get(0);
+    assert_eq!(left, 0, "the scratch schema is removed");
+
+    let sort = f["fix"][0].as_str().unwrap();
+    let out = std::process::Command::new("sh").args(["-c", sort]).output().unwrap();
+    assert!(out.status.success(), "{sort}: {out:?}");
+    let sorted = format!("{path}.sorted");
+    let (v, _) = doctor(&url, &["s", "--sample", &sorted, "--header"]);
+    assert!(!has(&v, "unsorted_input", &sorted), "{v:#}");
+    let lines = std::fs::read_to_string(&sorted).unwrap();
+    assert!(lines.starts_with("time,dev_id,value\n") && lines.lines().count() == n as usize + 1);
+
+    let out = run(chute().args(["--url", &url, "doctor", "--sample", path]));
+    assert_eq!(out.status.code(), Some(2), "--sample needs its table");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--sample needs exactly one TABLE"));
+}

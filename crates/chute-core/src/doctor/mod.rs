@@ -7,6 +7,7 @@
 //! each condition happen for real.
 
 pub mod indexes;
+pub mod sample;
 pub mod server;
 
 use serde::Serialize;

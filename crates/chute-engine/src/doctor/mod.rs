@@ -9,9 +9,11 @@
 
 mod indexes;
 mod partitions;
+mod sample;
 mod server;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chute_core::doctor::{self as rules, Finding};
@@ -56,6 +58,16 @@ pub struct DoctorOptions {
     pub large_table_bytes: i64,
     /// How long to watch the WAL grow.
     pub wal_sample: Duration,
+    /// A CSV file of rows for the one table named: how sorted they are.
+    pub sample: Option<SampleOptions>,
+}
+
+/// `--sample FILE` and how to read it.
+#[derive(Debug, Clone)]
+pub struct SampleOptions {
+    pub file: PathBuf,
+    pub header: bool,
+    pub max_rows: usize,
 }
 
 /// One managed table, as `chute status` shows it.
@@ -91,6 +103,11 @@ pub struct Report {
 }
 
 pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, DoctorError> {
+    if o.sample.is_some() && o.tables.len() != 1 {
+        return Err(DoctorError::Other(
+            "--sample needs exactly one TABLE, the one the file is for (chute doctor TABLE --sample FILE)".into(),
+        ));
+    }
     let mgr = PartitionManager::connect(opts, ExecSettings::default()).await?;
     let client = mgr.client();
     let now = jiff::Timestamp::now().as_microsecond();
@@ -134,6 +151,15 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
             .filter(|f| o.tables.is_empty() || names.iter().any(|n| n.to_string() == f.object)),
     );
     findings.extend(partitions::unpartitioned(client, o.large_table_bytes, only).await?);
+    if let Some(s) = &o.sample {
+        let ([policy], [_]) = (policies.as_slice(), o.tables.as_slice()) else {
+            return Err(DoctorError::Other(
+                "--sample needs exactly one TABLE, one with a chute policy (chute partition create): the table the file is for".into(),
+            ));
+        };
+        let req = sample::SampleRequest { file: &s.file, header: s.header, max_rows: s.max_rows };
+        findings.extend(sample::check(client, policy, &req).await?);
+    }
 
     let loads_in_progress = journal::list(client, None)
         .await
