@@ -21,7 +21,8 @@ CONNECTING:
 
 EXIT STATUS:
     0    success
-    1    finished, but some rows were rejected (see the reject file)
+    1    finished, but some rows were rejected (see the reject file);
+         doctor and status: a finding at warning level or above
     2    error, including a reject limit exceeded
     130  interrupted by SIGINT (Ctrl-C)
     143  terminated by SIGTERM
