@@ -371,3 +371,41 @@ async fn an_unsorted_sample_is_measured_and_its_sort_command_fixes_it() {
     assert_eq!(out.status.code(), Some(2), "--sample needs its table");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--sample needs exactly one TABLE"));
 }
+
+#[tokio::test]
+async fn status_shows_a_load_in_progress_from_the_journal() {
+    use std::io::Write;
+    let db = shared().fresh_db("doctor_status_load").await;
+    let url = db.url();
+    let c = db.client().await;
+    create_time_partitioned(&url, "live", COLS, "1h", &[]);
+    let mut child = chute()
+        .args(["--url", &url, "load", "live", "-", "--load-id", "stream-1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let now = jiff::Timestamp::now();
+    for i in 0..10 {
+        writeln!(stdin, "{},{i},{i}", now.strftime("%Y-%m-%d %H:%M:%S+00")).unwrap();
+    }
+    stdin.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while c.query_one("SELECT count(*) FROM live", &[]).await.unwrap().get::<_, i64>(0) < 10 {
+        assert!(Instant::now() < deadline, "the rows never arrived");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (text, _) = run_expect(chute().args(["--url", &url, "status", "--wal-sample", "0"]), 0);
+    let line = text.lines().find(|l| l.starts_with("stream-1 ")).unwrap_or_else(|| panic!("no load line in:\n{text}"));
+    assert!(line.contains("public.live") && line.split_whitespace().nth(2) == Some("10"), "{line}");
+    let out = run(chute().args(["--url", &url, "status", "--json", "--wal-sample", "0"]));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["loads_in_progress"][0]["load_id"], "stream-1");
+    assert_eq!(v["loads_in_progress"][0]["rows_committed"], 10);
+    drop(stdin);
+    assert!(child.wait_with_output().unwrap().status.success());
+    let (text, _) = run_expect(chute().args(["--url", &url, "status", "--wal-sample", "0"]), 0);
+    assert!(text.contains("loads        none in progress"), "a finished load is not in progress:\n{text}");
+}
