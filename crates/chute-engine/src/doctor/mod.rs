@@ -167,7 +167,7 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
         .into_iter()
         .filter(|l| l.status == "running")
         .collect();
-    findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     let healthy = !rules::unhealthy(&findings);
     Ok(Report {
         server_version,
