@@ -409,3 +409,53 @@ async fn status_shows_a_load_in_progress_from_the_journal() {
     let (text, _) = run_expect(chute().args(["--url", &url, "status", "--wal-sample", "0"]), 0);
     assert!(text.contains("loads        none in progress"), "a finished load is not in progress:\n{text}");
 }
+
+#[tokio::test]
+async fn settings_findings_are_fixed_by_their_printed_statements() {
+    let cluster = TestCluster::start_with(&ClusterSetup {
+        settings: &[
+            ("full_page_writes", "on"),
+            ("wal_compression", "off"),
+            ("synchronous_commit", "on"),
+            ("autovacuum_vacuum_insert_threshold", "-1"),
+            ("maintenance_work_mem", "'64MB'"),
+            ("max_locks_per_transaction", "10"),
+        ],
+        ..Default::default()
+    });
+    let db = cluster.fresh_db("doctor_settings").await;
+    let url = db.url();
+    let start = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(20);
+    create_time_partitioned(&url, "lk", COLS, "1h", &["--start", &start.strftime("%Y-%m-%dT%H:00:00Z").to_string()]);
+
+    let (v, code) = doctor(&url, &[]);
+    assert_eq!(code, 1, "inserts that never trigger autovacuum are a warning");
+    let settings: Vec<Value> = findings(&v).into_iter().filter(|f| f["kind"] == "setting").collect();
+    let objects: Vec<&str> = settings.iter().map(|f| f["object"].as_str().unwrap()).collect();
+    for want in [
+        "wal_compression",
+        "synchronous_commit",
+        "maintenance_work_mem",
+        "shared_buffers",
+        "autovacuum_vacuum_insert_threshold",
+        "max_locks_per_transaction",
+    ] {
+        assert!(objects.contains(&want), "no {want} finding in {objects:?}");
+    }
+    let locks = settings.iter().find(|f| f["object"] == "max_locks_per_transaction").unwrap();
+    assert!(locks["summary"].as_str().unwrap().contains("public.lk locks"), "{locks}");
+
+    let c = db.client().await;
+    let mut restart = false;
+    for f in &settings {
+        apply(&url, &c, f).await;
+        restart |= f["fix"].to_string().contains("restart the server");
+    }
+    assert!(restart, "shared_buffers and max_locks_per_transaction need a restart");
+    drop(c);
+    cluster.cluster.restart(chute_engine::local::StopMode::Fast).unwrap();
+    let (v, code) = doctor(&url, &[]);
+    let left: Vec<Value> = findings(&v).into_iter().filter(|f| f["kind"] == "setting").collect();
+    assert!(left.is_empty(), "{left:#?}");
+    assert_eq!(code, 0, "{v:#}");
+}
