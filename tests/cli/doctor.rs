@@ -280,7 +280,12 @@ async fn partition_findings_are_reported_and_their_fixes_work() {
     c.batch_execute("UPDATE chute.partition_config SET updated_at = now() - interval '2 hours' WHERE parent_table = 'late'").await.unwrap();
     // A table named like a partition, attached to nothing (an interrupted create).
     create_time_partitioned(&url, "stray", COLS, "1h", &[]);
-    c.batch_execute("CREATE TABLE stray_p20200101_0000 (LIKE stray)").await.unwrap();
+    c.batch_execute(
+        "CREATE TABLE stray_p20200101_0000 (LIKE stray);
+         CREATE TABLE stray_p20200102_0000 (LIKE stray); INSERT INTO stray_p20200102_0000 VALUES (now(), 7, 7);",
+    )
+    .await
+    .unwrap();
     // A large time-keyed table that is not partitioned.
     c.batch_execute(
         "CREATE TABLE big (time timestamptz NOT NULL, v float8);
@@ -301,6 +306,11 @@ async fn partition_findings_are_reported_and_their_fixes_work() {
     let late = finding(&v, "maintenance_overdue", "public.late");
     let stray = finding(&v, "stray_partition", "public.stray_p20200101_0000");
     assert_eq!(stray["fix"][0], "DROP TABLE \"public\".\"stray_p20200101_0000\";");
+    let full = finding(&v, "stray_partition", "public.stray_p20200102_0000");
+    assert_eq!(
+        full["fix"][0],
+        "BEGIN; INSERT INTO \"public\".\"stray\" SELECT * FROM \"public\".\"stray_p20200102_0000\"; DROP TABLE \"public\".\"stray_p20200102_0000\"; COMMIT;"
+    );
     let big = finding(&v, "unpartitioned_table", "public.big");
     assert_eq!(big["fix"][0], "chute migrate public.big --key time --interval 1mon");
     for f in [&dflt, &short, &pend, &late] {
@@ -316,15 +326,17 @@ async fn partition_findings_are_reported_and_their_fixes_work() {
     let (text, _) = run_expect(chute().args(["--url", &url, "status", "--wal-sample", "0"]), 1);
     assert!(text.contains("health       ") && text.contains("warning public.short: coverage_short"), "{text}");
 
-    for f in [&dflt, &short, &pend, &late, &stray] {
+    for f in [&dflt, &short, &pend, &late, &stray, &full] {
         apply(&url, &c, f).await;
     }
     let (v, _) = doctor(&url, &["--large-table-mb", "1"]);
-    for f in [&dflt, &short, &pend, &late, &stray] {
+    for f in [&dflt, &short, &pend, &late, &stray, &full] {
         assert!(!has(&v, f["kind"].as_str().unwrap(), f["object"].as_str().unwrap()), "still reported after its fix: {f}\n{v:#}");
     }
     let rows: i64 = c.query_one("SELECT count(*) FROM dflt", &[]).await.unwrap().get(0);
     assert_eq!(rows, 2, "maintain moved the DEFAULT rows, it did not lose them");
+    let rows: i64 = c.query_one("SELECT count(*) FROM stray WHERE dev_id = 7", &[]).await.unwrap().get(0);
+    assert_eq!(rows, 1, "the stray table's row moved into the table");
     let serious: Vec<Value> = findings(&v).into_iter().filter(|f| f["severity"] != "info" && f["object"] != "public.big").collect();
     assert!(serious.is_empty(), "{serious:#?}");
 }
