@@ -68,6 +68,16 @@ pub fn unhealthy(findings: &[Finding]) -> bool {
     findings.iter().any(|f| f.severity >= Severity::Warning)
 }
 
+/// `s` as one shell word, for fixes that are commands: as is when it holds
+/// only characters no shell treats specially, else in single quotes.
+pub fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_.,:/=+-@%".contains(c)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 /// `12.3 MiB`-style sizes for evidence lines.
 pub fn human_bytes(b: i64) -> String {
     let f = b as f64;
@@ -77,5 +87,15 @@ pub fn human_bytes(b: i64) -> String {
         format!("{:.1} MiB", f / 1048576.0)
     } else {
         format!("{:.0} kB", f / 1024.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shell_words() {
+        assert_eq!(super::shell_word("public.m"), "public.m");
+        assert_eq!(super::shell_word("public.\"Big T\""), "'public.\"Big T\"'");
+        assert_eq!(super::shell_word("/tmp/it's.csv"), "'/tmp/it'\\''s.csv'");
     }
 }

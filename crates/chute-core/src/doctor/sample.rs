@@ -2,7 +2,7 @@
 //! costs: rows that jump between partitions keep many partitions' buffers
 //! and btree pages hot at once and send smaller batches.
 
-use super::{Evidence, Finding, Severity};
+use super::{Evidence, Finding, Severity, shell_word};
 
 /// Order figures of a sample, in input order.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,11 +80,8 @@ pub fn finding(src: &SampleSource, o: &SampleOrder, t: Option<TrialTimes>) -> Op
     let n = if src.numeric_key { "n" } else { "" };
     let k = src.key_field;
     let sort = format!("LC_ALL=C sort -s -t, -k{k},{k}{n}");
-    let fix = if src.header {
-        format!("{{ head -n 1 {f}; tail -n +2 {f} | {sort}; }} > {f}.sorted", f = src.file)
-    } else {
-        format!("{sort} {f} > {f}.sorted", f = src.file)
-    };
+    let (f, out) = (shell_word(&src.file), shell_word(&format!("{}.sorted", src.file)));
+    let fix = if src.header { format!("{{ head -n 1 {f}; tail -n +2 {f} | {sort}; }} > {out}") } else { format!("{sort} {f} > {out}") };
     Some(Finding {
         kind: "unsorted_input",
         severity,

@@ -2,7 +2,7 @@
 //! DEFAULT rows, overdue maintenance, interrupted detaches, leftover
 //! partition-named tables), and large time-keyed tables never partitioned.
 
-use chute_core::doctor::{Evidence, Finding, Severity, human_bytes};
+use chute_core::doctor::{Evidence, Finding, Severity, human_bytes, shell_word};
 use chute_core::ident::QualifiedName;
 use chute_core::partman::{Policy, RetentionMode};
 use tokio_postgres::Client;
@@ -11,7 +11,7 @@ use super::{DoctorError, TableSummary, USER_SCHEMAS};
 use crate::partman::{TableStatus, last_maintained};
 
 fn maintain_fix(table: &QualifiedName) -> Vec<String> {
-    vec![format!("chute partition maintain {table}")]
+    vec![format!("chute partition maintain {}", shell_word(&table.to_string()))]
 }
 
 /// Findings for one managed table from `partition status`'s figures.
@@ -243,7 +243,7 @@ pub async fn unpartitioned(client: &Client, min_bytes: i64, tables: Option<&[u32
                 "pg_class, pg_attribute",
                 format!("{} with indexes, about {} rows; {col} {ty}{}", human_bytes(bytes), tuples.max(0), if indexed { ", indexed" } else { "" }),
             )],
-            fix: vec![format!("chute migrate {t} --key {col} --interval {interval}")],
+            fix: vec![format!("chute migrate {} --key {} --interval {interval}", shell_word(&t.to_string()), shell_word(&col))],
         });
     }
     Ok(out)
