@@ -218,13 +218,13 @@ pub fn round_trip(rtt_ms: f64, batch_mb: usize, server: &str) -> Option<Finding>
     let send_ms = batch_mb as f64 / 100.0 * 1000.0;
     let wait_ms = 3.0 * rtt_ms;
     let share = wait_ms / (wait_ms + send_ms);
-    if share < 0.02 {
+    if share < 0.05 {
         return None;
     }
-    let want_mb = ((wait_ms / 0.02 - wait_ms) / 1000.0 * 100.0).ceil() as usize;
+    let want_mb = ((wait_ms / 0.05 - wait_ms) / 1000.0 * 100.0).ceil() as usize;
     Some(Finding {
         kind: "round_trip",
-        severity: if share >= 0.10 { Severity::Warning } else { Severity::Info },
+        severity: if share >= 0.20 { Severity::Warning } else { Severity::Info },
         object: server.to_owned(),
         summary: format!(
             "the round trip to the server is {rtt_ms:.2} ms: {:.0}% of each {batch_mb} MiB batch is spent waiting",
@@ -289,7 +289,8 @@ mod tests {
 
     #[test]
     fn round_trip_cost_per_batch() {
-        assert!(round_trip(0.05, 4, "s").is_none());
+        assert!(round_trip(0.5, 4, "s").is_none());
+        assert_eq!(round_trip(2.0, 4, "s").unwrap().severity, Severity::Info);
         let f = round_trip(20.0, 4, "s").unwrap();
         assert_eq!(f.severity, Severity::Warning);
     }

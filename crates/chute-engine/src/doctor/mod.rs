@@ -135,7 +135,9 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
     let round_trip_ms = server::round_trip_ms(client, 21).await?;
     findings.extend(rules::server::round_trip(round_trip_ms, o.batch_mb, &opts.display_url()));
 
-    let policies: Vec<_> = mgr.policies().await?.into_iter().filter(|p| o.tables.is_empty() || names.contains(&p.parent)).collect();
+    let all = mgr.policies().await?;
+    let managed: Vec<QualifiedName> = all.iter().map(|p| p.parent.clone()).collect();
+    let policies: Vec<_> = all.into_iter().filter(|p| o.tables.is_empty() || names.contains(&p.parent)).collect();
     let mut tables = Vec::new();
     for p in &policies {
         let status = mgr.status(&p.parent, now).await?;
@@ -143,7 +145,6 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
         findings.extend(f);
         tables.push(summary);
     }
-    let managed: Vec<QualifiedName> = mgr.policies().await?.into_iter().map(|p| p.parent).collect();
     findings.extend(
         partitions::unmanaged_pending_detach(client, &managed)
             .await?
