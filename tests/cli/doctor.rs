@@ -283,6 +283,15 @@ async fn partition_findings_are_reported_and_their_fixes_work() {
     create_time_partitioned(&url, "pend", COLS, "1h", &["--start", &start, "--retention", "3h", "--retention-mode", "detach"]);
     let oldest = partition_names(&url, "pend").await.remove(0);
     leave_detach_pending(&db, "pend", &oldest).await;
+    // The same on a table chute does not manage: the fix is FINALIZE.
+    c.batch_execute(
+        "CREATE TABLE plain (id int NOT NULL) PARTITION BY RANGE (id);
+         CREATE TABLE plain_a PARTITION OF plain FOR VALUES FROM (0) TO (10);
+         CREATE TABLE plain_b PARTITION OF plain FOR VALUES FROM (10) TO (20);",
+    )
+    .await
+    .unwrap();
+    leave_detach_pending(&db, "plain", "plain_a").await;
     // Maintenance overdue: the policy was set two hours ago and never maintained.
     create_time_partitioned(&url, "late", COLS, "1h", &[]);
     c.batch_execute("UPDATE chute.partition_config SET updated_at = now() - interval '2 hours' WHERE parent_table = 'late'").await.unwrap();
@@ -312,6 +321,8 @@ async fn partition_findings_are_reported_and_their_fixes_work() {
     let pend = finding(&v, "detach_pending", "public.pend");
     assert!(pend["summary"].as_str().unwrap().contains(&oldest), "{pend}");
     let late = finding(&v, "maintenance_overdue", "public.late");
+    let plain = finding(&v, "detach_pending", "public.plain");
+    assert_eq!(plain["fix"][0], "ALTER TABLE \"public\".\"plain\" DETACH PARTITION \"public\".\"plain_a\" FINALIZE;");
     let stray = finding(&v, "stray_partition", "public.stray_p20200101_0000");
     assert_eq!(stray["fix"][0], "DROP TABLE \"public\".\"stray_p20200101_0000\";");
     let full = finding(&v, "stray_partition", "public.stray_p20200102_0000");
@@ -334,11 +345,11 @@ async fn partition_findings_are_reported_and_their_fixes_work() {
     let (text, _) = run_expect(chute().args(["--url", &url, "status", "--wal-sample", "0"]), 1);
     assert!(text.contains("health       ") && text.contains("warning public.short: coverage_short"), "{text}");
 
-    for f in [&dflt, &short, &pend, &late, &stray, &full] {
+    for f in [&dflt, &short, &pend, &plain, &late, &stray, &full] {
         apply(&url, &c, f).await;
     }
     let (v, _) = doctor(&url, &["--large-table-mb", "1"]);
-    for f in [&dflt, &short, &pend, &late, &stray, &full] {
+    for f in [&dflt, &short, &pend, &plain, &late, &stray, &full] {
         assert!(!has(&v, f["kind"].as_str().unwrap(), f["object"].as_str().unwrap()), "still reported after its fix: {f}\n{v:#}");
     }
     let rows: i64 = c.query_one("SELECT count(*) FROM dflt", &[]).await.unwrap().get(0);
