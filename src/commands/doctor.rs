@@ -104,7 +104,7 @@ fn print_findings(r: &Report) {
     let problems: Vec<&Finding> = r.findings.iter().filter(|f| f.severity >= Severity::Warning).collect();
     let advice: Vec<&Finding> = r.findings.iter().filter(|f| f.severity < Severity::Warning).collect();
     println!(
-        "PostgreSQL {}; round trip {:.2} ms; WAL {:.1} MB/s; index statistics since {}",
+        "PostgreSQL {}; round trip {:.2} ms; WAL {:.1} MB/s; index figures since {}",
         r.server_version,
         r.round_trip_ms,
         r.wal_bytes_per_s / 1e6,
