@@ -495,3 +495,37 @@ async fn settings_findings_are_fixed_by_their_printed_statements() {
     assert!(left.is_empty(), "{left:#?}");
     assert_eq!(code, 0, "{v:#}");
 }
+
+#[tokio::test]
+async fn a_partition_far_larger_than_the_ones_before_it_gets_a_shorter_interval() {
+    let db = shared().fresh_db("doctor_oversized").await;
+    let url = db.url();
+    let c = db.client().await;
+    let start = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(4 * 24)).strftime("%Y-%m-%dT00:00:00Z").to_string();
+    create_time_partitioned(&url, "ov", COLS, "1d", &["--start", &start]);
+    // Three days of 30,000 rows, then a day of 400,000.
+    c.batch_execute(
+        "INSERT INTO ov SELECT date_trunc('day', now()) - d * interval '1 day' + g * interval '1 s', g, g
+           FROM generate_series(2, 4) d, generate_series(1, 30000) g;
+         INSERT INTO ov SELECT date_trunc('day', now()) - interval '1 day' + g * interval '0.2 s', g, g
+           FROM generate_series(1, 400000) g;",
+    )
+    .await
+    .unwrap();
+    let (v, code) = doctor(&url, &["ov", "--large-table-mb", "1"]);
+    assert_eq!(code, 1);
+    let yesterday: String = c
+        .query_one("SELECT 'public.ov_p' || to_char(date_trunc('day', now() AT TIME ZONE 'UTC') - interval '1 day', 'YYYYMMDD')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let f = finding(&v, "oversized_partition", &yesterday);
+    assert_eq!(f["fix"][0], "chute partition create public.ov --key time --interval 1h");
+    assert_eq!(findings(&v).iter().filter(|f| f["kind"] == "oversized_partition").count(), 1, "{v:#}");
+
+    apply(&url, &c, &f).await;
+    let (v, _) = doctor(&url, &["ov", "--large-table-mb", "1"]);
+    assert!(!has(&v, "oversized_partition", &yesterday), "{v:#}");
+    let left: Vec<Value> = findings(&v).into_iter().filter(|f| f["severity"] != "info" && f["kind"] != "checkpoints_by_wal").collect();
+    assert!(left.is_empty(), "{left:#?}");
+}

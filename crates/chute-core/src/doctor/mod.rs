@@ -7,6 +7,7 @@
 //! each condition happen for real.
 
 pub mod indexes;
+pub mod partitions;
 pub mod sample;
 pub mod server;
 

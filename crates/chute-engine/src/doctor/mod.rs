@@ -54,7 +54,8 @@ pub struct DoctorOptions {
     pub tables: Vec<QualifiedName>,
     /// The loader's batch size, for the round trip's cost per batch.
     pub batch_mb: usize,
-    /// Plain tables at least this large with a time column are reported.
+    /// Plain tables at least this large with a time column are reported, and
+    /// partitions at least this large and far larger than their siblings.
     pub large_table_bytes: i64,
     /// How long to watch the WAL grow.
     pub wal_sample: Duration,
@@ -141,7 +142,7 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
     let mut tables = Vec::new();
     for p in &policies {
         let status = mgr.status(&p.parent, now).await?;
-        let (f, summary) = partitions::managed(client, p, &status, now).await?;
+        let (f, summary) = partitions::managed(client, p, &status, now, o.large_table_bytes).await?;
         findings.extend(f);
         tables.push(summary);
     }

@@ -2,8 +2,10 @@
 //! DEFAULT rows, overdue maintenance, interrupted detaches, leftover
 //! partition-named tables), and large time-keyed tables never partitioned.
 
+use chute_core::doctor::partitions::{self as rules_partitions, PartSize};
 use chute_core::doctor::{Evidence, Finding, Severity, human_bytes, shell_word};
 use chute_core::ident::QualifiedName;
+use chute_core::partman::policy::parse_key_value;
 use chute_core::partman::{Policy, RetentionMode};
 use tokio_postgres::Client;
 
@@ -20,6 +22,7 @@ pub async fn managed(
     policy: &Policy,
     status: &TableStatus,
     now: i64,
+    min_bytes: i64,
 ) -> Result<(Vec<Finding>, TableSummary), DoctorError> {
     let t = &policy.parent;
     let mut out = Vec::new();
@@ -93,6 +96,7 @@ pub async fn managed(
             fix: maintain_fix(t),
         });
     }
+    out.extend(oversized(policy, status, min_bytes)?);
     out.extend(strays(client, policy).await?);
     let summary = TableSummary {
         table: status.table.clone(),
@@ -105,6 +109,52 @@ pub async fn managed(
         last_maintenance: last.map(|(_, t)| t),
     };
     Ok((out, summary))
+}
+
+/// Partitions far larger than the ones before them while new partitions
+/// would be as wide (time keys only).
+fn oversized(policy: &Policy, status: &TableStatus, min_bytes: i64) -> Result<Vec<Finding>, DoctorError> {
+    if !policy.key_type.is_time() {
+        return Ok(vec![]);
+    }
+    let zone = policy.zone().map_err(|e| DoctorError::Other(e.to_string()))?;
+    let value = |text: &str| match text {
+        "MINVALUE" => Some(i64::MIN),
+        "MAXVALUE" => Some(i64::MAX),
+        t => parse_key_value(t, policy.key_type, &zone).ok(),
+    };
+    let parts: Vec<PartSize> = status
+        .partitions
+        .iter()
+        .filter_map(|p| Some(PartSize { name: p.name.clone(), from: value(&p.from)?, to: value(&p.to)?, bytes: p.bytes }))
+        .collect();
+    let next_width = |from: i64| policy.interval.next(from, &zone).ok().map(|to| to - from);
+    let t = &policy.parent;
+    Ok(rules_partitions::oversized(&parts, min_bytes, next_width)
+        .into_iter()
+        .map(|(p, median)| Finding {
+            kind: "oversized_partition",
+            severity: Severity::Warning,
+            object: p.name.clone(),
+            summary: format!(
+                "{} holds {}, over 10 times the {} of the partitions before it, and new partitions of {t} are as wide ({}): their indexes outgrow memory while they take inserts",
+                p.name,
+                human_bytes(p.bytes),
+                human_bytes(median),
+                policy.interval
+            ),
+            evidence: vec![Evidence::new(
+                "pg_total_relation_size (chute partition status)",
+                format!("{}: {}; median of the up to 7 partitions before it: {}", p.name, human_bytes(p.bytes), human_bytes(median)),
+            )],
+            fix: vec![format!(
+                "chute partition create {} --key {} --interval {}",
+                shell_word(&t.to_string()),
+                shell_word(&policy.key),
+                rules_partitions::shorter_interval(p.to - p.from)
+            )],
+        })
+        .collect())
 }
 
 async fn policy_updated(client: &Client, t: &QualifiedName) -> Result<(i64, String), DoctorError> {
