@@ -17,7 +17,7 @@ pub const DOCTOR_HELP: &str = "EXAMPLES:
     chute doctor                      # every table and the server's settings
     chute doctor metrics events       # these tables (and the server-wide checks)
     chute doctor --json               # machine-readable (schema in the README)
-    chute doctor metrics --sample today.csv --header   # is the input sorted by the key, and what does it cost
+    chute doctor metrics --sample today.csv --header   # how sorted is this input, at what cost
 
 Exit status 0 when nothing at warning level or above is found, 1 otherwise,
 2 on error: usable from cron or a CI step.";
@@ -55,7 +55,8 @@ pub struct DoctorArgs {
 #[derive(Debug, Args, Clone)]
 pub struct Thresholds {
     /// Plain tables with a time column at least this large (MiB, indexes
-    /// included) are reported as candidates for partitioning.
+    /// included) are reported as candidates for partitioning, and partitions
+    /// this large that are far larger than the ones before them.
     #[arg(long, default_value_t = 1024, value_name = "MIB")]
     pub large_table_mb: i64,
     /// The loader's batch size, to cost the round trip per batch (chute load --batch-mb).
