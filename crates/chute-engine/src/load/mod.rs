@@ -15,6 +15,7 @@
 
 mod copy;
 mod gen_source;
+mod isolate;
 pub mod journal;
 mod pipeline;
 mod routing;
