@@ -72,3 +72,85 @@ async fn a_bad_json_or_xml_value_rejects_only_its_own_row() {
     let body = rows_with_one_bad(10_000, 7000, "\"[1, 2]\"", "\"{\"\"a\"\":\n1,\n\"\"b\"\" }\"");
     one_bad_value(&db, "jsonb", &body, 10_000, 7000, 7000).await;
 }
+
+/// Waits for `child` at most `limit`; kills it and panics past that.
+fn wait_at_most(mut child: std::process::Child, limit: Duration) -> std::process::Output {
+    let began = Instant::now();
+    while child.try_wait().expect("wait for chute").is_none() {
+        if began.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("chute's output");
+            panic!("chute still ran after {limit:?}\n--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().expect("chute's output")
+}
+
+#[tokio::test]
+async fn a_column_type_chute_did_not_encode_for_stops_the_load_at_once() {
+    // An owned cluster: its log holds this test's lines only.
+    let cluster = TestCluster::start();
+    // float8 bytes into int4: too long ("incorrect binary data format", 22P03).
+    stops_on_a_changed_column(&cluster, "v", "int4 USING v::int4", "22P03").await;
+    // int4 bytes into int8: too short ("insufficient data left in message", 08P01).
+    stops_on_a_changed_column(&cluster, "dev_id", "int8", "08P01").await;
+}
+
+/// Starts a load of 50,000 rows into `t`, changes `column`'s type to `to`
+/// once chute has read the catalog, and checks the load stops at once with
+/// `sqlstate`, rejecting nothing and leaving a short server log.
+async fn stops_on_a_changed_column(cluster: &TestCluster, column: &str, to: &str, sqlstate: &str) {
+    let db = cluster.fresh_db("rejects_mismatch").await;
+    let c = db.client().await;
+    c.batch_execute("CREATE TABLE t (time timestamptz, dev_id int, v float8)").await.unwrap();
+    let dir = open_tempdir();
+    let mut child = chute()
+        .current_dir(dir.path())
+        .args(["--url", &db.url(), "load", "t", "-", "--workers", "2", "--reject-file", "t.rejects"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once chute has read the catalog and its workers are connected (it
+    // opens stdin, and waits for its first bytes, in between), the column
+    // changes type: chute goes on encoding float8 for an int4 column.
+    let rows: String = (0..50_000).map(|i| format!("2021-06-08 00:00:00+00,{i},{i}.5\n")).collect();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&rows.as_bytes()[..4]).unwrap();
+    stdin.flush().unwrap();
+    let began = Instant::now();
+    loop {
+        let n: i64 = c
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if n >= 3 {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(60), "chute's workers never connected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.batch_execute(&format!("SET lock_timeout = '20s'; ALTER TABLE t ALTER COLUMN {column} TYPE {to}")).await.unwrap();
+    let log = cluster.cluster.log_file();
+    let log_before = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    stdin.write_all(&rows.as_bytes()[4..]).unwrap();
+    drop(stdin);
+    let out = wait_at_most(child, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stops with exit 2:\n{stderr}");
+    assert!(
+        stderr.contains(&format!("every row fails on column {column}")) && stderr.contains(sqlstate) && stderr.contains("\\d public.t"),
+        "names the table, the column, the SQLSTATE and what to do:\n{stderr}"
+    );
+    let n: i64 = c.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
+    assert_eq!(n, 0);
+    let rejected =
+        std::fs::read_to_string(dir.path().join("t.rejects")).map(|t| t.lines().filter(|l| l.starts_with("# ")).count()).unwrap_or(0);
+    assert!(rejected <= 1, "rows are not rejected one by one: {rejected}");
+    let log_lines = std::fs::read_to_string(&log).unwrap_or_default().lines().count() - log_before;
+    assert!(log_lines < 100, "the server log grew by {log_lines} lines");
+    eprintln!("{sqlstate}: the server log grew by {log_lines} lines");
+}
