@@ -154,3 +154,107 @@ async fn stops_on_a_changed_column(cluster: &TestCluster, column: &str, to: &str
     assert!(log_lines < 100, "the server log grew by {log_lines} lines");
     eprintln!("{sqlstate}: the server log grew by {log_lines} lines");
 }
+
+/// Runs `cmd` to its end (at most `limit`), watching its peak resident set
+/// (VmHWM in /proc, read every few milliseconds while it runs).
+fn run_measuring_peak(cmd: &mut std::process::Command, limit: Duration) -> (std::process::Output, u64) {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let watcher = {
+        let peak = peak.clone();
+        std::thread::spawn(move || {
+            // The file goes away (or loses its Vm lines) when the process ends.
+            while let Ok(text) = std::fs::read_to_string(&status) {
+                let Some(kb) = text.lines().find_map(|l| l.strip_prefix("VmHWM:")) else { break };
+                let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                peak.fetch_max(kb, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let out = wait_at_most(child, limit);
+    watcher.join().unwrap();
+    (out, peak.load(std::sync::atomic::Ordering::Relaxed) / 1024)
+}
+
+/// Peak resident memory allowed to `chute load --memory-mb 32`, in MiB: the
+/// budget plus the program, its buffers outside the budget (chunks being
+/// read and parsed, the COPY connections') and the allocator's slack. A
+/// debug build loading two million small good rows peaks at about 70 MiB;
+/// before records and rejects were bounded, the two loads below took over
+/// 340 and 190 MiB.
+const PEAK_MIB_AT_32: u64 = 128;
+
+#[tokio::test]
+async fn records_larger_than_the_memory_budget_are_refused_not_held() {
+    let db = shared().fresh_db("rejects_oversized").await;
+    let c = db.client().await;
+    c.batch_execute("CREATE TABLE big (k int, note text)").await.unwrap();
+    let dir = open_tempdir();
+    let file = dir.path().join("big.csv");
+    // 3,000 small rows and three records of 60 MiB each (quoted, with
+    // newlines and doubled quotes inside, so the reader must keep track of
+    // quotes while it skips them and of lines for the rows after them).
+    let piece = format!("{}\n\"\"{}", "x".repeat(1 << 20), "y".repeat(1000));
+    let huge: String = piece.repeat(60 << 20 >> 20);
+    let (mut body, mut big_lines, mut line) = (Vec::new(), Vec::new(), 1usize);
+    let mut big_records = Vec::new();
+    for k in 1..=3003usize {
+        let record = if k % 1000 == 500 { format!("{k},\"{huge}\"\n") } else { format!("{k},small {k}\n") };
+        if k % 1000 == 500 {
+            big_lines.push(line);
+            big_records.push(record.clone());
+        }
+        line += record.matches('\n').count();
+        body.extend_from_slice(record.as_bytes());
+    }
+    std::fs::write(&file, &body).unwrap();
+    drop(body);
+    let (out, peak) = run_measuring_peak(
+        chute().current_dir(dir.path()).args(["--url", &db.url(), "load", "big", file.to_str().unwrap(), "--memory-mb", "32"]),
+        Duration::from_secs(240),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(summary_value(&stdout, "rows loaded"), "3000");
+    eprintln!("peak RSS with three 60 MiB records and --memory-mb 32: {peak} MiB");
+    assert!(peak < PEAK_MIB_AT_32, "peak RSS {peak} MiB");
+    let rejects = std::fs::read(dir.path().join("big.csv.rejects")).unwrap();
+    let text = String::from_utf8(rejects).unwrap();
+    let comments: Vec<&str> = text.lines().filter(|l| l.starts_with("# ") && l.contains("big.csv:")).collect();
+    assert_eq!(comments.len(), 3, "{comments:?}");
+    for (comment, line) in comments.iter().zip(&big_lines) {
+        assert!(comment.contains(&format!("big.csv:{line}: the record is 60.")), "{comment}");
+        assert!(comment.contains("raise --memory-mb to at least 241"), "{comment}");
+    }
+    // Each refused record is in the reject file whole, after its comment line.
+    for record in &big_records {
+        assert!(text.contains(&format!("to load it\n{record}")), "a refused record is copied whole");
+    }
+    let (n, small): (i64, i64) = {
+        let r = c.query_one("SELECT count(*), count(*) FILTER (WHERE note = 'small ' || k) FROM big", &[]).await.unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!((n, small), (3000, 3000), "every small row loads");
+}
+
+#[tokio::test]
+async fn many_rejected_rows_take_no_memory_of_their_own() {
+    let db = shared().fresh_db("rejects_many").await;
+    db.client().await.batch_execute("CREATE TABLE many (k int)").await.unwrap();
+    let dir = open_tempdir();
+    let file = dir.path().join("many.csv");
+    // Two million rows, every other one refused by the parser.
+    let body: String = (0..2_000_000).map(|i| if i % 2 == 0 { format!("{i}\n") } else { "x\n".to_owned() }).collect();
+    std::fs::write(&file, body).unwrap();
+    let (out, peak) = run_measuring_peak(
+        chute().current_dir(dir.path()).args(["--url", &db.url(), "load", "many", file.to_str().unwrap(), "--memory-mb", "32"]),
+        Duration::from_secs(240),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(summary_value(&stdout, "rows rejected").starts_with("1000000 "), "{stdout}");
+    eprintln!("peak RSS with a million rejects and --memory-mb 32: {peak} MiB");
+    assert!(peak < PEAK_MIB_AT_32, "peak RSS {peak} MiB");
+}

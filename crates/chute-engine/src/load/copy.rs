@@ -164,9 +164,11 @@ async fn commit_with_retries(
     ctx: &WorkerCtx,
 ) -> Result<Committed, LoadError> {
     let mut backoff = Backoff::reconnect(ctx.retry_for);
+    // The rejects this batch wrote, so a retry does not write them again.
+    let mut written = std::collections::HashSet::new();
     loop {
         let retry = backoff.attempts() > 0;
-        match commit_batch(client, batch, tx, ctx, retry).await {
+        match commit_batch(client, batch, tx, ctx, retry, &mut written).await {
             Ok(r) => return Ok(r),
             Err(AttemptError::Pg(e)) if retry::transient(&e) && backoff.elapsed() < ctx.retry_for => {
                 let _ = tx.send(CopyOutcome::Retrying {
@@ -208,6 +210,7 @@ async fn commit_batch(
     tx: &flume::Sender<CopyOutcome>,
     ctx: &WorkerCtx,
     retry: bool,
+    written: &mut std::collections::HashSet<(usize, u64)>,
 ) -> Result<Committed, AttemptError> {
     let mut txn = client.transaction().await?;
     if retry && let Some(load_id) = &ctx.load_id {
@@ -259,7 +262,14 @@ async fn commit_batch(
             let new = rejected
                 .into_iter()
                 .filter(|r| {
-                    w.add(super::pipeline::Reject { input: r.input, line: r.line, raw: r.raw.clone(), reason: r.reason.clone(), at: r.at })
+                    written.insert((r.input, r.line))
+                        && w.add(super::pipeline::Reject {
+                            input: r.input,
+                            line: r.line,
+                            raw: r.raw.clone(),
+                            reason: r.reason.clone(),
+                            at: r.at,
+                        })
                 })
                 .count();
             w.flush_pending().map(|()| new as u64)
