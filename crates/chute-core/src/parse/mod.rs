@@ -52,6 +52,8 @@ pub mod tsbs;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod skip_tests;
+#[cfg(test)]
 pub(crate) mod tests_support;
 
 pub use csv::{CsvOptions, CsvParser};
