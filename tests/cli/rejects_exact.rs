@@ -237,6 +237,23 @@ async fn records_larger_than_the_memory_budget_are_refused_not_held() {
         (r.get(0), r.get(1))
     };
     assert_eq!((n, small), (3000, 3000), "every small row loads");
+
+    // A compressed input is not read back: the reject says so, with its line.
+    let gz = dir.path().join("big.csv.gz");
+    let mut enc = flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), flate2::Compression::fast());
+    enc.write_all(format!("4001,before\n4002,\"{huge}\"\n4003,after\n").as_bytes()).unwrap();
+    enc.finish().unwrap();
+    let (out, peak) = run_measuring_peak(
+        chute().current_dir(dir.path()).args(["--url", &db.url(), "load", "big", gz.to_str().unwrap(), "--memory-mb", "32"]),
+        Duration::from_secs(240),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(summary_value(&stdout, "rows loaded"), "2");
+    assert!(peak < PEAK_MIB_AT_32, "peak RSS {peak} MiB");
+    let text = std::fs::read_to_string(dir.path().join("big.csv.gz.rejects")).unwrap();
+    assert!(text.starts_with("# ") && text.contains("big.csv.gz:2: the record is 60."), "{text}");
+    assert!(text.contains("not copied here") && text.len() < 1000, "no record bytes: {text}");
 }
 
 #[tokio::test]

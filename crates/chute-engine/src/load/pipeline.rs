@@ -1400,7 +1400,7 @@ pub(crate) struct RejectWriter {
     workload: Option<Arc<dyn chute_core::generate::Workload>>,
     path: Option<std::path::PathBuf>,
     names: Vec<String>,
-    /// Input files, by input index, to read records kept by position from.
+    /// Plain input files, by input index, to read records kept by position from.
     files: Vec<Option<std::path::PathBuf>>,
     pending: Vec<Reject>,
     file: Option<std::io::BufWriter<std::fs::File>>,
@@ -1442,7 +1442,19 @@ impl RejectWriter {
                 }
             }
         }
-        let files = inputs.iter().map(|i| if let InputSpec::File(p) = i { Some(p.clone()) } else { None }).collect();
+        // Only a plain file is read back: a compressed one's offsets are not its file's.
+        let files = inputs
+            .iter()
+            .map(|i| {
+                if let InputSpec::File(p) = i
+                    && source::is_plain_file(p)
+                {
+                    Some(p.clone())
+                } else {
+                    None
+                }
+            })
+            .collect();
         RejectWriter { workload, path, names, files, pending: Vec::new(), file: None, written: false, seen, append: resuming }
     }
 
@@ -1476,7 +1488,7 @@ impl RejectWriter {
             let name = self.names.get(r.input).map(String::as_str).unwrap_or("input");
             // A record kept by position in an input that cannot be read back (an oversized one from stdin).
             let lost = if r.raw.is_empty() && r.at.is_some() && !matches!(self.files.get(r.input), Some(Some(_))) {
-                " (the record is not copied here: only a plain file is read back)"
+                " (the record is not copied here: only an uncompressed file is read back)"
             } else {
                 ""
             };
