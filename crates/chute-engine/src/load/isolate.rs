@@ -72,10 +72,14 @@ pub(crate) async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejec
                     continue;
                 }
                 let blamed = failing_row(&e).filter(|k| *k >= 1 && pos + k - 1 < end);
-                if pos == 0 && end == n && blamed.is_none_or(|k| k == 1) && !part.text && is_encoding_mismatch(&e) {
-                    if let Some(stop) = batch_wide(txn, part, &e).await? {
-                        return Err(PartError::Mismatch(stop));
-                    }
+                if pos == 0
+                    && end == n
+                    && blamed.is_none_or(|k| k == 1)
+                    && !part.text
+                    && is_encoding_mismatch(&e)
+                    && let Some(stop) = batch_wide(txn, part, &e).await?
+                {
+                    return Err(PartError::Mismatch(stop));
                 }
                 match blamed {
                     Some(k) => {
