@@ -25,6 +25,8 @@ mod partition;
 mod readme;
 #[path = "cli/readme_tls.rs"]
 mod readme_tls;
+#[path = "cli/rejects_exact.rs"]
+mod rejects_exact;
 #[path = "cli/reliability.rs"]
 mod reliability;
 #[path = "cli/retry_everywhere.rs"]

@@ -311,6 +311,34 @@ impl Boundary for CsvParser {
         last
     }
 
+    fn carry(&self, buf: &[u8]) -> Option<Vec<u8>> {
+        let (q, e) = (self.opts.quote, self.opts.escape);
+        // An escape as the last byte may escape the next byte's quote.
+        if q != e && buf.last() == Some(&e) {
+            return None;
+        }
+        let mut i = 0;
+        while let Some(k) = memchr2(b'\n', q, &buf[i..]) {
+            let p = i + k;
+            if buf[p] == b'\n' {
+                // A record ends here: nothing to carry over.
+                return None;
+            }
+            match self.skip_quoted(buf, p + 1) {
+                Some(after) => i = after,
+                None => return Some(vec![q]),
+            }
+        }
+        // Outside quotes (a quote as the last byte, closing a field or the
+        // first of a doubled pair, scans the same from the next byte on).
+        Some(Vec::new())
+    }
+
+    fn first_record_end(&self, buf: &[u8]) -> Option<usize> {
+        let scan = self.scan_record(buf, 0);
+        (!scan.unterminated && scan.content_end < buf.len()).then_some(scan.next)
+    }
+
     fn end_of_data(&self, chunk: &[u8]) -> Option<usize> {
         // `\.` is rare in data, so candidates are few; each is checked by
         // walking records from the last known record start.

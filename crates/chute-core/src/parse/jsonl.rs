@@ -408,6 +408,15 @@ impl Boundary for JsonlParser {
         }
         memrchr(b'\n', buf).map(|p| p + 1)
     }
+
+    fn carry(&self, _buf: &[u8]) -> Option<Vec<u8>> {
+        // A JSON text holds no raw newline: every newline ends a record.
+        Some(Vec::new())
+    }
+
+    fn first_record_end(&self, buf: &[u8]) -> Option<usize> {
+        memchr::memchr(b'\n', buf).map(|p| p + 1)
+    }
 }
 
 #[cfg(test)]

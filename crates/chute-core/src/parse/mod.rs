@@ -52,6 +52,8 @@ pub mod tsbs;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod skip_tests;
+#[cfg(test)]
 pub(crate) mod tests_support;
 
 pub use csv::{CsvOptions, CsvParser};
@@ -259,6 +261,26 @@ pub trait Boundary: Send + Sync {
     /// search is one `memmem` pass; a candidate is verified only when found.
     fn end_of_data(&self, chunk: &[u8]) -> Option<usize> {
         let _ = chunk;
+        None
+    }
+
+    /// Skipping a record too large to hold: `buf` starts at a record start
+    /// and holds no complete record. Returns a few bytes that, put in place
+    /// of `buf`, leave a boundary scan in the same state (inside a quoted
+    /// field or not, an escape pending or not), so the reader can drop what
+    /// it has read of the record and still find where it ends. `None`: not
+    /// known yet at this byte (read more and ask again), or the format
+    /// cannot skip a record (the reader then holds it whole).
+    fn carry(&self, buf: &[u8]) -> Option<Vec<u8>> {
+        let _ = buf;
+        None
+    }
+
+    /// The end (exclusive) of the first record in `buf`, which starts at a
+    /// record start, if that record is complete; `None` for a format whose
+    /// [`Boundary::carry`] is `None`.
+    fn first_record_end(&self, buf: &[u8]) -> Option<usize> {
+        let _ = buf;
         None
     }
 }

@@ -302,6 +302,16 @@ impl Boundary for TextParser {
         None
     }
 
+    fn carry(&self, buf: &[u8]) -> Option<Vec<u8>> {
+        // Only an odd run of backslashes at the end matters: it escapes what follows.
+        let odd = !buf.iter().rev().take_while(|&&b| b == b'\\').count().is_multiple_of(2);
+        Some(if odd { vec![b'\\'] } else { Vec::new() })
+    }
+
+    fn first_record_end(&self, buf: &[u8]) -> Option<usize> {
+        memchr::memchr_iter(b'\n', buf).find(|&p| !is_escaped(buf, p)).map(|p| p + 1)
+    }
+
     fn end_of_data(&self, chunk: &[u8]) -> Option<usize> {
         memmem::find_iter(chunk, b"\\.").filter(|&p| !is_escaped(chunk, p)).find_map(|p| end_marker_len(&chunk[p..]).map(|n| p + n))
     }

@@ -3,11 +3,11 @@
 //! A batch is one transaction: its COPY statements and, when the load is
 //! journaled, the journal entries saying which input ranges its leaf now
 //! holds, so a batch is either wholly committed and recorded or not at all.
-//! A batch the server refuses for its data (a bad value, a constraint) is
-//! split in halves under savepoints until the refused rows are isolated:
-//! every other row is loaded and each refused row becomes a reject with the
-//! server's reason and SQLSTATE, written to the reject file before the
-//! transaction commits. A lost connection, a server restart, a deadlock or a
+//! A batch the server refuses for its data (a bad value, a constraint) has
+//! its refused rows isolated under savepoints (see `isolate`): every other
+//! row is loaded and each refused row becomes a reject with the server's
+//! reason and SQLSTATE, written to the reject file before the transaction
+//! commits. A lost connection, a server restart, a deadlock or a
 //! serialization failure is retried with backoff on a new connection; if the
 //! connection dropped while committing, the journal tells whether the batch
 //! landed, so nothing is loaded twice. A leaf that no longer exists (dropped
@@ -116,6 +116,8 @@ enum AttemptError {
     Pg(tokio_postgres::Error),
     /// The reject file could not be written: the batch must not commit.
     Rejects(LoadError),
+    /// The batch cannot load and no row is to blame (see `isolate`).
+    Stop(LoadError),
 }
 
 impl From<tokio_postgres::Error> for AttemptError {
@@ -162,9 +164,11 @@ async fn commit_with_retries(
     ctx: &WorkerCtx,
 ) -> Result<Committed, LoadError> {
     let mut backoff = Backoff::reconnect(ctx.retry_for);
+    // The rejects this batch wrote, so a retry does not write them again.
+    let mut written = std::collections::HashSet::new();
     loop {
         let retry = backoff.attempts() > 0;
-        match commit_batch(client, batch, tx, ctx, retry).await {
+        match commit_batch(client, batch, tx, ctx, retry, &mut written).await {
             Ok(r) => return Ok(r),
             Err(AttemptError::Pg(e)) if retry::transient(&e) && backoff.elapsed() < ctx.retry_for => {
                 let _ = tx.send(CopyOutcome::Retrying {
@@ -173,7 +177,7 @@ async fn commit_with_retries(
                 *client = reconnect(ctx, &mut backoff).await?;
             }
             Err(AttemptError::Pg(e)) => return Err(LoadError::sql(format!("COPY into {}", batch.label()), &e)),
-            Err(AttemptError::Rejects(e)) => return Err(e),
+            Err(AttemptError::Rejects(e) | AttemptError::Stop(e)) => return Err(e),
         }
     }
 }
@@ -206,6 +210,7 @@ async fn commit_batch(
     tx: &flume::Sender<CopyOutcome>,
     ctx: &WorkerCtx,
     retry: bool,
+    written: &mut std::collections::HashSet<(usize, u64)>,
 ) -> Result<Committed, AttemptError> {
     let mut txn = client.transaction().await?;
     if retry && let Some(load_id) = &ctx.load_id {
@@ -233,7 +238,10 @@ async fn commit_batch(
             // Nothing of it is journaled: its rows are routed again.
             continue;
         }
-        let rows = load_part(&mut txn, part, &mut rejected).await?;
+        let rows = super::isolate::load_part(&mut txn, part, &mut rejected).await.map_err(|e| match e {
+            super::isolate::PartError::Pg(e) => AttemptError::Pg(e),
+            super::isolate::PartError::Mismatch(e) => AttemptError::Stop(e),
+        })?;
         loaded += rows;
         if let Some(load_id) = &ctx.load_id {
             for (i, (input, starts, ends)) in super::journal::journal_rows(&part.seg.ranges).into_iter().enumerate() {
@@ -254,7 +262,14 @@ async fn commit_batch(
             let new = rejected
                 .into_iter()
                 .filter(|r| {
-                    w.add(super::pipeline::Reject { input: r.input, line: r.line, raw: r.raw.clone(), reason: r.reason.clone(), at: r.at })
+                    written.insert((r.input, r.line))
+                        && w.add(super::pipeline::Reject {
+                            input: r.input,
+                            line: r.line,
+                            raw: r.raw.clone(),
+                            reason: r.reason.clone(),
+                            at: r.at,
+                        })
                 })
                 .count();
             w.flush_pending().map(|()| new as u64)
@@ -305,79 +320,7 @@ async fn lock_targets(txn: &Transaction<'_>, batch: &Batch) -> Result<Vec<usize>
     }
 }
 
-/// Loads one target's rows under savepoints; refused rows go to `rejected`.
-async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejected: &mut Vec<RejectedRow>) -> Result<u64, tokio_postgres::Error> {
-    let n = part.seg.row_ends.len();
-    let mut loaded = 0u64;
-    // The whole part first. On a data error the server names the failing
-    // row ("COPY t, line N"): load the rows before it, reject it, go on in
-    // small windows. Without a row number, halve the window instead.
-    let mut pos = 0usize;
-    let mut window = n;
-    let mut known_bad: Option<usize> = None;
-    let mut known_reason: Option<String> = None;
-    while pos < n {
-        if known_bad == Some(pos) {
-            rejected.push(reject_row(part, pos, known_reason.take().unwrap_or_default()));
-            known_bad = None;
-            pos += 1;
-            window = window.max(AFTER_ERROR_WINDOW);
-            continue;
-        }
-        let end = (pos + window.max(1)).min(n);
-        let sp = txn.savepoint("chute_rows").await?;
-        let attempt = copy_once(&sp, part, pos, end).await;
-        match attempt {
-            Ok(rows) => {
-                sp.commit().await?;
-                loaded += rows;
-                pos = end;
-            }
-            Err(e) if is_data_error(&e) => {
-                sp.rollback().await?;
-                match failing_row(&e).filter(|k| *k >= 1 && pos + k - 1 < end) {
-                    Some(1) => {
-                        rejected.push(reject_row(part, pos, crate::exec::describe(&e)));
-                        pos += 1;
-                        window = AFTER_ERROR_WINDOW;
-                    }
-                    Some(k) => {
-                        known_bad = Some(pos + k - 1);
-                        known_reason = Some(crate::exec::describe(&e));
-                        window = k - 1;
-                    }
-                    None if end - pos == 1 => {
-                        rejected.push(reject_row(part, pos, crate::exec::describe(&e)));
-                        pos += 1;
-                        window = AFTER_ERROR_WINDOW;
-                    }
-                    None => window = (end - pos) / 2,
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(loaded)
-}
-
-/// Rows per COPY after an error, until the batch is through.
-const AFTER_ERROR_WINDOW: usize = 1024;
-
-fn reject_row(batch: &BatchPart, i: usize, reason: String) -> RejectedRow {
-    let (raw, at) = batch.seg.record(i);
-    RejectedRow { raw, at, line: batch.seg.lines[i], input: usize::from(batch.seg.inputs[i]), reason }
-}
-
-/// The 1-based row of a COPY that failed, from the error's context
-/// (`COPY t, line 35, column x: …`; binary COPY counts rows as lines).
-fn failing_row(e: &tokio_postgres::Error) -> Option<usize> {
-    let ctx = e.as_db_error()?.where_()?;
-    let at = ctx.find(", line ")? + ", line ".len();
-    let digits: String = ctx[at..].chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
-async fn copy_once(client: &Transaction<'_>, batch: &BatchPart, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {
+pub(crate) async fn copy_once(client: &Transaction<'_>, batch: &BatchPart, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {
     let sink = client.copy_in::<_, Bytes>(batch.sql.as_str()).await?;
     futures_util::pin_mut!(sink);
     let body = batch.body.slice(row_start(&batch.seg, a)..row_start(&batch.seg, b));
@@ -389,12 +332,4 @@ async fn copy_once(client: &Transaction<'_>, batch: &BatchPart, a: usize, b: usi
         sink.send(Bytes::from_static(&TRAILER)).await?;
     }
     sink.finish().await
-}
-
-/// Errors caused by the rows themselves: splitting the batch isolates them.
-fn is_data_error(e: &tokio_postgres::Error) -> bool {
-    e.code().is_some_and(|c| {
-        let c = c.code();
-        c.starts_with("22") || c.starts_with("23") || c == "P0001"
-    })
 }

@@ -19,7 +19,8 @@ pub(crate) fn emit_ranges(rows: u64, tx: &flume::Sender<Chunk>, cancel: &AtomicB
     let mut at = 0;
     while at < rows && !cancel.load(Ordering::Relaxed) {
         let to = (at + ROWS_PER_CHUNK).min(rows);
-        if tx.send(Chunk { input: 0, data: Vec::new(), first_line: at + 1, base_offset: at, seq: Some((at, to)) }).is_err() {
+        if tx.send(Chunk { input: 0, data: Vec::new(), first_line: at + 1, base_offset: at, seq: Some((at, to)), oversized: None }).is_err()
+        {
             return;
         }
         at = to;

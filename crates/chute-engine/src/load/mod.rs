@@ -15,7 +15,9 @@
 
 mod copy;
 mod gen_source;
+mod isolate;
 pub mod journal;
+mod oversized;
 mod pipeline;
 mod routing;
 pub mod source;

@@ -83,6 +83,9 @@ pub(crate) struct Chunk {
     pub base_offset: u64,
     /// Generated input: the sequence numbers of the rows to make.
     pub seq: Option<(u64, u64)>,
+    /// A record too large for the memory budget, skipped by the reader
+    /// (`data` is empty): it becomes a reject, never rows.
+    pub oversized: Option<super::oversized::Oversized>,
 }
 
 /// Rows of one chunk for one target, encoded.
@@ -151,6 +154,13 @@ pub(crate) struct Reject {
     pub at: Option<(u64, u32)>,
 }
 
+impl Reject {
+    /// Its share of the memory budget while it waits to be written.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Reject>() + self.raw.len() + self.reason.len() + 32
+    }
+}
+
 /// What a parse thread made of one chunk.
 #[derive(Default)]
 pub(crate) struct ChunkOut {
@@ -165,6 +175,9 @@ pub(crate) struct ChunkOut {
     pub range: (u32, u64, u64),
     /// Rows an earlier run of this load committed already.
     pub skipped: u64,
+    /// The part of `budget` that `rejects` take: given back once they are
+    /// written (a chunk of short bad rows is mostly rejects).
+    pub reject_bytes: usize,
 }
 
 /// A row waiting for its partition to be created.
@@ -243,8 +256,12 @@ impl Filed {
         for (_, s) in &mut segments {
             s.ranges.push(range);
         }
-        let budget = segments.iter().map(|(_, s)| s.bytes()).sum::<usize>() + self.pending.iter().map(PendingPart::bytes).sum::<usize>();
+        let reject_bytes = self.rejects.iter().map(Reject::bytes).sum::<usize>();
+        let budget = segments.iter().map(|(_, s)| s.bytes()).sum::<usize>()
+            + self.pending.iter().map(PendingPart::bytes).sum::<usize>()
+            + reject_bytes;
         ChunkOut {
+            reject_bytes,
             segments,
             rejects: self.rejects,
             pending_tags: Vec::new(),
@@ -458,6 +475,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let reader = {
         let (format, skip, cancel, bytes_read, chunk_bytes, flush_every) =
             (prepared.boundary.clone(), prepared.skip, cancel.clone(), bytes_read.clone(), spec.chunk_bytes, spec.flush_every);
+        let max_record = super::oversized::max_record(spec.memory_budget);
         std::thread::Builder::new()
             .name("chute-reader".into())
             .spawn(move || match (generated, format) {
@@ -466,7 +484,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
                     Ok(())
                 }
                 (None, Some(format)) => {
-                    let cut = Cutting { format: format.as_ref(), skip, chunk_bytes, flush_every };
+                    let cut = Cutting { format: format.as_ref(), skip, chunk_bytes, flush_every, max_record };
                     read_inputs(inputs, cut, &chunk_tx, &cancel, &bytes_read)
                 }
                 (None, None) => Err(LoadError::Setup("no input and no generator".into())),
@@ -483,7 +501,10 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
                 .name(format!("chute-parse-{n}"))
                 .spawn(move || {
                     while let Ok(chunk) = rx.recv() {
-                        let out = processor.process(&chunk);
+                        let out = match &chunk.oversized {
+                            Some(big) => big.reject(chunk.input),
+                            None => processor.process(&chunk),
+                        };
                         budget.acquire(out.budget, &cancel);
                         if tx.send(out).is_err() {
                             break;
@@ -692,6 +713,8 @@ struct Cutting<'a> {
     chunk_bytes: usize,
     /// Send what is buffered when the input pauses or it has waited this long.
     flush_every: Option<Duration>,
+    /// A record longer than this is skipped and rejected, not held.
+    max_record: usize,
 }
 
 fn read_inputs(
@@ -701,7 +724,7 @@ fn read_inputs(
     cancel: &AtomicBool,
     bytes_read: &AtomicU64,
 ) -> Result<(), LoadError> {
-    let Cutting { format, skip, chunk_bytes, flush_every } = cut;
+    let Cutting { format, skip, chunk_bytes, flush_every, max_record } = cut;
     let mut done_before = 0u64;
     for (index, mut input) in inputs.into_iter().enumerate() {
         let name = input.spec.display_name();
@@ -710,7 +733,9 @@ fn read_inputs(
         let (mut line, mut offset) = (1u64, 0u64);
         let mut eof = false;
         let mut skipping = skip;
-        while !eof || !buf.is_empty() {
+        // A record too large to hold, being skipped: `buf` starts with its stand-in.
+        let mut big: Option<super::oversized::Skipping> = None;
+        while !eof || !buf.is_empty() || big.is_some() {
             if cancel.load(Ordering::Relaxed) {
                 return Ok(());
             }
@@ -749,9 +774,34 @@ fn read_inputs(
                     None => continue,
                 }
             }
+            if let Some(b) = big.as_mut() {
+                if let Some(whole) = b.advance(format, &mut buf, eof, &mut line, &mut offset) {
+                    big = None;
+                    if tx
+                        .send(Chunk {
+                            input: index,
+                            data: Vec::new(),
+                            first_line: whole.line,
+                            base_offset: whole.offset,
+                            seq: None,
+                            oversized: Some(whole),
+                        })
+                        .is_err()
+                    {
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
             let Some(mut end) = format.last_record_end(&buf, eof) else {
                 if eof {
                     break;
+                }
+                if buf.len() > max_record
+                    && let Some(b) = super::oversized::Skipping::start(format, &mut buf, &mut line, &mut offset, max_record)
+                {
+                    big = Some(b);
+                    continue;
                 }
                 if buf.len() > 256 << 20 {
                     return Err(LoadError::Input {
@@ -769,7 +819,9 @@ fn read_inputs(
             let rest = buf.split_off(end);
             let lines = count_lines(&buf);
             let data = std::mem::replace(&mut buf, rest);
-            if !data.is_empty() && tx.send(Chunk { input: index, data, first_line: line, base_offset: offset, seq: None }).is_err() {
+            if !data.is_empty()
+                && tx.send(Chunk { input: index, data, first_line: line, base_offset: offset, seq: None, oversized: None }).is_err()
+            {
                 return Ok(());
             }
             line += lines;
@@ -960,6 +1012,7 @@ impl Coordinator {
         }
         // On file before any of this chunk's rows can commit (a resume skips them).
         self.rejects.lock().expect("reject file lock").flush_pending()?;
+        self.budget.release(out.reject_bytes);
         self.stats.rows_skipped += out.skipped;
         if !out.pending_tags.is_empty() {
             let filed = self.resolve_tags(std::mem::take(&mut out.pending_tags)).await?;
@@ -976,7 +1029,7 @@ impl Coordinator {
         // Rows waiting for a partition carry their own share of the budget.
         let waiting_bytes: usize = out.pending_parts.iter().map(PendingPart::bytes).sum();
         self.waiting.extend(std::mem::take(&mut out.pending_parts));
-        let segment_budget = out.budget.saturating_sub(waiting_bytes);
+        let segment_budget = out.budget.saturating_sub(waiting_bytes + out.reject_bytes);
         self.accumulate(combine(out.segments), segment_budget).await;
         self.start_jit();
         Ok(())
@@ -1312,14 +1365,31 @@ impl Coordinator {
     }
 }
 
-/// `len` bytes at `offset` of a plain input file: a record kept by position.
-fn read_record(path: &std::path::Path, offset: u64, len: u32) -> std::io::Result<Vec<u8>> {
-    use std::io::{Read, Seek};
-    let mut f = std::fs::File::open(path)?;
-    f.seek(std::io::SeekFrom::Start(offset))?;
-    let mut raw = vec![0u8; len as usize];
-    f.read_exact(&mut raw)?;
-    Ok(raw)
+/// Copies `len` bytes at `offset` of a plain input file (a record kept by
+/// position) to `out` in pieces, so a large record is never held whole.
+/// Returns the last byte copied. `Err(Ok(e))`: the input failed; `Err(Err(e))`: `out` did.
+fn copy_record(
+    path: &std::path::Path,
+    offset: u64,
+    len: u32,
+    out: &mut impl Write,
+) -> Result<Option<u8>, Result<std::io::Error, std::io::Error>> {
+    use std::io::Seek;
+    let mut f = std::fs::File::open(path).map_err(Ok)?;
+    f.seek(std::io::SeekFrom::Start(offset)).map_err(Ok)?;
+    let mut f = f.take(u64::from(len));
+    let mut piece = vec![0u8; (len as usize).min(64 << 10)];
+    let (mut left, mut last) = (len as usize, None);
+    while left > 0 {
+        let n = f.read(&mut piece).map_err(Ok)?;
+        if n == 0 {
+            return Err(Ok(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        out.write_all(&piece[..n]).map_err(Err)?;
+        last = Some(piece[n - 1]);
+        left -= n;
+    }
+    Ok(last)
 }
 
 /// Writes rejected records: a comment line with where and why, then the
@@ -1330,12 +1400,17 @@ pub(crate) struct RejectWriter {
     workload: Option<Arc<dyn chute_core::generate::Workload>>,
     path: Option<std::path::PathBuf>,
     names: Vec<String>,
-    /// Input files, by input index, to read records kept by position from.
+    /// Plain input files, by input index, to read records kept by position from.
     files: Vec<Option<std::path::PathBuf>>,
     pending: Vec<Reject>,
     file: Option<std::io::BufWriter<std::fs::File>>,
     written: bool,
-    /// (input, line) of every reject in the file, so none is written twice.
+    /// (input, line) of the rejects an earlier run of this load wrote to the
+    /// file, so a resume does not write them again; each is forgotten once
+    /// met again, since a resume reads every row once. Within a run no row is
+    /// rejected twice (a retried batch filters its own, see `copy`), so
+    /// nothing else is remembered and memory stays flat however many rows
+    /// are rejected.
     seen: HashSet<(usize, u64)>,
     /// Resuming: append to the file (after reading what it holds); otherwise
     /// start it afresh.
@@ -1367,13 +1442,25 @@ impl RejectWriter {
                 }
             }
         }
-        let files = inputs.iter().map(|i| if let InputSpec::File(p) = i { Some(p.clone()) } else { None }).collect();
+        // Only a plain file is read back: a compressed one's offsets are not its file's.
+        let files = inputs
+            .iter()
+            .map(|i| {
+                if let InputSpec::File(p) = i
+                    && source::is_plain_file(p)
+                {
+                    Some(p.clone())
+                } else {
+                    None
+                }
+            })
+            .collect();
         RejectWriter { workload, path, names, files, pending: Vec::new(), file: None, written: false, seen, append: resuming }
     }
 
     /// Queues a reject; `false` when the file already has it.
     pub(crate) fn add(&mut self, r: Reject) -> bool {
-        if !self.seen.insert((r.input, r.line)) {
+        if !self.seen.is_empty() && self.seen.remove(&(r.input, r.line)) {
             return false;
         }
         self.pending.push(r);
@@ -1398,17 +1485,27 @@ impl RejectWriter {
             {
                 w.write_csv(r.line.saturating_sub(1), &mut r.raw);
             }
-            if r.raw.is_empty()
-                && let Some((offset, len)) = r.at
-                && let Some(Some(input)) = self.files.get(r.input)
-            {
-                r.raw = read_record(input, offset, len)
-                    .map_err(|e| LoadError::Input { input: input.display().to_string(), message: e.to_string() })?;
-            }
-            let input = self.names.get(r.input).map(String::as_str).unwrap_or("input");
-            writeln!(f, "# {input}:{}: {}", r.line, r.reason.replace('\n', " ")).map_err(err)?;
-            f.write_all(&r.raw).map_err(err)?;
-            if !r.raw.ends_with(b"\n") {
+            let name = self.names.get(r.input).map(String::as_str).unwrap_or("input");
+            // A record kept by position in an input that cannot be read back (an oversized one from stdin).
+            let lost = if r.raw.is_empty() && r.at.is_some() && !matches!(self.files.get(r.input), Some(Some(_))) {
+                " (the record is not copied here: only an uncompressed file is read back)"
+            } else {
+                ""
+            };
+            writeln!(f, "# {name}:{}: {}{lost}", r.line, r.reason.replace('\n', " ")).map_err(err)?;
+            let last = match (r.at, self.files.get(r.input)) {
+                (Some((offset, len)), Some(Some(input))) if r.raw.is_empty() => {
+                    copy_record(input, offset, len, f).map_err(|e| match e {
+                        Ok(e) => LoadError::Input { input: input.display().to_string(), message: e.to_string() },
+                        Err(e) => err(e),
+                    })?
+                }
+                _ => {
+                    f.write_all(&r.raw).map_err(err)?;
+                    r.raw.last().copied()
+                }
+            };
+            if last != Some(b'\n') {
                 f.write_all(b"\n").map_err(err)?;
             }
         }
