@@ -310,6 +310,10 @@ pub struct LoadArgs {
     /// the inputs' path, size and modification time). Needed to resume stdin.
     #[arg(long, value_name = "ID")]
     pub load_id: Option<String>,
+    /// When the same load is already running (same id), wait for it to
+    /// finish and then load what it left, instead of refusing (exit 2).
+    #[arg(long)]
+    pub wait: bool,
     /// Show what loads have committed (all, or the one named) and exit.
     #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
     pub status: Option<String>,

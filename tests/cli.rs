@@ -11,6 +11,8 @@ mod bench;
 mod demo;
 #[path = "cli/doctor.rs"]
 mod doctor;
+#[path = "cli/exactly_once.rs"]
+mod exactly_once;
 #[path = "cli/first_use.rs"]
 mod first_use;
 #[path = "cli/gen.rs"]

@@ -88,6 +88,7 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     spec.max_rejects = a.max_rejects;
     spec.report_every = parse_duration(&a.report_every).context("--report-every")?;
     spec.load_id = a.load_id.clone();
+    spec.wait = a.wait;
     spec.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
     spec.flush_every = match a.flush_every.as_deref() {
         Some("off") => None,

@@ -316,15 +316,21 @@ fn human_micros(micros: i64) -> String {
 pub struct Shuffled {
     inner: Arc<dyn Workload>,
     perm: Permutation,
+    rows: u64,
+    seed: u64,
 }
 
 impl Shuffled {
     pub fn new(inner: Arc<dyn Workload>, rows: u64, seed: u64) -> Self {
-        Shuffled { inner, perm: Permutation::new(rows, seed) }
+        Shuffled { inner, perm: Permutation::new(rows, seed), rows, seed }
     }
 }
 
 impl Workload for Shuffled {
+    fn identity(&self) -> String {
+        format!("shuffled v1 rows={} seed={} of {}", self.rows, self.seed, self.inner.identity())
+    }
+
     fn columns(&self) -> Vec<(String, PgType)> {
         self.inner.columns()
     }

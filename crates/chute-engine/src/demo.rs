@@ -57,6 +57,9 @@ pub enum DemoError {
     Sql { step: &'static str, source: tokio_postgres::Error },
 }
 
+/// The demo's load id (see `run`).
+const DEMO_LOAD_ID: &str = "chute-demo";
+
 fn sql(step: &'static str) -> impl FnOnce(tokio_postgres::Error) -> DemoError {
     move |source| DemoError::Sql { step, source }
 }
@@ -107,8 +110,12 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
         seed: spec.seed,
     };
     // The loader does the rest: rows straight into their daily partitions.
+    // The table was just made again, so every row loads: the demo's journal
+    // has one fixed name and forgets what earlier runs committed.
+    crate::load::journal::forget(&client, DEMO_LOAD_ID).await?;
     let mut load = LoadSpec::new(opts.clone(), QualifiedName::new(DEMO_SCHEMA, "conditions"), vec![]);
     load.generator = Some((Arc::new(generator), spec.rows));
+    load.load_id = Some(DEMO_LOAD_ID.to_owned());
     let report = crate::load::run(load, progress).await?;
     let (rows, seconds) = (report.stats.rows_loaded, report.stats.seconds);
 

@@ -7,7 +7,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this chute writes and understands.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS chute.loads (
     inputs text NOT NULL,
     started_at timestamptz NOT NULL DEFAULT now(),
     finished_at timestamptz,
-    status text NOT NULL DEFAULT 'running'
+    status text NOT NULL DEFAULT 'running',
+    owner text
 );
 CREATE TABLE IF NOT EXISTS chute.load_journal (
     load_id text NOT NULL REFERENCES chute.loads ON DELETE CASCADE,
@@ -45,13 +46,25 @@ CREATE TABLE IF NOT EXISTS chute.load_journal (
     ends int8[] NOT NULL,
     rows int8 NOT NULL,
     committed_at timestamptz NOT NULL DEFAULT now(),
+    rel oid,
+    relfilenode oid,
     PRIMARY KEY (load_id, batch_id, target, input)
 );
-INSERT INTO chute.meta VALUES ('schema_version', '2') ON CONFLICT (key) DO UPDATE SET value = '2';
+-- Version 3: which physical table an entry describes (see load::journal),
+-- and which run of a load may commit (see load::claim).
+ALTER TABLE chute.loads ADD COLUMN IF NOT EXISTS owner text;
+ALTER TABLE chute.load_journal ADD COLUMN IF NOT EXISTS rel oid, ADD COLUMN IF NOT EXISTS relfilenode oid;
+-- Version 2 entries describe the table of their name as it is now (what
+-- version 2 assumed); entries of a table that is gone stay without one and
+-- are pruned by the next run of their load.
+UPDATE chute.load_journal j SET rel = c.oid, relfilenode = c.relfilenode
+FROM pg_class c
+WHERE j.rel IS NULL AND c.oid = to_regclass(regexp_replace(j.target, ' [(]text[)]$', ''));
+INSERT INTO chute.meta VALUES ('schema_version', '3') ON CONFLICT (key) DO UPDATE SET value = '3';
 ";
 
 /// Creates the schema when missing or older (every statement is idempotent,
-/// so version 1 is upgraded by running it again; serialized by an advisory
+/// so versions 1 and 2 are upgraded by running it again; serialized by an advisory
 /// lock, since `IF NOT EXISTS` races between concurrent sessions) and checks
 /// its version.
 pub async fn ensure(client: &Client) -> Result<(), SchemaError> {

@@ -25,6 +25,10 @@ impl Accounts {
 }
 
 impl Workload for Accounts {
+    fn identity(&self) -> String {
+        "accounts v1".to_owned()
+    }
+
     fn columns(&self) -> Vec<(String, PgType)> {
         [("aid", PgType::Int4), ("bid", PgType::Int4), ("abalance", PgType::Int4), ("filler", PgType::Bpchar)]
             .into_iter()

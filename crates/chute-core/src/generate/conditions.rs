@@ -52,6 +52,13 @@ impl Conditions {
 }
 
 impl Workload for Conditions {
+    fn identity(&self) -> String {
+        format!(
+            "conditions v1 start={} step={} devices={} fields={} seed={}",
+            self.start_micros, self.step_micros, self.devices, self.fields, self.seed
+        )
+    }
+
     fn columns(&self) -> Vec<(String, PgType)> {
         let mut c = vec![("time".to_owned(), PgType::Timestamptz), ("dev_id".to_owned(), PgType::Int4)];
         c.extend((1..=self.fields).map(|i| (format!("data{i}"), PgType::Float8)));

@@ -182,6 +182,10 @@ impl Lineitem {
 }
 
 impl Workload for Lineitem {
+    fn identity(&self) -> String {
+        format!("lineitem v1 seed={} scale={}", self.seed, self.scale)
+    }
+
     fn columns(&self) -> Vec<(String, PgType)> {
         [
             ("l_orderkey", PgType::Int8),

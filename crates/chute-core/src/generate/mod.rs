@@ -113,6 +113,13 @@ pub trait Workload: Send + Sync + std::fmt::Debug {
     /// workload's documentation names the column), or the integer itself for
     /// a workload keyed by an integer.
     fn time_micros(&self, seq: u64) -> i64;
+    /// What decides the rows, for the load journal: the workload's name, a
+    /// version and every parameter by name, in a fixed order (`conditions v1
+    /// start=… step=…`). Two workloads with the same identity make the same
+    /// rows; a change to the rows a workload makes from the same parameters
+    /// must bump its version. Never derived from `Debug`, which changes
+    /// whenever a field is added.
+    fn identity(&self) -> String;
 
     /// SQL column definitions (`"name" type`) of a table these rows fit, in
     /// row order. The default spells each [`PgType`] by name; workloads with a
@@ -170,6 +177,19 @@ pub struct GenParams {
     pub step_micros: i64,
     /// Float columns (conditions: data1..dataN).
     pub fields: u16,
+}
+
+impl GenParams {
+    /// Every parameter by name, in a fixed order, for the load journal (see
+    /// [`Workload::identity`]); a parameter added later goes at the end and
+    /// leaves the identity of inputs that do not set it as it was.
+    pub fn identity(&self) -> String {
+        let to = self.to_micros.map_or_else(|| "none".to_owned(), |t| t.to_string());
+        format!(
+            "seed={} scale={} from={} to={to} step={} fields={}",
+            self.seed, self.scale, self.from_micros, self.step_micros, self.fields
+        )
+    }
 }
 
 impl Default for GenParams {

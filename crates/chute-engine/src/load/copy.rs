@@ -104,6 +104,8 @@ pub(crate) enum CopyOutcome {
 pub(crate) struct WorkerCtx {
     pub target: ConnectOptions,
     pub load_id: Option<String>,
+    /// This run's token: a batch commits only while `chute.loads.owner` is it (see `claim`).
+    pub owner: String,
     pub retry_for: Duration,
     pub budget: Arc<Budget>,
     /// Shared with the coordinator: a worker writes its rejects itself, so it
@@ -213,6 +215,12 @@ async fn commit_batch(
     written: &mut std::collections::HashSet<(usize, u64)>,
 ) -> Result<Committed, AttemptError> {
     let mut txn = client.transaction().await?;
+    if let Some(load_id) = &ctx.load_id
+        && let Err(e) = super::claim::fence(&txn, load_id, &ctx.owner).await?
+    {
+        // Another run of the load took it over: this run stops.
+        return Err(AttemptError::Stop(e));
+    }
     if retry && let Some(load_id) = &ctx.load_id {
         let done: bool = txn
             .query_one("SELECT EXISTS (SELECT 1 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2)", &[load_id, &batch.batch_id])
@@ -247,9 +255,11 @@ async fn commit_batch(
             for (i, (input, starts, ends)) in super::journal::journal_rows(&part.seg.ranges).into_iter().enumerate() {
                 // The rows count goes on the first entry only, so sums stay right.
                 let rows = if i == 0 { rows as i64 } else { 0 };
+                // The physical table the rows are in: its oid and relfilenode now (see `journal::open`).
                 txn.execute(
-                    "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    &[load_id, &batch.batch_id, &part.journal_target, &input, &starts, &ends, &rows],
+                    "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows, rel, relfilenode)
+                     SELECT $1, $2, $3, $4, $5, $6, $7, c.oid, c.relfilenode FROM pg_class c WHERE c.oid = $8::text::regclass",
+                    &[load_id, &batch.batch_id, &part.journal_target, &input, &starts, &ends, &rows, &part.target_name],
                 )
                 .await?;
             }

@@ -73,41 +73,110 @@ pub(crate) struct Committed {
     pub rows: i64,
 }
 
+/// What a target loaded as text (not binary) COPY is journaled under: its name and this.
+const TEXT_SUFFIX: &str = " (text)";
+
 /// The name a batch's target is journaled under.
 pub(crate) fn target_key(name: &str, text: bool) -> String {
-    if text { format!("{name} (text)") } else { name.to_owned() }
+    if text { format!("{name}{TEXT_SUFFIX}") } else { name.to_owned() }
 }
 
-/// Registers the load (or finds its earlier runs) and reads what they committed.
-pub(crate) async fn open(client: &Client, load_id: &str, table: &str, inputs: &str, n_inputs: usize) -> Result<Committed, LoadError> {
+/// Registers the load (or finds its earlier runs), makes `owner` (this run)
+/// the one run that may commit to it (see `claim`), and reads what earlier
+/// runs committed.
+///
+/// Each entry names the physical table it describes: the target's oid and
+/// its relfilenode at commit. Entries of a table that is gone (dropped, also
+/// by retention, or dropped and made again under the same name) describe rows
+/// that are gone: they are pruned and their rows load again. A table whose
+/// relfilenode changed since (TRUNCATE, VACUUM FULL, CLUSTER, a rewriting
+/// ALTER TABLE) may or may not hold its rows, so the load is refused rather
+/// than guessed at. A partitioned parent (`--via-parent`) has no storage of
+/// its own: an empty parent with committed entries counts as truncated.
+pub(crate) async fn open(
+    client: &Client,
+    load_id: &str,
+    table: &str,
+    inputs: &str,
+    n_inputs: usize,
+    owner: &str,
+) -> Result<Committed, LoadError> {
     crate::schema::ensure(client).await.map_err(|e| LoadError::Setup(e.to_string()))?;
     client
         .execute(
-            "INSERT INTO chute.loads (load_id, table_name, inputs) VALUES ($1, $2, $3)
-             ON CONFLICT (load_id) DO UPDATE SET status = 'running', finished_at = NULL",
-            &[&load_id, &table, &inputs],
+            "INSERT INTO chute.loads (load_id, table_name, inputs, owner) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (load_id) DO UPDATE SET status = 'running', finished_at = NULL, owner = $4",
+            &[&load_id, &table, &inputs, &owner],
         )
         .await
         .map_err(|e| LoadError::sql("registering the load in chute.loads", &e))?;
+    client
+        .execute(
+            "DELETE FROM chute.load_journal j WHERE j.load_id = $1 AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = j.rel)",
+            &[&load_id],
+        )
+        .await
+        .map_err(|e| LoadError::sql("pruning chute.load_journal", &e))?;
     let rows = client
-        .query("SELECT target, input, starts, ends, rows FROM chute.load_journal WHERE load_id = $1", &[&load_id])
+        .query(
+            "SELECT j.target, j.input, j.starts, j.ends, j.rows, j.relfilenode::int8, c.relfilenode::int8, c.relkind::text,
+                    c.oid::regclass::text
+             FROM chute.load_journal j JOIN pg_class c ON c.oid = j.rel
+             WHERE j.load_id = $1",
+            &[&load_id],
+        )
         .await
         .map_err(|e| LoadError::sql("reading chute.load_journal", &e))?;
     let mut raw: HashMap<String, Vec<Vec<(u64, u64)>>> = HashMap::new();
+    let mut rewritten: Vec<String> = Vec::new();
+    let mut parents: HashMap<String, String> = HashMap::new();
     let mut total = 0;
     for r in rows {
         let target: String = r.get(0);
         let input: i32 = r.get(1);
         let starts: Vec<i64> = r.get(2);
         let ends: Vec<i64> = r.get(3);
+        let (then, now): (Option<i64>, i64) = (r.get(5), r.get(6));
+        let name = target.strip_suffix(TEXT_SUFFIX).unwrap_or(&target).to_owned();
+        if r.get::<_, String>(7) == "p" {
+            parents.entry(name.clone()).or_insert_with(|| r.get(8));
+        } else if then != Some(now) && !rewritten.contains(&name) {
+            rewritten.push(name.clone());
+        }
         total += r.get::<_, i64>(4);
         let per_input = raw.entry(target).or_insert_with(|| vec![Vec::new(); n_inputs]);
         if let Some(v) = per_input.get_mut(input as usize) {
             v.extend(starts.iter().zip(&ends).map(|(a, b)| (*a as u64, *b as u64)));
         }
     }
+    for (name, sql_name) in &parents {
+        // `sql_name` is the server's own quoting of the oid (regclass output).
+        let holds: bool = client
+            .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {sql_name})"), &[])
+            .await
+            .map_err(|e| LoadError::sql(format!("checking that {name} still holds its rows"), &e))?
+            .get(0);
+        if !holds {
+            rewritten.push(name.clone());
+        }
+    }
+    if !rewritten.is_empty() {
+        rewritten.sort();
+        return Err(LoadError::Setup(rewritten_message(load_id, &rewritten)));
+    }
     let by_target = raw.into_iter().map(|(k, v)| (k, v.into_iter().map(RangeSet::from_ranges).collect())).collect();
     Ok(Committed { by_target, rows: total })
+}
+
+/// Why a load whose tables were truncated or rewritten stops, and what to do.
+fn rewritten_message(load_id: &str, tables: &[String]) -> String {
+    let shown = if tables.len() > 3 { format!("{} and {} more", tables[..3].join(", "), tables.len() - 3) } else { tables.join(", ") };
+    format!(
+        "{shown} {} truncated or rewritten (TRUNCATE, VACUUM FULL, CLUSTER or an ALTER TABLE that rewrites it) since load {load_id} \
+         committed rows into it, so its journal no longer says which of those rows are there; nothing was loaded. To load every row \
+         again, run `chute load --forget {load_id}` and then this command again (rows still in the table are then loaded a second time)",
+        if tables.len() == 1 { "was" } else { "were" }
+    )
 }
 
 /// Marks the load finished (or how it ended).

@@ -13,8 +13,10 @@
 //! reader waits behind them, and the input is read only as fast as the server
 //! takes rows.
 
+mod claim;
 mod copy;
 mod gen_source;
+mod identity;
 mod isolate;
 pub mod journal;
 mod oversized;
@@ -86,6 +88,9 @@ pub struct LoadSpec {
     /// the inputs' identity; stdin has none, so without it a stdin load is
     /// not journaled).
     pub load_id: Option<String>,
+    /// When another run of the same load is running: wait for it to finish
+    /// (true) or refuse (false).
+    pub wait: bool,
     /// Set to stop the load: in-flight batches finish, nothing new starts.
     pub cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// How long to keep retrying a lost connection or a restarted server.
@@ -125,6 +130,7 @@ impl LoadSpec {
             tsbs_schema: None,
             generator: None,
             load_id: None,
+            wait: false,
             cancel: Default::default(),
             retry_for: Duration::from_secs(300),
             flush_every: None,

@@ -428,9 +428,12 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     // The journal: what earlier runs of this load committed.
     let load_id = load_id_for(&spec, &inputs, &prepared.summary_table);
     let mut resumed = 0;
+    let nonce =
+        format!("{:x}", super::journal::stable_hash(&[&std::process::id().to_string(), &format!("{:?}", std::time::SystemTime::now())]));
     if let Some(id) = &load_id {
         let described: Vec<String> = spec.inputs.iter().map(|i| i.display_name()).collect();
-        let committed = recover::open_journal(&spec, &mut control, id, &prepared.summary_table, &described.join(", "), progress).await?;
+        let committed =
+            recover::open_journal(&spec, &mut control, id, &prepared.summary_table, &described.join(", "), &nonce, progress).await?;
         for t in &prepared.tables {
             resumed += t.set_committed(&committed);
         }
@@ -440,8 +443,6 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     } else if spec.inputs.contains(&InputSpec::Stdin) {
         progress.notice("stdin without --load-id is not journaled: an interrupted load cannot be resumed");
     }
-    let nonce =
-        format!("{:x}", super::journal::stable_hash(&[&std::process::id().to_string(), &format!("{:?}", std::time::SystemTime::now())]));
 
     let (chunk_tx, chunk_rx) = flume::bounded::<Chunk>(spec.parse_threads * 2);
     let (out_tx, out_rx) = flume::bounded::<ChunkOut>(spec.parse_threads * 2);
@@ -459,6 +460,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let worker_ctx = Arc::new(WorkerCtx {
         target: spec.target.clone(),
         load_id: load_id.clone(),
+        owner: nonce.clone(),
         retry_for: spec.retry_for,
         budget: budget.clone(),
         rejects: rejects.clone(),
@@ -546,6 +548,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         retry_for: spec.retry_for,
         in_flight: 0,
         vanished: Vec::new(),
+        load_id: load_id.clone(),
     };
     let mut last_report = Instant::now();
     let mut error: Option<LoadError> = None;
@@ -692,16 +695,14 @@ fn load_id_for(spec: &LoadSpec, inputs: &[source::Input], tables: &str) -> Optio
     // tsbs names its tables in a schema of the load's choosing: the schema-qualified tables tell the loads apart.
     let table = if spec.format == InputFormat::Tsbs { tables.to_owned() } else { spec.table.to_string() };
     if let Some((w, rows)) = &spec.generator {
-        return Some(format!("gen-{:016x}", super::journal::stable_hash(&[&table, &format!("{w:?}"), &rows.to_string()])));
+        return Some(super::identity::generated_load(&table, w.as_ref(), *rows));
     }
     if spec.inputs.contains(&InputSpec::Stdin) {
         return None;
     }
-    let mut parts = vec![table.as_str()];
     let ids: Vec<&str> = inputs.iter().map(|i| i.identity.as_str()).collect();
-    parts.extend(ids);
-    let kind = if spec.inputs.iter().all(|i| matches!(i, InputSpec::Generated(_))) { "gen" } else { "file" };
-    Some(format!("{kind}-{:016x}", super::journal::stable_hash(&parts)))
+    let generated = spec.inputs.iter().all(|i| matches!(i, InputSpec::Generated(_)));
+    Some(super::identity::inputs_load(&table, &ids, generated))
 }
 
 /// Reads every input in turn and cuts it into chunks at record ends.
@@ -956,6 +957,8 @@ struct Coordinator {
     in_flight: usize,
     /// Batch parts whose leaf vanished, waiting to be routed again.
     vanished: Vec<BatchPart>,
+    /// The journaled load whose lock the control connection holds (see `claim`).
+    load_id: Option<String>,
 }
 
 /// One segment per target (a chunk may have produced several).

@@ -53,7 +53,7 @@ impl GeneratedInput {
         if !matches!(workload(name, rows, p)?, AnyWorkload::Stream(_)) {
             return Err(format!("{name} makes rows of one table, not a stream"));
         }
-        let identity = format!("{name} rows={rows} {p:?}");
+        let identity = super::identity::stream(name, rows, p);
         let p = p.clone();
         let make: StreamFactory = Arc::new(move || match workload(name, rows, &p) {
             Ok(AnyWorkload::Stream(s)) => s,
@@ -195,7 +195,7 @@ pub fn open_with(spec: &InputSpec, max_window: usize, idle_after: Option<std::ti
             let meta = file.metadata().map_err(|e| LoadError::Input { input: p.display().to_string(), message: e.to_string() })?;
             let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
             let canonical = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-            (Box::new(file), format!("{}:{}:{}", canonical.display(), meta.len(), mtime), Some(meta.len()))
+            (Box::new(file), super::identity::file(&canonical, meta.len(), mtime), Some(meta.len()))
         }
     };
     let mut buffered = BufReader::with_capacity(1 << 20, Counting { inner: raw, count: read_bytes.clone() });

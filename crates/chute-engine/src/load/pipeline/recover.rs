@@ -37,14 +37,16 @@ pub(super) async fn set_up(spec: &LoadSpec, progress: &mut dyn LoadProgress) -> 
     }
 }
 
-/// Registers the load in the journal and reads what earlier runs committed,
-/// reconnecting `control` when the connection is lost.
+/// Takes the load's lock (see `claim`), registers the load in the journal
+/// and reads what earlier runs committed, reconnecting `control` when the
+/// connection is lost.
 pub(super) async fn open_journal(
     spec: &LoadSpec,
     control: &mut Client,
     id: &str,
     table: &str,
     inputs: &str,
+    owner: &str,
     progress: &mut dyn LoadProgress,
 ) -> Result<Committed, LoadError> {
     let mut backoff = Backoff::reconnect(spec.retry_for);
@@ -52,7 +54,12 @@ pub(super) async fn open_journal(
         if control.is_closed() {
             *control = retry::connect(&spec.target, spec.retry_for, |_| {}).await?;
         }
-        match journal::open(control, id, table, inputs, spec.inputs.len().max(1)).await {
+        // The load's lock goes with the connection: taken on each new one.
+        let opened = match super::super::claim::acquire(control, id, spec.wait, progress).await {
+            Ok(()) => journal::open(control, id, table, inputs, spec.inputs.len().max(1), owner).await,
+            Err(e) => Err(e),
+        };
+        match opened {
             Ok(c) => return Ok(c),
             Err(e) if e.connection_lost() || control.is_closed() => {
                 wait_or_fail(&mut backoff, e, spec, progress).await?;
@@ -74,9 +81,14 @@ async fn wait_or_fail(backoff: &mut Backoff, e: LoadError, spec: &LoadSpec, prog
 
 impl Coordinator {
     /// The control connection, made again if the server dropped it.
+    /// The load's lock went with the old connection: taken again on the new
+    /// one, or this run stops if another run holds it now.
     pub(super) async fn control(&mut self) -> Result<&Client, LoadError> {
         if self.control.is_closed() {
             self.control = retry::connect(&self.target, self.retry_for, |_| {}).await?;
+            if let Some(id) = &self.load_id {
+                super::super::claim::retake(&self.control, id).await?;
+            }
         }
         Ok(&self.control)
     }
