@@ -322,3 +322,33 @@ async fn generated_load_ids_are_built_from_named_parameters() {
     let (out, _) = run_expect(chute().args(["--url", &url, "load", "--gen", "iot", "--rows", "1000", "--json"]), 0);
     assert_eq!(load_id(&out), "gen-30f5de70cf9a19c4");
 }
+
+/// Rows in the iot tables (readings, diagnostics).
+async fn iot_rows(c: &tokio_postgres::Client) -> (i64, i64) {
+    let r = c.query_one("SELECT (SELECT count(*) FROM ts.readings), (SELECT count(*) FROM ts.diagnostics)", &[]).await.unwrap();
+    (r.get(0), r.get(1))
+}
+
+#[tokio::test]
+async fn tsbs_tables_are_each_checked_on_reload() {
+    let db = shared().fresh_db("once_tsbs").await;
+    let url = db.url();
+    let c = db.client().await;
+    let load = || chute_in(std::path::Path::new("/"), &["--url", &url, "load", "--gen", "iot", "--rows", "20000", "--schema", "ts"]);
+    let (out, _) = run_expect(&mut load(), 0);
+    assert_eq!(summary_value(&out, "rows loaded"), "20000", "{out}");
+    let first = iot_rows(&c).await;
+    let (out, _) = run_expect(&mut load(), 0);
+    assert_eq!(figure(summary_value(&out, "already loaded")), "20000", "{out}");
+    assert_eq!(iot_rows(&c).await, first);
+    // One of the tables emptied: refused, naming it; the others are untouched.
+    c.batch_execute("TRUNCATE ts.diagnostics").await.unwrap();
+    let (_, err) = run_expect(&mut load(), 2);
+    assert!(err.contains("diagnostics") && err.contains("truncated or rewritten") && !err.contains("readings"), "{err}");
+    assert_eq!(iot_rows(&c).await, (first.0, 0));
+    // Every table dropped and made again by the load: every row loads again.
+    c.batch_execute("DROP SCHEMA ts CASCADE").await.unwrap();
+    let (out, _) = run_expect(&mut load(), 0);
+    assert_eq!(summary_value(&out, "rows loaded"), "20000", "{out}");
+    assert_eq!(iot_rows(&c).await, first);
+}
