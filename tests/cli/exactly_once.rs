@@ -111,6 +111,8 @@ async fn reload_after_drop_loads_again_and_after_truncate_is_refused() {
     assert!(err.contains("truncated or rewritten") && err.contains(&format!("chute load --forget {id}")), "{err}");
     assert!(err.contains("public.p_"), "names the leaf: {err}");
     assert_eq!(counts(&c, "p").await, (0, 0));
+    let (status, _) = run_expect(chute().args(["--url", &url, "load", "--status", &id, "--json"]), 0);
+    assert!(status.contains("\"status\": \"done\""), "a refused run leaves the status as it was: {status}");
     run_expect(chute().args(["--url", &url, "load", "--forget", &id]), 0);
     let (out, _) = run_expect(&mut load(&[]), 0);
     assert_eq!(summary_value(&out, "rows loaded"), "20000", "{out}");

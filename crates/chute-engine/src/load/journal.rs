@@ -105,7 +105,7 @@ pub(crate) async fn open(
     client
         .execute(
             "INSERT INTO chute.loads (load_id, table_name, inputs, owner) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (load_id) DO UPDATE SET status = 'running', finished_at = NULL, owner = $4",
+             ON CONFLICT (load_id) DO UPDATE SET owner = $4",
             &[&load_id, &table, &inputs, &owner],
         )
         .await
@@ -164,6 +164,11 @@ pub(crate) async fn open(
         rewritten.sort();
         return Err(LoadError::Setup(rewritten_message(load_id, &rewritten)));
     }
+    // Only now is the load running again: a refused run leaves its status as it was.
+    client
+        .execute("UPDATE chute.loads SET status = 'running', finished_at = NULL WHERE load_id = $1", &[&load_id])
+        .await
+        .map_err(|e| LoadError::sql("updating chute.loads", &e))?;
     let by_target = raw.into_iter().map(|(k, v)| (k, v.into_iter().map(RangeSet::from_ranges).collect())).collect();
     Ok(Committed { by_target, rows: total })
 }
