@@ -322,7 +322,7 @@ async fn generated_load_ids_are_built_from_named_parameters() {
     let (out, _) = run_expect(chute().args(["--url", &url, "load", "g", "--gen", "conditions", "--rows", "1000", "--json"]), 0);
     assert_eq!(load_id(&out), "gen-200d55f50206ad73");
     let (out, _) = run_expect(chute().args(["--url", &url, "load", "--gen", "iot", "--rows", "1000", "--json"]), 0);
-    assert_eq!(load_id(&out), "gen-30f5de70cf9a19c4");
+    assert_eq!(load_id(&out), "gen-63b48e756eb65873");
 }
 
 /// Rows in the iot tables (readings, diagnostics).
