@@ -9,6 +9,11 @@
 //! row is skipped exactly when its offset lies in a committed range of the
 //! leaf it routes to. Nothing depends on chunk size, batch size or worker
 //! count, so any of them may change between runs.
+//!
+//! An entry also names the physical table it describes (oid and relfilenode
+//! at commit), so a table dropped, made again, truncated or rewritten since
+//! is noticed instead of trusted (see `open`); `claim` keeps a load to one
+//! run at a time.
 
 use std::collections::HashMap;
 
