@@ -8,7 +8,7 @@
 //! never a guess and never a false reject.
 
 use crate::parse::Fields;
-use crate::value::{EncodeContext, PgType, ValueError, encode_text};
+use crate::value::{EncodeContext, PgType, ValueError, apply_typmod, encode_text};
 
 /// One target column: its name and how its values are encoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub struct TargetColumn {
     /// `None`: a type the client does not encode (every value goes to the
     /// server's parser as text).
     pub ty: Option<PgType>,
+    /// `pg_attribute.atttypmod` (`-1`: none): values are rounded to it as
+    /// the server stores them, so rows are routed on the stored value.
+    pub typmod: i32,
 }
 
 /// The result of encoding one record.
@@ -65,7 +68,7 @@ impl RowEncoder {
             };
             let at = out.len();
             out.extend_from_slice(&[0; 4]);
-            match encode_text(ty, value, &self.ctx, out) {
+            match encode_text(ty, value, &self.ctx, out).and_then(|()| self.round(col, out, at + 4)) {
                 Ok(()) => {
                     let len = (out.len() - at - 4) as i32;
                     out[at..at + 4].copy_from_slice(&len.to_be_bytes());
@@ -81,6 +84,27 @@ impl RowEncoder {
             }
         }
         RowOutcome::Binary
+    }
+
+    /// Rounds the value at `out[at..]` to its column's typmod.
+    #[inline]
+    fn round(&self, col: &TargetColumn, out: &mut Vec<u8>, at: usize) -> Result<(), ValueError> {
+        match col.ty {
+            Some(ty @ (PgType::Timestamp | PgType::Timestamptz | PgType::Numeric)) if col.typmod >= 0 => {
+                apply_typmod(ty, col.typmod, out, at)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The wire bytes of one value of column `i` as the fast path encodes
+    /// it (typmod applied), into `out` (cleared first).
+    pub fn encode_value(&self, i: usize, text: &[u8], out: &mut Vec<u8>) -> Result<(), ValueError> {
+        out.clear();
+        let col = &self.columns[i];
+        let ty = col.ty.ok_or(ValueError::NeedsServer)?;
+        encode_text(ty, text, &self.ctx, out)?;
+        self.round(col, out, 0)
     }
 }
 
@@ -148,7 +172,7 @@ mod tests {
     }
 
     fn encoder() -> RowEncoder {
-        let col = |n: &str, oid, ty| TargetColumn { name: n.into(), type_oid: oid, ty };
+        let col = |n: &str, oid, ty| TargetColumn { name: n.into(), type_oid: oid, ty, typmod: -1 };
         RowEncoder::new(
             vec![col("id", 23, Some(PgType::Int4)), col("note", 25, Some(PgType::Text)), col("tags", 1009, None)],
             EncodeContext::default(),

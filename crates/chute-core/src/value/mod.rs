@@ -25,9 +25,11 @@
 mod datetime;
 mod number;
 mod text;
+mod typmod;
 
 pub use datetime::{parse_date, parse_timestamp, parse_timestamptz};
 pub use number::parse_int;
+pub use typmod::{apply_typmod, round_timestamp};
 
 use jiff::tz::TimeZone;
 

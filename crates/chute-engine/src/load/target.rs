@@ -17,18 +17,23 @@ pub struct TableColumn {
     pub type_name: String,
     /// Generated columns cannot be loaded.
     pub generated: bool,
+    /// `atttypmod` (`-1`: none).
+    pub typmod: i32,
 }
 
 pub async fn table_columns(client: &Client, oid: u32) -> Result<Vec<TableColumn>, LoadError> {
     let rows = client
         .query(
-            "SELECT attname::text, atttypid, format_type(atttypid, atttypmod), attgenerated <> ''
+            "SELECT attname::text, atttypid, format_type(atttypid, atttypmod), attgenerated <> '', atttypmod
              FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
             &[&oid],
         )
         .await
         .map_err(|e| LoadError::sql("reading the table's columns", &e))?;
-    Ok(rows.iter().map(|r| TableColumn { name: r.get(0), type_oid: r.get(1), type_name: r.get(2), generated: r.get(3) }).collect())
+    Ok(rows
+        .iter()
+        .map(|r| TableColumn { name: r.get(0), type_oid: r.get(1), type_name: r.get(2), generated: r.get(3), typmod: r.get(4) })
+        .collect())
 }
 
 /// The columns the input fills, in input order, and where each sits in the table.
@@ -61,7 +66,7 @@ pub fn plan_columns(table: &QualifiedName, columns: &[TableColumn], chosen: Opti
         }
         table_to_target[pos] = Some(i);
         let c = &columns[pos];
-        targets.push(TargetColumn { name: c.name.clone(), type_oid: c.type_oid, ty: PgType::from_oid(c.type_oid) });
+        targets.push(TargetColumn { name: c.name.clone(), type_oid: c.type_oid, ty: PgType::from_oid(c.type_oid), typmod: c.typmod });
     }
     let copy_list = format!("({})", targets.iter().map(|t| quote_ident(&t.name)).collect::<Vec<_>>().join(", "));
     Ok(ColumnPlan { targets, table_to_target, copy_list })
