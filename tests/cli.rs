@@ -33,6 +33,8 @@ mod rejects_exact;
 mod reliability;
 #[path = "cli/retry_everywhere.rs"]
 mod retry_everywhere;
+#[path = "cli/route_values.rs"]
+mod route_values;
 #[path = "cli/routing.rs"]
 mod routing;
 #[path = "cli/setup_scripts.rs"]

@@ -56,9 +56,9 @@ impl KeyType {
     pub fn literal(self, v: i64) -> Result<String, IntervalError> {
         Ok(match self {
             KeyType::Int2 | KeyType::Int4 | KeyType::Int8 => v.to_string(),
-            KeyType::Date => format!("'{}'", super::interval::to_timestamp(v)?.strftime("%Y-%m-%d")),
-            KeyType::Timestamp => format!("'{}'", utc_text(v)?),
-            KeyType::Timestamptz => format!("'{}+00'", utc_text(v)?),
+            KeyType::Date => format!("'{}'", era(super::interval::to_timestamp(v)?, "%m-%d")),
+            KeyType::Timestamp => format!("'{}'", utc_text(v, "")?),
+            KeyType::Timestamptz => format!("'{}'", utc_text(v, "+00")?),
         })
     }
 
@@ -73,14 +73,20 @@ impl KeyType {
     }
 }
 
-fn utc_text(v: i64) -> Result<String, IntervalError> {
+fn utc_text(v: i64, offset: &str) -> Result<String, IntervalError> {
     let ts = super::interval::to_timestamp(v)?;
-    let mut s = ts.strftime("%Y-%m-%d %H:%M:%S").to_string();
     let frac = v.rem_euclid(1_000_000);
-    if frac != 0 {
-        s.push_str(&format!(".{frac:06}"));
-    }
-    Ok(s)
+    let frac = if frac != 0 { format!(".{frac:06}") } else { String::new() };
+    Ok(era(ts, &format!("%m-%d %H:%M:%S{frac}{offset}")))
+}
+
+/// `ts` in UTC as `YYYY-` then `rest` (a strftime format), with years up to
+/// 0 written the way PostgreSQL reads them: 1 BC is year 0, 2 BC year -1.
+fn era(ts: jiff::Timestamp, rest: &str) -> String {
+    let dt = ts.to_zoned(jiff::tz::TimeZone::UTC);
+    let year = i32::from(dt.year());
+    let tail = dt.strftime(rest).to_string();
+    if year <= 0 { format!("{:04}-{tail} BC", 1 - year) } else { format!("{year:04}-{tail}") }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -283,5 +289,10 @@ mod tests {
         assert_eq!(KeyType::Timestamptz.literal(1_500_000).unwrap(), "'1970-01-01 00:00:01.500000+00'");
         assert_eq!(KeyType::Date.literal(86_400_000_000).unwrap(), "'1970-01-02'");
         assert_eq!(KeyType::Int4.literal(-3).unwrap(), "-3");
+        // 2021-01-05 BC is the proleptic year -2020.
+        let bc = jiff::civil::date(-2020, 1, 5).to_zoned(jiff::tz::TimeZone::UTC).unwrap().timestamp().as_microsecond();
+        assert_eq!(KeyType::Timestamptz.literal(bc).unwrap(), "'2021-01-05 00:00:00+00 BC'");
+        assert_eq!(KeyType::Timestamp.literal(bc + 1).unwrap(), "'2021-01-05 00:00:00.000001 BC'");
+        assert_eq!(KeyType::Date.literal(bc).unwrap(), "'2021-01-05 BC'");
     }
 }

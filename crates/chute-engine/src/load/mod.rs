@@ -24,6 +24,7 @@ mod pipeline;
 mod routing;
 pub mod source;
 pub mod target;
+mod text_route;
 mod tsbs;
 
 use std::path::PathBuf;

@@ -19,6 +19,7 @@ use super::copy::{self, Batch, BatchPart, CopyOutcome, WorkerCtx};
 pub(crate) use super::routing::{JitCreator, LeafRef, Routed, Routing};
 use super::source::{self, InputSpec};
 use super::target::{self, ColumnPlan};
+use super::text_route::ServerKeyed;
 
 use super::{InputFormat, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats};
 
@@ -178,6 +179,8 @@ pub(crate) struct ChunkOut {
     /// The part of `budget` that `rejects` take: given back once they are
     /// written (a chunk of short bad rows is mostly rejects).
     pub reject_bytes: usize,
+    /// Text rows whose key the server must parse before they are routed.
+    pub server_keys: Vec<ServerKeyed>,
 }
 
 /// A row waiting for its partition to be created.
@@ -190,6 +193,8 @@ pub(crate) struct PendingPart {
     /// The row's position (for the journal) and its chunk's range.
     pub offset: u64,
     pub range: (u32, u64, u64),
+    /// `Some`: a text row the server parses, routed on this key's wire value.
+    pub key: Option<Vec<u8>>,
 }
 
 impl PendingPart {
@@ -217,6 +222,7 @@ pub(crate) struct Filed {
     pub skipped: u64,
     /// Keep rows' records by position instead of copying them (plain files).
     pub by_ref: bool,
+    pub server_keys: Vec<ServerKeyed>,
 }
 
 impl Filed {
@@ -244,6 +250,7 @@ impl Filed {
                 line: at.line,
                 offset: at.offset,
                 range: at.range,
+                key: None,
             }),
             Routed::Reject(reason) => self.rejects.push(Reject { input: at.input, line: at.line, raw: raw.to_vec(), reason, at: None }),
         }
@@ -259,6 +266,7 @@ impl Filed {
         let reject_bytes = self.rejects.iter().map(Reject::bytes).sum::<usize>();
         let budget = segments.iter().map(|(_, s)| s.bytes()).sum::<usize>()
             + self.pending.iter().map(PendingPart::bytes).sum::<usize>()
+            + self.server_keys.iter().map(ServerKeyed::bytes).sum::<usize>()
             + reject_bytes;
         ChunkOut {
             reject_bytes,
@@ -269,6 +277,7 @@ impl Filed {
             budget,
             range,
             skipped: self.skipped,
+            server_keys: self.server_keys,
         }
     }
 }
@@ -866,18 +875,9 @@ impl ChunkProcessor for GenericProcessor {
                     filed.file(routing, routed, 0, &row, raw, at);
                 }
                 RowOutcome::NeedsServer { .. } => {
-                    // The server parses this row; it routes it too.
-                    if routing.is_committed(LeafRef::Parent, true, at.input, at.offset) {
-                        filed.skipped += 1;
-                        return;
-                    }
+                    // The server parses this row; chute routes it on its key.
                     write_text_row(fields, &mut row);
-                    filed.segments.entry(Target { table: 0, leaf: LeafRef::Parent, text: true }).or_default().push(
-                        &row,
-                        raw,
-                        pos.line,
-                        chunk.input,
-                    );
+                    super::text_route::file_text_row(encoder, routing, &rc, fields, &row, raw, at, &mut filed);
                 }
                 RowOutcome::Invalid { column, reason } => {
                     let reason = format!("column {}: {reason}", encoder.columns[column].name);
@@ -1029,6 +1029,20 @@ impl Coordinator {
                 out.segments.push((t, seg));
             }
         }
+        if !out.server_keys.is_empty() {
+            let mut filed = Filed::default();
+            super::text_route::resolve(&self.control, &self.tables[0], std::mem::take(&mut out.server_keys), &mut filed).await;
+            out.pending_parts.extend(filed.pending);
+            for r in filed.rejects {
+                self.reject(r);
+            }
+            self.rejects.lock().expect("reject file lock").flush_pending()?;
+            self.stats.rows_skipped += filed.skipped;
+            for (t, mut seg) in filed.segments {
+                seg.ranges.push(out.range);
+                out.segments.push((t, seg));
+            }
+        }
         // Rows waiting for a partition carry their own share of the budget.
         let waiting_bytes: usize = out.pending_parts.iter().map(PendingPart::bytes).sum();
         self.waiting.extend(std::mem::take(&mut out.pending_parts));
@@ -1168,14 +1182,20 @@ impl Coordinator {
         let mut ctxs: Vec<_> = self.tables.iter().map(|t| t.ctx()).collect();
         for p in std::mem::take(&mut self.waiting) {
             let routing = &self.tables[usize::from(p.table)];
-            match routing.route(&mut ctxs[usize::from(p.table)], &p.row) {
-                Routed::To(leaf) if routing.is_committed(leaf, false, p.range.0 as usize, p.offset) => {
+            let text = p.key.is_some();
+            let ctx = &mut ctxs[usize::from(p.table)];
+            let routed = match &p.key {
+                Some(key) => routing.route_key(ctx, Some(key)),
+                None => routing.route(ctx, &p.row),
+            };
+            match routed {
+                Routed::To(leaf) if routing.is_committed(leaf, text, p.range.0 as usize, p.offset) => {
                     self.stats.rows_skipped += 1;
                     self.budget.release(p.bytes());
                 }
                 Routed::To(leaf) => {
-                    let (seg, budget) = groups.entry((Target { table: p.table, leaf, text: false }, p.range)).or_default();
-                    if self.by_ref {
+                    let (seg, budget) = groups.entry((Target { table: p.table, leaf, text }, p.range)).or_default();
+                    if self.by_ref && !text {
                         seg.push_ref(&p.row, p.offset, p.raw.len(), p.line, p.range.0 as usize);
                     } else {
                         seg.push(&p.row, &p.raw, p.line, p.range.0 as usize);

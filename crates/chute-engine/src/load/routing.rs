@@ -51,6 +51,8 @@ pub(crate) struct Jit {
     limits: RwLock<Limits>,
     /// Where the key sits among the row's fields.
     key_field: usize,
+    /// The key column's type with its typmod, for casting key texts.
+    pub key_cast: String,
 }
 
 /// The keys a policy allows at one moment: the same limits and retention
@@ -284,28 +286,95 @@ impl Routing {
                 let Some(j) = jit.as_ref().filter(|_| level == 0) else {
                     return Routed::Reject(format!("no partition of relation {parent} found for row (SQLSTATE 23514)"));
                 };
-                let Some(key) = ranges.get(j.key_field).copied().flatten().and_then(|(s, l)| key_value(j.policy.key_type, &row[s..s + l]))
-                else {
-                    return Routed::Reject(format!("no partition of relation {parent} found for row: the key {:?} is NULL", j.policy.key));
-                };
+                let key = ranges.get(j.key_field).copied().flatten().map(|(s, l)| &row[s..s + l]);
                 let limits = ctx.limits.map_or_else(|| j.limits().keys, |l| l.keys);
-                if let Err(refusal) = planner::check_key(&j.policy, &limits, key) {
-                    return Routed::Reject(refusal.to_string());
-                }
-                if *no_create {
-                    return Routed::Reject(format!(
-                        "no partition of relation {parent} holds this row, and --no-create-partitions forbids making one"
-                    ));
-                }
-                match j.policy.interval.floor(key, &j.policy.zone().unwrap_or(jiff::tz::TimeZone::UTC)) {
-                    Ok(start) => Routed::Missing { start },
-                    Err(e) => Routed::Reject(e.to_string()),
-                }
+                missing(j, &limits, *no_create, parent, key)
             }
             Route::BadKey { position } => {
                 Routed::Reject(format!("the key column at position {position} has a malformed value (a chute bug)"))
             }
         }
+    }
+}
+
+impl Routing {
+    /// Routes a row the server parses itself (it travels as text, through
+    /// the parent) on its key's wire value alone: to the parent when a
+    /// top-level partition (or the DEFAULT one) takes the key, else just in
+    /// time creation or the true reason for refusing it. Tables without a
+    /// policy leave everything to the server.
+    pub(crate) fn route_key(&self, ctx: &RouteCtx, key: Option<&[u8]>) -> Routed {
+        let (RouteMode::Tree(t), Some(state)) = (&self.mode, ctx.state.as_ref()) else { return Routed::To(LeafRef::Parent) };
+        let Some(j) = t.jit.as_ref() else { return Routed::To(LeafRef::Parent) };
+        let pos = state.tree.top_level_key().columns[0].position;
+        match state.tree.route(|p| if p == pos { key } else { None }) {
+            Route::NoPartition { parent, level: 0 } => {
+                let limits = ctx.limits.map_or_else(|| j.limits().keys, |l| l.keys);
+                missing(j, &limits, t.no_create, parent, key)
+            }
+            _ => Routed::To(LeafRef::Parent),
+        }
+    }
+}
+
+impl Jit {
+    /// Where the key sits among the row's fields.
+    pub(crate) fn key_field(&self) -> usize {
+        self.key_field
+    }
+}
+
+/// A row no top-level partition holds: the interval to create, or why not.
+fn missing(j: &Jit, limits: &KeyLimits, no_create: bool, parent: &QualifiedName, key: Option<&[u8]>) -> Routed {
+    let Some(wire) = key else {
+        return Routed::Reject(format!("no partition of relation {parent} found for row: the key {:?} is NULL", j.policy.key));
+    };
+    if let Some(reason) = infinite_key(j, parent, wire) {
+        return Routed::Reject(reason);
+    }
+    let Some(key) = key_value(j.policy.key_type, wire) else {
+        return Routed::Reject(format!("no partition of relation {parent} found for row: its key is outside the range chute handles"));
+    };
+    if let Err(refusal) = planner::check_key(&j.policy, limits, key) {
+        return Routed::Reject(refusal.to_string());
+    }
+    if no_create {
+        return Routed::Reject(format!("no partition of relation {parent} holds this row, and --no-create-partitions forbids making one"));
+    }
+    match j.policy.interval.floor(key, &j.policy.zone().unwrap_or(jiff::tz::TimeZone::UTC)) {
+        Ok(start) => Routed::Missing { start },
+        Err(e) => Routed::Reject(e.to_string()),
+    }
+}
+
+/// The true reason to refuse `infinity` or `-infinity`, which no partition
+/// chute creates can hold (only a bound at MAXVALUE or MINVALUE, or a
+/// DEFAULT partition, which the tree routes to before this is asked).
+fn infinite_key(j: &Jit, parent: &QualifiedName, wire: &[u8]) -> Option<String> {
+    let (later, earlier) = match j.policy.key_type {
+        KeyType::Timestamptz | KeyType::Timestamp => {
+            let v = i64::from_be_bytes(wire.try_into().ok()?);
+            (v == i64::MAX, v == i64::MIN)
+        }
+        KeyType::Date => {
+            let v = i32::from_be_bytes(wire.try_into().ok()?);
+            (v == i32::MAX, v == i32::MIN)
+        }
+        _ => return None,
+    };
+    let unless = format!("no partition of {parent} can hold it (only one bounded by MAXVALUE or MINVALUE, or a DEFAULT partition, could)");
+    if later {
+        Some(match &j.policy.max_future {
+            Some(m) => format!("infinity is further ahead than --max-future {m} allows: {unless}"),
+            None => format!("infinity is later than any time partition: {unless}"),
+        })
+    } else if earlier {
+        Some(match &j.policy.retention {
+            Some(r) => format!("-infinity is older than the retention of {}: {unless}", r.keep),
+            None => format!("-infinity is earlier than any time partition: {unless}"),
+        })
+    } else {
+        None
     }
 }
 
@@ -377,9 +446,18 @@ async fn jit_for(spec: &LoadSpec, info: &TableInfo, tree: &PartitionTree, plan: 
         return Ok(None);
     }
     let Some(key_field) = plan.table_to_target.get(top.columns[0].position).copied().flatten() else { return Ok(None) };
+    let key_cast: String = mgr
+        .client()
+        .query_one(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1 AND attname = $2",
+            &[&info.oid, &top.columns[0].name],
+        )
+        .await
+        .map_err(|e| LoadError::sql("reading the partition key's type", &e))?
+        .get(0);
     let limits =
         Limits::at(&policy, crate::clock::now_micros()).map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", info.name)))?;
-    Ok(Some(Jit { info: info.clone(), policy, limits: RwLock::new(limits), key_field }))
+    Ok(Some(Jit { info: info.clone(), policy, limits: RwLock::new(limits), key_field, key_cast }))
 }
 
 /// Reads a partition tree. A partition dropped while the catalog is read
