@@ -140,3 +140,19 @@ async fn keys_with_a_typmod_are_routed_on_the_value_the_server_stores() {
     assert_eq!(want[0].4, "_d2_all", "23:59:59.7 rounds into January 2");
     assert_eq!(want[2].4, "_high", "9.995 rounds to 10.00");
 }
+
+#[tokio::test]
+async fn a_key_only_the_server_parses_is_refused_past_retention_like_an_iso_key() {
+    let db = shared().fresh_db("rv_retention").await;
+    let url = db.url();
+    create_time_partitioned(&url, "ret", "id int, time timestamptz not null", "1d", &["--retention", "30d"]);
+    let c = db.client().await;
+    // An old partition made by hand: retention may drop it any moment.
+    c.batch_execute("CREATE TABLE ret_old PARTITION OF ret FOR VALUES FROM ('2000-01-01+00') TO ('2000-02-01+00')").await.unwrap();
+    let dir = open_tempdir();
+    std::fs::write(dir.path().join("r.csv"), "1,Jan 15 2000 10:00\n2,2000-01-15 10:00:00+00\n").unwrap();
+    let (out, _) = run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "ret", "r.csv"]), 1);
+    assert_eq!(summary_value(&out, "rows loaded"), "0");
+    let rejects = std::fs::read_to_string(dir.path().join("r.csv.rejects")).unwrap();
+    assert_eq!(rejects.matches("older than the retention of 30d").count(), 2, "{rejects}");
+}

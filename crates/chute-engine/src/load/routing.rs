@@ -312,7 +312,16 @@ impl Routing {
                 let limits = ctx.limits.map_or_else(|| j.limits().keys, |l| l.keys);
                 missing(j, &limits, t.no_create, parent, key)
             }
-            _ => Routed::To(LeafRef::Parent),
+            _ => {
+                // Past retention is refused even while its partition exists, as for binary rows.
+                if let (Some(limits), Some(k)) = (ctx.limits, key.and_then(|w| key_value(j.policy.key_type, w)))
+                    && limits.oldest.is_some_and(|oldest| k < oldest)
+                    && let Err(refusal) = planner::check_key(&j.policy, &KeyLimits { max_key: None, ..limits.keys }, k)
+                {
+                    return Routed::Reject(refusal.to_string());
+                }
+                Routed::To(LeafRef::Parent)
+            }
         }
     }
 }
