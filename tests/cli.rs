@@ -41,3 +41,5 @@ mod routing;
 mod setup_scripts;
 #[path = "cli/tsbs.rs"]
 mod tsbs;
+#[path = "cli/tsbs_existing.rs"]
+mod tsbs_existing;

@@ -74,10 +74,18 @@ pub async fn ensure(client: &Client) -> Result<(), SchemaError> {
         return check(v);
     }
     let bootstrap = format!("BEGIN; SELECT pg_advisory_xact_lock({LOCK_CLASS}, 0); {BOOTSTRAP} COMMIT;");
-    if let Err(e) = client.batch_execute(&bootstrap).await {
+    for attempt in 1.. {
+        let Err(e) = client.batch_execute(&bootstrap).await else { break };
         // The connection is left in an aborted transaction otherwise.
         let _ = client.batch_execute("ROLLBACK").await;
-        return Err(e.into());
+        // An advisory lock does not refresh the catalog snapshot, so `IF NOT
+        // EXISTS` can miss what a session that held the lock just committed:
+        // the next try sees it.
+        use tokio_postgres::error::SqlState;
+        let raced = [SqlState::UNIQUE_VIOLATION, SqlState::DUPLICATE_SCHEMA, SqlState::DUPLICATE_TABLE, SqlState::DUPLICATE_OBJECT];
+        if attempt >= 3 || !e.code().is_some_and(|c| raced.contains(c)) {
+            return Err(e.into());
+        }
     }
     match version(client).await? {
         Some(v) => check(v),

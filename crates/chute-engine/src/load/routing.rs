@@ -206,6 +206,13 @@ impl Routing {
         RouteCtx { state, ranges: Vec::with_capacity(16), limits: self.jit().map(Jit::limits) }
     }
 
+    /// Another context on the same tree version as `ctx`: rows routed later
+    /// with it land where rows routed with `ctx` did (a chunk's rows for one
+    /// leaf must travel together, see `journal`).
+    pub(crate) fn same_version(ctx: &RouteCtx) -> RouteCtx {
+        RouteCtx { state: ctx.state.clone(), ranges: Vec::new(), limits: ctx.limits }
+    }
+
     pub(crate) fn name(&self, leaf: LeafRef) -> QualifiedName {
         match leaf {
             LeafRef::Leaf(i) => self.registry.read().expect("leaf registry")[i as usize].clone(),

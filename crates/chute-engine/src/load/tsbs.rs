@@ -8,6 +8,13 @@
 //! set: parse threads look it up in a shared cache; rows with a tag set not
 //! seen yet wait while the coordinator inserts it, then get the id patched
 //! into their already encoded bytes.
+//!
+//! Tables that exist already (the published runs' DDL, maybe with some
+//! fields altered to `real`, maybe managed by pg_partman) are loaded as they
+//! are: every value is encoded to its column's type, and a tag set is looked
+//! up with `IS NOT DISTINCT FROM` before it is inserted, under an advisory
+//! lock, so a `tags` table whose unique index treats NULLs as distinct still
+//! gets one row per tag set.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -22,6 +29,7 @@ use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
 use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, Filed, Prepared, Reject, Routing, RowPos};
+use super::routing::RouteCtx;
 use super::source::{self, InputSpec};
 use super::{LoadError, LoadProgress, LoadSpec};
 
@@ -37,6 +45,10 @@ pub(crate) struct PendingRow {
     row: Vec<u8>,
     raw: Vec<u8>,
     at: RowPos,
+    /// The tree version the rest of its chunk was routed with: routed with a
+    /// newer one, it could go to a leaf its chunk's other rows still wait
+    /// for, and a batch would claim the chunk for that leaf without them.
+    route: RouteCtx,
 }
 
 impl PendingRow {
@@ -53,7 +65,11 @@ type TagCache = Arc<RwLock<Arc<HashMap<Vec<u8>, i32>>>>;
 /// Inserts new tag sets and hands out their ids.
 pub(crate) struct TagResolver {
     cache: TagCache,
+    /// Finds a tag set (`IS NOT DISTINCT FROM` on every tag) or inserts it.
     sql: String,
+    /// The tags table's oid: the second key of the advisory lock that
+    /// serializes lookups-then-inserts across loads and sessions.
+    lock_key: i32,
 }
 
 impl TagResolver {
@@ -65,26 +81,57 @@ impl TagResolver {
         out: &mut Filed,
     ) -> Result<(), LoadError> {
         // A row leaves `pending` only once it has its id: after an error the
-        // rest can be resolved again (on a new connection).
-        while let Some(p) = pending.front() {
-            let cached = self.cache.read().expect("tag cache").get(&p.key).copied();
-            let id = match cached {
-                Some(id) => id,
-                None => {
-                    let params: Vec<&(dyn ToSql + Sync)> = p.tags.iter().map(|t| t as &(dyn ToSql + Sync)).collect();
-                    let id: i32 =
-                        client.query_one(&self.sql, &params).await.map_err(|e| LoadError::sql("adding a tag set to tags", &e))?.get(0);
-                    Arc::make_mut(&mut self.cache.write().expect("tag cache")).insert(p.key.clone(), id);
-                    id
+        // rest can be resolved again (on a new connection; the session's
+        // advisory lock ends with the old one).
+        let new: Vec<&PendingRow> = {
+            let cache = self.cache.read().expect("tag cache");
+            let mut seen = std::collections::HashSet::new();
+            pending.iter().filter(|p| !cache.contains_key(&p.key) && seen.insert(p.key.as_slice())).collect()
+        };
+        if !new.is_empty() {
+            let lock = client.execute("SELECT pg_advisory_lock($1, $2)", &[&crate::schema::LOCK_CLASS, &self.lock_key]).await;
+            lock.map_err(|e| LoadError::sql("locking the tags table's tag sets", &e))?;
+            let mut found = Vec::with_capacity(new.len());
+            let mut result = Ok(());
+            for p in &new {
+                match self.find_or_add(client, &p.tags).await {
+                    Ok(id) => found.push((p.key.clone(), id)),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
                 }
-            };
-            let mut p = pending.pop_front().expect("front exists");
+            }
+            let unlock = client.execute("SELECT pg_advisory_unlock($1, $2)", &[&crate::schema::LOCK_CLASS, &self.lock_key]).await;
+            result?;
+            unlock.map_err(|e| LoadError::sql("unlocking the tags table's tag sets", &e))?;
+            Arc::make_mut(&mut self.cache.write().expect("tag cache")).extend(found);
+        }
+        let cache = self.cache.read().expect("tag cache").clone();
+        while let Some(mut p) = pending.pop_front() {
+            let id = *cache.get(&p.key).expect("every tag set was found or added above");
             p.row[TAGS_ID_AT..TAGS_ID_AT + 4].copy_from_slice(&id.to_be_bytes());
             let table = &tables[usize::from(p.table)];
-            let routed = table.route(&mut table.ctx(), &p.row);
+            let routed = table.route(&mut p.route, &p.row);
             out.file(table, routed, p.table, &p.row, &p.raw, p.at);
         }
         Ok(())
+    }
+
+    /// The id of a tag set, inserted if no row has it. Runs under the lock;
+    /// a row another writer inserted meanwhile (a conflict, so nothing
+    /// returned) is found by the next try's new snapshot.
+    async fn find_or_add(&self, client: &Client, tags: &[Option<String>]) -> Result<i32, LoadError> {
+        let params: Vec<&(dyn ToSql + Sync)> = tags.iter().map(|t| t as &(dyn ToSql + Sync)).collect();
+        for _ in 0..3 {
+            let row = client.query_opt(&self.sql, &params).await.map_err(|e| LoadError::sql("adding a tag set to tags", &e))?;
+            if let Some(row) = row {
+                return Ok(row.get(0));
+            }
+        }
+        Err(LoadError::Setup(format!(
+            "the tag set {tags:?} is neither found in nor added to tags (a writer outside chute keeps changing it?): run the load again"
+        )))
     }
 }
 
@@ -159,16 +206,18 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
         tag_cols.join(", ")
     );
     control.batch_execute(&ddl).await.map_err(|e| LoadError::sql("creating the tags table", &e))?;
-    let have: Vec<String> = control
+    let have_typed: Vec<(String, String)> = control
         .query(
-            "SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped",
+            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
+             WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped",
             &[&tags_table.quoted()],
         )
         .await
         .map_err(|e| LoadError::sql("reading the tags table", &e))?
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| (r.get(0), r.get(1)))
         .collect();
+    let have: Vec<String> = have_typed.iter().map(|(n, _)| n.clone()).collect();
     let missing: Vec<&str> = header.tags.iter().map(|(n, _)| n.as_str()).filter(|n| !have.iter().any(|h| h == n)).collect();
     if !missing.is_empty() {
         return Err(LoadError::Setup(format!(
@@ -177,20 +226,39 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
             header.tags.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
         )));
     }
-    let casts: Vec<String> = header.tags.iter().enumerate().map(|(i, (_, t))| format!("${}::text::{}", i + 1, tag_sql_type(t))).collect();
+    // Each value cast to its column's type as the table has it.
+    let casts: Vec<String> = header
+        .tags
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| {
+            let ty = have_typed.iter().find(|(h, _)| h == n).map(|(_, t)| t.as_str()).unwrap_or("text");
+            format!("${}::text::{ty}", i + 1)
+        })
+        .collect();
     let v_cols: Vec<String> = (0..header.tags.len()).map(|i| format!("c{i}")).collect();
+    // Found first, inserted only when not found: a unique index that treats
+    // NULLs as distinct would take every NULL-tagged set again.
     let sql = format!(
-        "WITH v ({vc}) AS (SELECT {casts}), ins AS (INSERT INTO {t} ({cols}) SELECT {vc} FROM v ON CONFLICT DO NOTHING RETURNING id)
-         SELECT id FROM ins UNION ALL SELECT x.id FROM {t} x, v WHERE ({xcols}) IS NOT DISTINCT FROM ({vc}) LIMIT 1",
+        "WITH v ({vc}) AS (SELECT {casts}),
+         found AS (SELECT x.id FROM {t} x, v WHERE ({xcols}) IS NOT DISTINCT FROM ({vc}) ORDER BY x.id LIMIT 1),
+         ins AS (INSERT INTO {t} ({cols}) SELECT {vc} FROM v WHERE NOT EXISTS (SELECT FROM found) ON CONFLICT DO NOTHING RETURNING id)
+         SELECT id FROM found UNION ALL SELECT id FROM ins",
         vc = v_cols.join(", "),
         casts = casts.join(", "),
         t = tags_table.quoted(),
         cols = tag_cols.join(", "),
         xcols = tag_cols.iter().map(|c| format!("x.{c}")).collect::<Vec<_>>().join(", "),
     );
+    let lock_key: u32 = control
+        .query_one("SELECT to_regclass($1)::oid", &[&tags_table.quoted()])
+        .await
+        .map_err(|e| LoadError::sql("reading the tags table", &e))?
+        .get(0);
 
     let first_tag = header.tags.first().map(|(n, _)| n.clone()).ok_or_else(|| LoadError::Setup("the tsbs header lists no tags".into()))?;
     let mut tables = Vec::new();
+    let mut types = Vec::new();
     for (index, (m, fields)) in header.measurements.iter().enumerate() {
         let name = QualifiedName::new(schema.clone(), m.clone());
         let exists: bool = control
@@ -239,17 +307,19 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
         let info = super::target::resolve(control, &name).await?;
         let columns = super::target::table_columns(control, info.oid).await?;
         let plan = super::target::plan_columns(&info.name, &columns, Some(&cols))?;
+        types.push(column_types(&info.name, &plan)?);
         let (routing, _) = super::routing::build(spec, control, &info, &plan, progress).await?;
         tables.push(Arc::new(routing));
     }
     let cache: TagCache = Arc::default();
-    let processor = Arc::new(TsbsProcessor { parser: TsbsParser::new(header.clone()), cache: cache.clone(), tables: tables.clone() });
+    let processor =
+        Arc::new(TsbsProcessor { parser: TsbsParser::new(header.clone()), cache: cache.clone(), tables: tables.clone(), types });
     Ok(Prepared {
         boundary: Some(Arc::new(TsbsParser::new(header.clone()))),
         tables,
         processor,
         skip: Some(skip_header),
-        tags: Some(TagResolver { cache, sql }),
+        tags: Some(TagResolver { cache, sql, lock_key: lock_key as i32 }),
         via_parent_reason: None,
         // Schema-qualified: the same file loaded into two schemas is two loads in `chute load --status`.
         summary_table: header
@@ -266,6 +336,41 @@ struct TsbsProcessor {
     parser: TsbsParser,
     cache: TagCache,
     tables: Vec<Arc<Routing>>,
+    /// Per table, the type of each loaded column (time, tags_id, first tag,
+    /// fields, additional_tags).
+    types: Vec<Vec<PgType>>,
+}
+
+/// The types a measurement table's columns are encoded to, checked once:
+/// `time` a timestamp, `tags_id` an integer (its id is patched into the
+/// encoded row), every other column a type chute encodes.
+fn column_types(table: &QualifiedName, plan: &super::target::ColumnPlan) -> Result<Vec<PgType>, LoadError> {
+    let mut types = Vec::with_capacity(plan.targets.len());
+    for (i, t) in plan.targets.iter().enumerate() {
+        let ty = match (i, t.ty) {
+            (0, Some(ty @ (PgType::Timestamptz | PgType::Timestamp))) => ty,
+            (0, _) => {
+                return Err(LoadError::Setup(format!(
+                    "column \"time\" of {table} is not a timestamptz or timestamp: load tsbs files into a table whose time column is one"
+                )));
+            }
+            (1, Some(PgType::Int4)) => PgType::Int4,
+            (1, _) => {
+                return Err(LoadError::Setup(format!(
+                    "column \"tags_id\" of {table} is not an integer (int4): alter it to integer, the type of tags.id (serial)"
+                )));
+            }
+            (_, Some(ty)) => ty,
+            (_, None) => {
+                return Err(LoadError::Setup(format!(
+                    "column {:?} of {table} has a type chute does not encode for tsbs files (oid {}): alter it to real, double precision, numeric, text or jsonb",
+                    t.name, t.type_oid
+                )));
+            }
+        };
+        types.push(ty);
+    }
+    Ok(types)
 }
 
 fn tag_key(tags: &Fields, key: &mut Vec<u8>) {
@@ -281,28 +386,26 @@ fn tag_key(tags: &Fields, key: &mut Vec<u8>) {
     }
 }
 
-/// Encodes one tsbs record for its measurement table; `Err` is a reject reason.
-fn encode_record(rec: &TsbsRecord<'_>, row: &mut Vec<u8>) -> Result<(), String> {
+/// Encodes one tsbs record for its measurement table, each value to its
+/// column's type (`types`, see [`column_types`]); `Err` is a reject reason.
+fn encode_record(rec: &TsbsRecord<'_>, types: &[PgType], row: &mut Vec<u8>) -> Result<(), String> {
     let ctx = EncodeContext::default();
     let fields = 3 + rec.values.len() + 1;
+    if types.len() != fields {
+        return Err(format!("the record has {fields} columns, its table {} (a chute bug)", types.len()));
+    }
     row.extend_from_slice(&(fields as i16).to_be_bytes());
+    // timestamptz and timestamp share their binary form: microseconds since 2000 (UTC for timestamp).
     row.extend_from_slice(&8i32.to_be_bytes());
     row.extend_from_slice(&(rec.time_ns.div_euclid(1000) - PG_EPOCH_OFFSET_MICROS).to_be_bytes());
     row.extend_from_slice(&4i32.to_be_bytes());
     row.extend_from_slice(&0i32.to_be_bytes());
-    match rec.tags.get(0) {
-        Some(v) => put(row, PgType::Text, v, &ctx)?,
-        None => row.extend_from_slice(&(-1i32).to_be_bytes()),
-    }
-    for v in rec.values.iter() {
+    let values = std::iter::once(rec.tags.get(0)).chain(rec.values.iter()).chain(std::iter::once(rec.additional_tags));
+    for (v, ty) in values.zip(&types[2..]) {
         match v {
-            Some(v) => put(row, PgType::Float8, v, &ctx)?,
+            Some(v) => put(row, *ty, v, &ctx)?,
             None => row.extend_from_slice(&(-1i32).to_be_bytes()),
         }
-    }
-    match rec.additional_tags {
-        Some(j) => put(row, PgType::Jsonb, j, &ctx)?,
-        None => row.extend_from_slice(&(-1i32).to_be_bytes()),
     }
     Ok(())
 }
@@ -317,7 +420,9 @@ fn put(row: &mut Vec<u8>, ty: PgType, v: &[u8], ctx: &EncodeContext) -> Result<(
             Ok(())
         }
         Err(ValueError::Invalid(r)) => Err(r),
-        Err(ValueError::NeedsServer) => Err(format!("{:?} is not a number chute reads in tsbs files", String::from_utf8_lossy(v))),
+        Err(ValueError::NeedsServer) => {
+            Err(format!("{:?} is not a value chute reads as {} in tsbs files", String::from_utf8_lossy(v), ty.name()))
+        }
     }
 }
 
@@ -335,7 +440,7 @@ impl ChunkProcessor for TsbsProcessor {
             let raw = pos.slice(&chunk.data, chunk.base_offset);
             let at = RowPos { input: chunk.input, line: rec.data_line, offset: pos.offset, range };
             row.clear();
-            if let Err(reason) = encode_record(rec, &mut row) {
+            if let Err(reason) = encode_record(rec, &self.types[rec.measurement], &mut row) {
                 filed.rejects.push(Reject { input: chunk.input, line: rec.data_line, raw: raw.to_vec(), reason, at: None });
                 return;
             }
@@ -350,7 +455,8 @@ impl ChunkProcessor for TsbsProcessor {
                 }
                 None => {
                     let tags = rec.tags.iter().map(|t| t.map(|v| String::from_utf8_lossy(v).into_owned())).collect();
-                    pending.push(PendingRow { table, key: key.clone(), tags, row: row.clone(), raw: raw.to_vec(), at });
+                    let route = Routing::same_version(&ctxs[rec.measurement]);
+                    pending.push(PendingRow { table, key: key.clone(), tags, row: row.clone(), raw: raw.to_vec(), at, route });
                 }
             }
         };
