@@ -87,6 +87,16 @@ pub enum Command {
     #[command(subcommand)]
     Partition(PartitionCommand),
 
+    /// Turn a live plain table into a range-partitioned one while writers
+    /// keep writing (a short swap), then move its old rows into interval
+    /// partitions online (--split). Re-run the same command after a crash.
+    #[command(after_help = "EXAMPLES:
+    chute migrate orders --key created_at --interval 1mon --dry-run
+    chute migrate orders --key created_at --interval 1mon --extend-primary-key
+    chute migrate orders --split --rows-per-s 50000
+    chute migrate --status orders")]
+    Migrate(MigrateArgs),
+
     /// Load rows into TABLE from files or stdin, straight into its leaf
     /// partitions with parallel binary COPY.
     ///
@@ -522,6 +532,52 @@ pub struct PlanArgs {
     /// Pretend the clock reads this.
     #[arg(long, value_name = "TIMESTAMP")]
     pub now: Option<String>,
+    #[command(flatten)]
+    pub lock: LockArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The table ([schema.]name).
+    pub table: String,
+    /// The partition key column (timestamptz, timestamp, date or an integer
+    /// type, NOT NULL).
+    #[arg(long, required_unless_present_any = ["split", "status"])]
+    pub key: Option<String>,
+    /// Partition width: 15min, 1h, 1d, 1w, 1mon, 1y, or a plain number for integer keys.
+    #[arg(long, required_unless_present_any = ["split", "status"])]
+    pub interval: Option<String>,
+    /// Partitions created ahead, from the end of the old table's range.
+    #[arg(long, default_value_t = 4)]
+    pub premake: u32,
+    /// Time zone whose calendar day-or-longer intervals follow.
+    #[arg(long, default_value = "UTC", value_name = "ZONE")]
+    pub tz: String,
+    /// Grow a primary key that lacks the partition key by it (a unique index
+    /// built CONCURRENTLY before the swap).
+    #[arg(long)]
+    pub extend_primary_key: bool,
+    /// Move the old partition's rows into interval partitions (after the swap).
+    #[arg(long, conflicts_with = "status")]
+    pub split: bool,
+    /// Rows per copy batch of the split.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub batch_rows: i64,
+    /// Pace the split to about this many rows per second.
+    #[arg(long, value_name = "N")]
+    pub rows_per_s: Option<f64>,
+    /// Keep the old table (detached, with its rows) after the split instead of dropping it.
+    #[arg(long)]
+    pub keep_old: bool,
+    /// Show where the migration of TABLE stands.
+    #[arg(long)]
+    pub status: bool,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub lock: LockArgs,
 }

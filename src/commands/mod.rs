@@ -6,6 +6,7 @@ pub mod doctor;
 mod r#gen;
 mod load;
 mod local;
+mod migrate;
 mod partition;
 pub mod status;
 
@@ -18,6 +19,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Local(c) => local::run(&cli.conn, c),
         Command::Partition(c) => partition::run(&cli.conn, c).await,
         Command::Load(a) => load::run(&cli.conn, a).await,
+        Command::Migrate(a) => migrate::run(&cli.conn, a).await,
         Command::Gen(a) => r#gen::run(a),
         Command::Bench(a) => bench::run(&cli.conn, a).await,
         Command::Doctor(a) => doctor::run(&cli.conn, a).await,

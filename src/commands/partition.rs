@@ -27,7 +27,7 @@ pub async fn run(conn: &ConnArgs, cmd: PartitionCommand) -> anyhow::Result<Outco
     }
 }
 
-fn exec_settings(lock: &LockArgs) -> anyhow::Result<ExecSettings> {
+pub(super) fn exec_settings(lock: &LockArgs) -> anyhow::Result<ExecSettings> {
     Ok(ExecSettings {
         lock_timeout: parse_duration(&lock.lock_timeout).context("--lock-timeout")?,
         retry_for: parse_duration(&lock.retry_for).context("--retry-for")?,
@@ -46,7 +46,7 @@ fn table_name(t: &str) -> anyhow::Result<QualifiedName> {
 }
 
 /// Prints each step as it runs (stderr), unless JSON was asked for.
-fn step_printer(quiet: bool) -> impl FnMut(usize, &Step, StepEvent) {
+pub(super) fn step_printer(quiet: bool) -> impl FnMut(usize, &Step, StepEvent) {
     move |i, step, event| {
         if quiet {
             return;
@@ -122,7 +122,7 @@ async fn create(opts: &ConnectOptions, a: PartitionCreateArgs) -> anyhow::Result
     Ok(Outcome::Ok)
 }
 
-fn report_plan(table: &QualifiedName, plan: &Plan, dry_run: bool, json: bool) {
+pub(super) fn report_plan(table: &QualifiedName, plan: &Plan, dry_run: bool, json: bool) {
     if json {
         let v = serde_json::json!({ "table": table.to_string(), "dry_run": dry_run, "steps": plan.steps, "notes": plan.notes });
         println!("{v}");

@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod encode;
 pub mod generate;
 pub mod ident;
+pub mod migrate;
 pub mod parse;
 pub mod partman;
 pub mod pghash;

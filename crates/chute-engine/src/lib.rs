@@ -11,6 +11,7 @@ pub mod exec;
 pub mod layout;
 pub mod load;
 pub mod local;
+pub mod migrate;
 pub mod partman;
 pub mod retry;
 pub mod schema;

@@ -14,18 +14,51 @@ use crate::ident::QualifiedName;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StepKind {
-    CreateParent { table: QualifiedName },
-    ConvertTable { table: QualifiedName },
-    StoreConfig { table: QualifiedName },
-    ForgetConfig { table: QualifiedName },
-    CreatePartition { name: QualifiedName, from: i64, to: i64, moves_default_rows: bool },
-    CreateDefault { name: QualifiedName },
-    DetachConcurrently { name: QualifiedName },
-    Detach { name: QualifiedName },
-    FinalizeDetach { name: QualifiedName },
-    DropPartition { name: QualifiedName },
-    MoveToSchema { name: QualifiedName, schema: String },
-    Undo { table: QualifiedName },
+    CreateParent {
+        table: QualifiedName,
+    },
+    ConvertTable {
+        table: QualifiedName,
+    },
+    StoreConfig {
+        table: QualifiedName,
+    },
+    ForgetConfig {
+        table: QualifiedName,
+    },
+    CreatePartition {
+        name: QualifiedName,
+        from: i64,
+        to: i64,
+        moves_default_rows: bool,
+    },
+    CreateDefault {
+        name: QualifiedName,
+    },
+    DetachConcurrently {
+        name: QualifiedName,
+    },
+    Detach {
+        name: QualifiedName,
+    },
+    FinalizeDetach {
+        name: QualifiedName,
+    },
+    DropPartition {
+        name: QualifiedName,
+    },
+    MoveToSchema {
+        name: QualifiedName,
+        schema: String,
+    },
+    Undo {
+        table: QualifiedName,
+    },
+    /// A step of `chute migrate` (see `crate::migrate`); `phase` names it.
+    Migrate {
+        table: QualifiedName,
+        phase: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -1,0 +1,262 @@
+//! `chute migrate`, the pure half: turning a live plain table into a
+//! range-partitioned one, then splitting its old rows into interval
+//! partitions, as plans the one executor runs.
+//!
+//! # The swap (after the published procedure for a 33 TB orders table)
+//! 1. With `--extend-primary-key`: `CREATE UNIQUE INDEX CONCURRENTLY` on
+//!    (pk…, key), then `ADD CONSTRAINT … UNIQUE USING INDEX` (no scan), so the
+//!    new parent's primary key (pk…, key) finds a matching constraint index
+//!    on the old table when it is attached, instead of building one.
+//! 2. The new parent `T_chute_new` is created from the old table (columns,
+//!    defaults, checks, storage, comments, statistics, every index, grants,
+//!    table comment, replica identity FULL) before any constraint of ours
+//!    exists on the old table, so none is copied.
+//! 3. `CHECK (key < hi) NOT VALID`, then `VALIDATE` (SHARE UPDATE EXCLUSIVE:
+//!    writes continue). `hi` is the interval boundary one whole interval after
+//!    the one holding max(now, newest key), stored in `chute.migrations` so a
+//!    re-run uses the same value.
+//! 4. One transaction under `lock_timeout`, retried: rename the old table to
+//!    `T_chute_old`, the new parent to `T`, attach the old table for
+//!    `[MINVALUE, hi)` (implied by the validated CHECK and NOT NULL: no scan),
+//!    hand serial sequences over, create the partitions from `hi` on.
+//! 5. The policy is stored for `chute partition maintain`.
+//!
+//! # The split: shadow leaves, a sync trigger, one catalog-only cutover
+//! A partition's bounds cannot shrink without a scan while it still holds the
+//! rows, and rows may never be invisible through the parent (an update by
+//! primary key would then miss them). So the old partition `O` keeps its
+//! bounds and its rows until one final, short transaction:
+//! 1. Setup (one transaction): a staging parent `T_chute_split` partitioned
+//!    like `T`, with one standalone leaf per interval of `O`'s rows, each with
+//!    a validated `CHECK` of its bounds (instant on an empty table), and an
+//!    `AFTER INSERT OR UPDATE OR DELETE` row trigger on `O` that deletes the
+//!    old version by primary key from the staging parent and inserts the new
+//!    one. `CREATE TRIGGER` waits for writers in flight, so no change
+//!    escapes it.
+//! 2. Copy batches by key range, each one transaction:
+//!    `INSERT INTO staging SELECT * FROM O WHERE key in [a, b) FOR SHARE ON
+//!    CONFLICT DO NOTHING`, with the progress row updated in the same
+//!    transaction (a crash loses at most the batch, and re-copying is a no-op).
+//!    `FOR SHARE` makes a batch and an application update of the same row
+//!    serialize: an update committed first is what the batch copies (or the
+//!    trigger's row wins the conflict); an update after the batch goes
+//!    through the trigger. Deletes are mirrored the same way.
+//! 3. Cutover (one transaction under `lock_timeout`, retried): lock `T`,
+//!    drop the trigger, detach `O`, move each leaf from the staging parent to
+//!    `T` (the CHECK makes each attach scan-free), drop the staging parent,
+//!    drop `O` (or keep it, detached, with `--keep-old`). Only catalog work
+//!    happens under the lock.
+
+pub mod plan;
+
+use crate::ident::{IdentError, QualifiedName, check_length};
+use crate::partman::Grants;
+
+/// Everything the preconditions and planners need to know about the table
+/// being migrated, as the engine reads it from the catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facts {
+    pub table: QualifiedName,
+    /// `r`, `p`, …
+    pub relkind: char,
+    /// `p` permanent, `u` unlogged, `t` temporary.
+    pub persistence: char,
+    /// `format_type()` of the key column; `None` when it does not exist.
+    pub key_type: Option<String>,
+    pub key_not_null: bool,
+    /// Columns of the primary key, in order.
+    pub primary_key: Option<Vec<String>>,
+    /// Unique constraints and indexes other than the primary key: name and columns.
+    pub unique: Vec<(String, Vec<String>)>,
+    /// Indexes that are neither the primary key nor unique: the part of
+    /// `pg_get_indexdef` from `USING` on.
+    pub plain_indexes: Vec<String>,
+    /// Foreign keys of other tables that point here: "constraint on table".
+    pub referencing_fks: Vec<String>,
+    pub views: Vec<String>,
+    pub matviews: Vec<String>,
+    pub triggers: Vec<String>,
+    pub publications: Vec<String>,
+    /// Inheritance parents and children.
+    pub inheritance: Vec<String>,
+    pub identity_columns: Vec<String>,
+    pub generated_columns: Vec<String>,
+    pub owned_sequences: Vec<(QualifiedName, String)>,
+    pub grants: Grants,
+    pub comment: Option<String>,
+    /// `d` default, `f` full, `i` index, `n` nothing.
+    pub replica_identity: char,
+}
+
+/// One reason the table cannot be migrated yet, with what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    pub what: String,
+    pub fix: String,
+}
+
+/// The names a migration of `table` creates, checked against the 63-byte limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    pub table: QualifiedName,
+    pub new_parent: QualifiedName,
+    pub old: QualifiedName,
+    pub pk_index: String,
+    pub range_check: String,
+    pub staging: QualifiedName,
+    pub sync_function: QualifiedName,
+}
+
+impl Names {
+    pub fn new(table: &QualifiedName) -> Result<Names, IdentError> {
+        let n = |suffix: &str| -> Result<String, IdentError> {
+            let s = format!("{}_chute_{suffix}", table.name);
+            check_length(&s)?;
+            Ok(s)
+        };
+        Ok(Names {
+            table: table.clone(),
+            new_parent: table.with_name(n("new")?),
+            old: table.with_name(n("old")?),
+            pk_index: n("pk")?,
+            range_check: n("range")?,
+            staging: table.with_name(n("split")?),
+            sync_function: table.with_name(n("sync")?),
+        })
+    }
+}
+
+/// What stands in the way of migrating `facts.table` on `key`.
+pub fn check(facts: &Facts, key: &str, extend_primary_key: bool) -> Vec<Problem> {
+    let t = facts.table.quoted();
+    let k = crate::ident::quote_ident(key);
+    let mut out = Vec::new();
+    let mut p = |what: String, fix: String| out.push(Problem { what, fix });
+    match facts.relkind {
+        'r' => {}
+        'p' => p(format!("{} is partitioned already", facts.table), "use chute partition create to adopt it".into()),
+        c => p(format!("{} is not a plain table (relkind {c})", facts.table), "chute migrates plain tables only".into()),
+    }
+    match facts.persistence {
+        'u' => p(
+            format!("{} is UNLOGGED", facts.table),
+            format!("make it logged first (ALTER TABLE {t} SET LOGGED, which rewrites it), or partition it by hand"),
+        ),
+        't' => p(format!("{} is a temporary table", facts.table), "temporary tables cannot be migrated; create a partitioned table".into()),
+        _ => {}
+    }
+    match &facts.key_type {
+        None => p(format!("{} has no column {key:?}", facts.table), "give the partition key column with --key".into()),
+        Some(ty) if crate::partman::KeyType::from_sql(ty).is_none() => {
+            p(format!("the key {key:?} is {ty}"), "chute partitions on timestamptz, timestamp, date, smallint, integer or bigint".into())
+        }
+        Some(_) if !facts.key_not_null => p(
+            format!("the key {key:?} may be NULL"),
+            format!(
+                "without a long lock: ALTER TABLE {t} ADD CONSTRAINT {key}_not_null CHECK ({k} IS NOT NULL) NOT VALID; \
+                 ALTER TABLE {t} VALIDATE CONSTRAINT {key}_not_null; ALTER TABLE {t} ALTER COLUMN {k} SET NOT NULL \
+                 (no scan on PostgreSQL 12+ thanks to the constraint); ALTER TABLE {t} DROP CONSTRAINT {key}_not_null"
+            ),
+        ),
+        Some(_) => {}
+    }
+    if let Some(pk) = &facts.primary_key
+        && !pk.iter().any(|c| c == key)
+        && !extend_primary_key
+    {
+        p(
+            format!("the primary key ({}) does not include the partition key {key:?}, and a partitioned table's must", pk.join(", ")),
+            format!(
+                "run again with --extend-primary-key: chute builds a unique index on ({}, {key}) CONCURRENTLY before the swap and the new primary key is ({}, {key}); lookups by ({}) alone still work but no longer enforce uniqueness across partitions, so check your application",
+                pk.join(", "),
+                pk.join(", "),
+                pk.join(", ")
+            ),
+        );
+    }
+    for (name, cols) in &facts.unique {
+        if !cols.iter().any(|c| c == key) {
+            p(
+                format!("the unique constraint or index {name} on ({}) does not include {key:?}", cols.join(", ")),
+                format!(
+                    "drop it or replace it with one on ({}, {key}) (CREATE UNIQUE INDEX CONCURRENTLY), then run again",
+                    cols.join(", ")
+                ),
+            );
+        }
+    }
+    for fk in &facts.referencing_fks {
+        p(
+            format!("the foreign key {fk} points at {}", facts.table),
+            "drop it (ALTER TABLE … DROP CONSTRAINT), migrate, then add it back against the new primary key with NOT VALID and VALIDATE it"
+                .into(),
+        );
+    }
+    for v in &facts.views {
+        p(
+            format!("the view {v} depends on {}", facts.table),
+            format!("save its definition (pg_get_viewdef('{v}')), drop it, migrate, and create it again"),
+        );
+    }
+    for v in &facts.matviews {
+        p(format!("the materialized view {v} depends on {}", facts.table), "drop it, migrate, and create it again".into());
+    }
+    for tr in &facts.triggers {
+        p(
+            format!("the trigger {tr} is on {}", facts.table),
+            "drop it, migrate, and create it again on the partitioned table (row triggers there fire for every partition)".into(),
+        );
+    }
+    for pb in &facts.publications {
+        p(
+            format!("{} is in the publication {pb}", facts.table),
+            format!(
+                "remove it (ALTER PUBLICATION {pb} DROP TABLE {t}), migrate, and add the partitioned table back (publish_via_partition_root = true keeps subscribers unchanged)"
+            ),
+        );
+    }
+    for i in &facts.inheritance {
+        p(
+            format!("{} takes part in inheritance with {i}", facts.table),
+            "detach it (ALTER TABLE … NO INHERIT) first: a partition cannot inherit".into(),
+        );
+    }
+    for c in &facts.identity_columns {
+        p(
+            format!("the column {c:?} is an identity column"),
+            format!(
+                "chute does not carry identity sequences over yet: turn it into a serial-style default first (ALTER TABLE {t} ALTER COLUMN {} DROP IDENTITY, then a sequence and DEFAULT nextval())",
+                crate::ident::quote_ident(c)
+            ),
+        );
+    }
+    for c in &facts.generated_columns {
+        p(
+            format!("the column {c:?} is generated"),
+            "chute's split copies whole rows and cannot write generated columns; migrate by hand".into(),
+        );
+    }
+    if facts.primary_key.is_none() && !facts.unique.iter().any(|(_, cols)| cols.iter().any(|c| c == key)) {
+        p(
+            format!("{} has no primary key", facts.table),
+            "the split keeps its copy in sync by primary key: add one (CREATE UNIQUE INDEX CONCURRENTLY, then ADD PRIMARY KEY USING INDEX)"
+                .into(),
+        );
+    }
+    out
+}
+
+/// The columns rows are identified by during the split: the primary key,
+/// grown by the key when it lacks it.
+pub fn identity_columns(facts: &Facts, key: &str) -> Vec<String> {
+    let mut cols = facts.primary_key.clone().unwrap_or_default();
+    if cols.is_empty()
+        && let Some((_, u)) = facts.unique.iter().find(|(_, cols)| cols.iter().any(|c| c == key))
+    {
+        cols = u.clone();
+    }
+    if !cols.iter().any(|c| c == key) {
+        cols.push(key.to_owned());
+    }
+    cols
+}

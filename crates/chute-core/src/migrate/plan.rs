@@ -1,0 +1,332 @@
+//! The migration planners: facts + progress → [`Plan`]. Each planner plans
+//! only what the catalog says is not done yet, so a re-run after a crash
+//! continues from the step it reached.
+
+use super::{Facts, Names};
+use crate::ident::{QualifiedName, quote_ident, quote_literal};
+use crate::partman::planner::{self, PlanError, grant_sql};
+use crate::partman::{Plan, Policy, Snapshot, StepKind};
+
+/// What the catalog says is done already (before the swap).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub new_parent_exists: bool,
+    /// The extended key's unique index: `Some(valid)`.
+    pub pk_index: Option<bool>,
+    pub pk_constraint: bool,
+    /// The range CHECK: `Some(validated)`.
+    pub range_check: Option<bool>,
+}
+
+/// Where the migration of `table` stands, as `chute.migrations` holds it.
+pub fn migration_filter(table: &QualifiedName) -> String {
+    format!("table_schema = {} AND table_name = {}", quote_literal(table.schema.as_deref().unwrap_or("public")), quote_literal(&table.name))
+}
+
+fn step(plan: &mut Plan, table: &QualifiedName, phase: &str, description: String, sql: Vec<String>, transactional: bool) {
+    plan.push(StepKind::Migrate { table: table.clone(), phase: phase.into() }, description, sql, transactional);
+}
+
+/// The upper bound of the old partition: one whole interval after the one
+/// holding max(now, newest key), so writers have a margin until the swap.
+pub fn upper_bound(policy: &Policy, max_key: Option<i64>, now: i64) -> Result<i64, PlanError> {
+    let tz = policy.zone()?;
+    let anchor = if policy.key_type.is_time() { max_key.map_or(now, |m| m.max(now)) } else { max_key.unwrap_or(0) };
+    let start = policy.interval.floor(anchor, &tz)?;
+    let next = policy.interval.next(start, &tz)?;
+    Ok(policy.interval.next(next, &tz)?)
+}
+
+/// Everything up to and including the swap, then the policy.
+pub fn plan_swap(
+    policy: &Policy,
+    facts: &Facts,
+    names: &Names,
+    progress: Progress,
+    extend_primary_key: bool,
+    hi: i64,
+) -> Result<Plan, PlanError> {
+    let mut plan = Plan::default();
+    let t = names.table.quoted();
+    let key = policy.key_sql();
+    let table = &names.table;
+    let pk = facts.primary_key.clone().unwrap_or_default();
+    let extend = extend_primary_key && !pk.is_empty() && !pk.iter().any(|c| *c == policy.key);
+    let mut new_pk: Vec<String> = pk.clone();
+    if extend {
+        new_pk.push(policy.key.clone());
+        let idx = names.table.with_name(names.pk_index.clone());
+        let cols = new_pk.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ");
+        if progress.pk_index == Some(false) {
+            step(
+                &mut plan,
+                table,
+                "drop-invalid-index",
+                format!("drop the invalid index {idx} an interrupted build left"),
+                vec![format!("DROP INDEX CONCURRENTLY IF EXISTS {}", idx.quoted())],
+                false,
+            );
+        }
+        if progress.pk_index != Some(true) {
+            step(
+                &mut plan,
+                table,
+                "extend-primary-key",
+                format!("build the unique index {idx} on ({}) concurrently (writes continue)", new_pk.join(", ")),
+                vec![format!("CREATE UNIQUE INDEX CONCURRENTLY {} ON {t} ({cols})", quote_ident(&names.pk_index))],
+                false,
+            );
+        }
+        if !progress.pk_constraint {
+            step(
+                &mut plan,
+                table,
+                "unique-constraint",
+                format!("make {idx} a unique constraint (no scan), so the new primary key attaches to it"),
+                vec![format!(
+                    "ALTER TABLE {t} ADD CONSTRAINT {} UNIQUE USING INDEX {}",
+                    quote_ident(&names.pk_index),
+                    quote_ident(&names.pk_index)
+                )],
+                true,
+            );
+        }
+    }
+    if !progress.new_parent_exists {
+        let np = names.new_parent.quoted();
+        let mut sql = vec![format!("CREATE TABLE {np} (LIKE {t} INCLUDING ALL EXCLUDING INDEXES) PARTITION BY RANGE ({key})")];
+        if !new_pk.is_empty() {
+            let cols = new_pk.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ");
+            sql.push(format!("ALTER TABLE {np} ADD PRIMARY KEY ({cols})"));
+        }
+        for (_, cols) in &facts.unique {
+            let cols = cols.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ");
+            sql.push(format!("CREATE UNIQUE INDEX ON {np} ({cols})"));
+        }
+        for tail in &facts.plain_indexes {
+            sql.push(format!("CREATE INDEX ON {np} {}", tail.trim()));
+        }
+        sql.extend(grant_sql(&facts.grants, &names.new_parent));
+        if let Some(c) = &facts.comment {
+            sql.push(format!("COMMENT ON TABLE {np} IS {}", quote_literal(c)));
+        }
+        if facts.replica_identity == 'f' {
+            sql.push(format!("ALTER TABLE {np} REPLICA IDENTITY FULL"));
+        }
+        step(
+            &mut plan,
+            table,
+            "new-parent",
+            format!("create the new parent {} like {table}, partitioned by range on {}", names.new_parent, policy.key),
+            sql,
+            true,
+        );
+    }
+    let hi_lit = policy.key_type.literal(hi)?;
+    let rc = quote_ident(&names.range_check);
+    if progress.range_check.is_none() {
+        step(
+            &mut plan,
+            table,
+            "range-check",
+            format!("add CHECK ({} < {hi_lit}) NOT VALID to {table} (no scan)", policy.key),
+            vec![format!("ALTER TABLE {t} ADD CONSTRAINT {rc} CHECK ({key} < {hi_lit}) NOT VALID")],
+            true,
+        );
+    }
+    if progress.range_check != Some(true) {
+        step(
+            &mut plan,
+            table,
+            "validate",
+            format!("validate the CHECK on {table} (a scan that lets writes continue)"),
+            vec![format!("ALTER TABLE {t} VALIDATE CONSTRAINT {rc}")],
+            true,
+        );
+    }
+    // The swap, with the first partitions from hi on.
+    let mut sql = vec![format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE")];
+    for (seq, _) in &facts.owned_sequences {
+        sql.push(format!("ALTER SEQUENCE {} OWNED BY NONE", seq.quoted()));
+    }
+    sql.push(format!("ALTER TABLE {t} RENAME TO {}", quote_ident(&names.old.name)));
+    sql.push(format!("ALTER TABLE {} RENAME TO {}", names.new_parent.quoted(), quote_ident(&names.table.name)));
+    sql.push(format!("ALTER TABLE {t} ATTACH PARTITION {} FOR VALUES FROM (MINVALUE) TO ({hi_lit})", names.old.quoted()));
+    sql.push(format!("ALTER TABLE {} DROP CONSTRAINT {rc}", names.old.quoted()));
+    for (seq, col) in &facts.owned_sequences {
+        sql.push(format!("ALTER SEQUENCE {} OWNED BY {t}.{}", seq.quoted(), quote_ident(col)));
+    }
+    let tz = policy.zone()?;
+    let mut starts = vec![hi];
+    for _ in 1..policy.premake.max(1) {
+        let last = *starts.last().expect("one start");
+        starts.push(policy.interval.next(last, &tz)?);
+    }
+    let snap = Snapshot { partitions: vec![], default: None, max_key: None, grants: facts.grants.clone() };
+    let premake = planner::plan_ensure(policy, &snap, &starts)?;
+    for s in &premake.steps {
+        sql.extend(s.sql.iter().cloned());
+    }
+    sql.push(format!("UPDATE chute.migrations SET phase = 'swapped', updated_at = now() WHERE {}", migration_filter(table)));
+    step(
+        &mut plan,
+        table,
+        "swap",
+        format!(
+            "swap: rename {table} to {}, {} to {table}, attach {} for [MINVALUE, {hi_lit}) without a scan, create {} partitions from {hi_lit}",
+            names.old,
+            names.new_parent,
+            names.old,
+            premake.steps.len()
+        ),
+        sql,
+        true,
+    );
+    step(
+        &mut plan,
+        table,
+        "policy",
+        format!("store the policy of {table} for chute partition maintain"),
+        vec![planner::store_config_sql(policy)],
+        true,
+    );
+    Ok(plan)
+}
+
+/// One leaf of the split: `[from, to)` of the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leaf {
+    pub name: QualifiedName,
+    pub from: i64,
+    pub to: i64,
+}
+
+/// The leaves for the intervals from the one holding `min_key` up to `hi`.
+pub fn split_leaves(policy: &Policy, min_key: i64, hi: i64) -> Result<Vec<Leaf>, PlanError> {
+    let tz = policy.zone()?;
+    let mut s = policy.interval.floor(min_key, &tz)?;
+    let mut out = Vec::new();
+    while s < hi {
+        let e = policy.interval.next(s, &tz)?;
+        out.push(Leaf { name: policy.parent.with_name(planner::partition_name(policy, s)?), from: s, to: e });
+        if out.len() > planner::MAX_NEW_PARTITIONS {
+            return Err(PlanError::TooMany(out.len()));
+        }
+        s = e;
+    }
+    Ok(out)
+}
+
+/// The staging parent, its leaves and the sync trigger, in one transaction.
+pub fn plan_split_setup(
+    policy: &Policy,
+    names: &Names,
+    leaves: &[Leaf],
+    id_cols: &[String],
+    grants: &crate::partman::Grants,
+) -> Result<Plan, PlanError> {
+    let t = names.table.quoted();
+    let key = policy.key_sql();
+    let st = names.staging.quoted();
+    let mut sql = vec![format!("CREATE TABLE {st} (LIKE {t} INCLUDING ALL) PARTITION BY RANGE ({key})")];
+    for l in leaves {
+        let (lo, hi) = (policy.key_type.literal(l.from)?, policy.key_type.literal(l.to)?);
+        sql.push(format!("CREATE TABLE {} (LIKE {t} INCLUDING ALL)", l.name.quoted()));
+        sql.extend(grant_sql(grants, &l.name));
+        sql.push(format!(
+            "ALTER TABLE {} ADD CONSTRAINT chute_bounds CHECK ({key} IS NOT NULL AND {key} >= {lo} AND {key} < {hi})",
+            l.name.quoted()
+        ));
+        sql.push(format!("ALTER TABLE {st} ATTACH PARTITION {} FOR VALUES FROM ({lo}) TO ({hi})", l.name.quoted()));
+    }
+    let cols = id_cols.iter().map(|c| quote_ident(c)).collect::<Vec<_>>();
+    let old_cols = id_cols.iter().map(|c| format!("OLD.{}", quote_ident(c))).collect::<Vec<_>>();
+    sql.push(format!(
+        "CREATE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $chute$ BEGIN \
+         IF TG_OP IN ('UPDATE', 'DELETE') THEN DELETE FROM {st} WHERE ({}) = ({}); END IF; \
+         IF TG_OP IN ('INSERT', 'UPDATE') THEN INSERT INTO {st} SELECT NEW.*; END IF; \
+         RETURN NULL; END $chute$",
+        names.sync_function.quoted(),
+        cols.join(", "),
+        old_cols.join(", ")
+    ));
+    sql.push(format!(
+        "CREATE TRIGGER chute_sync AFTER INSERT OR UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {}()",
+        names.old.quoted(),
+        names.sync_function.quoted()
+    ));
+    sql.push(format!("UPDATE chute.migrations SET phase = 'copying', updated_at = now() WHERE {}", migration_filter(&names.table)));
+    let mut plan = Plan::default();
+    step(
+        &mut plan,
+        &names.table,
+        "split-setup",
+        format!("create {} with {} leaves and a trigger on {} that keeps them in sync", names.staging, leaves.len(), names.old),
+        sql,
+        true,
+    );
+    Ok(plan)
+}
+
+/// One copy batch: rows of the old partition with key in `[from, to)`
+/// (`to` = `None`: to the end), locked FOR SHARE so an application update of
+/// the same row is ordered before or after it.
+pub fn plan_copy_batch(policy: &Policy, names: &Names, from: Option<i64>, to: Option<i64>) -> Result<Plan, PlanError> {
+    let key = policy.key_sql();
+    let mut conds = vec![];
+    if let Some(f) = from {
+        conds.push(format!("{key} >= {}", policy.key_type.literal(f)?));
+    }
+    if let Some(t) = to {
+        conds.push(format!("{key} < {}", policy.key_type.literal(t)?));
+    }
+    let cond = if conds.is_empty() { "true".to_owned() } else { conds.join(" AND ") };
+    let reached = match to {
+        Some(t) => t.to_string(),
+        None => "NULL".into(),
+    };
+    let done = if to.is_none() { ", copy_done = true" } else { "" };
+    let sql = format!(
+        "WITH copied AS (INSERT INTO {} SELECT * FROM {} WHERE {cond} FOR SHARE ON CONFLICT DO NOTHING RETURNING 1) \
+         UPDATE chute.migrations SET rows_moved = rows_moved + (SELECT count(*) FROM copied), copied_to = {reached}{done}, updated_at = now() WHERE {}",
+        names.staging.quoted(),
+        names.old.quoted(),
+        migration_filter(&names.table)
+    );
+    let mut plan = Plan::default();
+    step(&mut plan, &names.table, "copy", format!("copy the rows of {} with {cond} into {}", names.old, names.staging), vec![sql], true);
+    Ok(plan)
+}
+
+/// The cutover: catalog work only, under one short lock of the parent.
+pub fn plan_cutover(policy: &Policy, names: &Names, leaves: &[Leaf], keep_old: bool) -> Result<Plan, PlanError> {
+    let t = names.table.quoted();
+    let st = names.staging.quoted();
+    let old = names.old.quoted();
+    let mut sql = vec![format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE")];
+    sql.push(format!("DROP TRIGGER chute_sync ON {old}"));
+    sql.push(format!("DROP FUNCTION {}()", names.sync_function.quoted()));
+    sql.push(format!("ALTER TABLE {t} DETACH PARTITION {old}"));
+    for l in leaves {
+        let (lo, hi) = (policy.key_type.literal(l.from)?, policy.key_type.literal(l.to)?);
+        sql.push(format!("ALTER TABLE {st} DETACH PARTITION {}", l.name.quoted()));
+        sql.push(format!("ALTER TABLE {t} ATTACH PARTITION {} FOR VALUES FROM ({lo}) TO ({hi})", l.name.quoted()));
+        sql.push(format!("ALTER TABLE {} DROP CONSTRAINT chute_bounds", l.name.quoted()));
+    }
+    sql.push(format!("DROP TABLE {st}"));
+    if !keep_old {
+        sql.push(format!("DROP TABLE {old}"));
+    }
+    sql.push(format!("UPDATE chute.migrations SET phase = 'done', updated_at = now() WHERE {}", migration_filter(&names.table)));
+    let what = if keep_old { format!("keep {} detached", names.old) } else { format!("drop {}", names.old) };
+    let mut plan = Plan::default();
+    step(
+        &mut plan,
+        &names.table,
+        "cutover",
+        format!("cutover: detach {}, attach the {} leaves to {} (no scan), {what}", names.old, leaves.len(), names.table),
+        sql,
+        true,
+    );
+    Ok(plan)
+}

@@ -1,0 +1,140 @@
+//! Reads what `chute migrate` must know about a table from `pg_catalog`.
+
+use chute_core::ident::QualifiedName;
+use chute_core::migrate::plan::Progress;
+use chute_core::migrate::{Facts, Names};
+use tokio_postgres::Client;
+
+use crate::catalog::{self, CatalogError, TableInfo};
+
+fn strings(rows: Vec<tokio_postgres::Row>) -> Vec<String> {
+    rows.into_iter().map(|r| r.get(0)).collect()
+}
+
+pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts, CatalogError> {
+    let oid = info.oid;
+    let row = client
+        .query_one(
+            "SELECT c.relpersistence::text, c.relreplident::text, obj_description(c.oid, 'pg_class'),
+                    (SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = c.oid AND attname = $2 AND attnum > 0 AND NOT attisdropped),
+                    coalesce((SELECT attnotnull FROM pg_attribute WHERE attrelid = c.oid AND attname = $2 AND attnum > 0 AND NOT attisdropped), false)
+             FROM pg_class c WHERE c.oid = $1",
+            &[&oid, &key],
+        )
+        .await?;
+    let index_cols = "array(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n)
+                            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.n)";
+    let pk = client
+        .query_opt(&format!("SELECT {index_cols} FROM pg_index i WHERE i.indrelid = $1 AND i.indisprimary"), &[&oid])
+        .await?
+        .map(|r| r.get::<_, Vec<String>>(0));
+    let unique = client
+        .query(
+            &format!(
+                "SELECT ci.relname::text, {index_cols} FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid
+                 WHERE i.indrelid = $1 AND i.indisunique AND NOT i.indisprimary ORDER BY 1"
+            ),
+            &[&oid],
+        )
+        .await?
+        .into_iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, Vec<String>>(1)))
+        .collect();
+    let plain_indexes = strings(
+        client
+            .query(
+                "SELECT substring(pg_get_indexdef(i.indexrelid) FROM ' USING .*$') FROM pg_index i
+                 WHERE i.indrelid = $1 AND NOT i.indisunique ORDER BY i.indexrelid",
+                &[&oid],
+            )
+            .await?,
+    );
+    let referencing_fks = strings(
+        client
+            .query(
+                "SELECT format('%I on %s', conname, conrelid::regclass) FROM pg_constraint WHERE contype = 'f' AND confrelid = $1",
+                &[&oid],
+            )
+            .await?,
+    );
+    let dependents = |kind: &'static str| {
+        format!(
+            "SELECT DISTINCT v.oid::regclass::text FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+             JOIN pg_class v ON v.oid = r.ev_class WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = $1 AND v.oid <> $1 AND v.relkind = '{kind}'"
+        )
+    };
+    let views = strings(client.query(&dependents("v"), &[&oid]).await?);
+    let matviews = strings(client.query(&dependents("m"), &[&oid]).await?);
+    let triggers = strings(client.query("SELECT tgname::text FROM pg_trigger WHERE tgrelid = $1 AND NOT tgisinternal", &[&oid]).await?);
+    let publications = strings(
+        client
+            .query(
+                "SELECT p.pubname::text FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid WHERE pr.prrelid = $1",
+                &[&oid],
+            )
+            .await?,
+    );
+    let inheritance = strings(
+        client
+            .query(
+                "SELECT inhparent::regclass::text FROM pg_inherits WHERE inhrelid = $1
+                 UNION ALL SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = $1",
+                &[&oid],
+            )
+            .await?,
+    );
+    let identity_columns = strings(
+        client
+            .query("SELECT attname::text FROM pg_attribute WHERE attrelid = $1 AND attidentity <> '' AND NOT attisdropped", &[&oid])
+            .await?,
+    );
+    let generated_columns = strings(
+        client
+            .query("SELECT attname::text FROM pg_attribute WHERE attrelid = $1 AND attgenerated <> '' AND NOT attisdropped", &[&oid])
+            .await?,
+    );
+    Ok(Facts {
+        table: info.name.clone(),
+        relkind: info.relkind,
+        persistence: row.get::<_, String>(0).chars().next().unwrap_or('p'),
+        replica_identity: row.get::<_, String>(1).chars().next().unwrap_or('d'),
+        comment: row.get(2),
+        key_type: row.get(3),
+        key_not_null: row.get(4),
+        primary_key: pk,
+        unique,
+        plain_indexes,
+        referencing_fks,
+        views,
+        matviews,
+        triggers,
+        publications,
+        inheritance,
+        identity_columns,
+        generated_columns,
+        owned_sequences: catalog::owned_sequences(client, oid).await?,
+        grants: info.grants.clone(),
+    })
+}
+
+/// What of the pre-swap steps the catalog shows done.
+pub async fn progress(client: &Client, names: &Names) -> Result<Progress, CatalogError> {
+    let schema = names.table.schema.clone().unwrap_or_else(|| "public".into());
+    let row = client
+        .query_one(
+            "SELECT to_regclass($1) IS NOT NULL,
+                    (SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE n.nspname = $2 AND c.relname = $3),
+                    EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass($4) AND conname = $3),
+                    (SELECT convalidated FROM pg_constraint WHERE conrelid = to_regclass($4) AND conname = $5)",
+            &[&names.new_parent.quoted(), &schema, &names.pk_index, &names.table.quoted(), &names.range_check],
+        )
+        .await?;
+    Ok(Progress { new_parent_exists: row.get(0), pk_index: row.get(1), pk_constraint: row.get(2), range_check: row.get(3) })
+}
+
+/// One aggregate of a table's key (`expr`, e.g. `min(…)` turned into the
+/// planners' i64).
+pub async fn key_aggregate(client: &Client, table: &QualifiedName, expr: &str) -> Result<Option<i64>, CatalogError> {
+    Ok(client.query_one(&format!("SELECT {expr} FROM {}", table.quoted()), &[]).await?.get(0))
+}

@@ -1,0 +1,445 @@
+//! `chute migrate`, the I/O half: reads the catalog and the progress row in
+//! `chute.migrations`, asks the planners in `chute_core::migrate` for the
+//! steps not done yet and has the one executor run them. The design (swap,
+//! then split through shadow leaves kept in sync by a trigger) is described
+//! in `chute_core::migrate`.
+//!
+//! Every run holds a session advisory lock keyed by the table's name (its oid
+//! changes at the swap), so two runs never interleave; each step commits on
+//! its own, so a run killed at any moment is continued by running it again.
+
+mod facts;
+
+use std::time::{Duration, Instant};
+
+use chute_core::ident::QualifiedName;
+use chute_core::migrate::plan::{self as mplan, Leaf, migration_filter};
+use chute_core::migrate::{self, Names, Problem};
+use chute_core::partman::planner::PlanError;
+use chute_core::partman::{Plan, Policy, Step, StepKind};
+use tokio_postgres::Client;
+
+use crate::catalog::{self, CatalogError};
+use crate::exec::{self, ExecError, ExecSettings, StepEvent};
+use crate::schema::{self, LOCK_CLASS, SchemaError};
+use crate::{ConnectError, ConnectOptions};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    #[error(transparent)]
+    Name(#[from] chute_core::ident::IdentError),
+    #[error("{0}")]
+    Sql(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{} cannot be migrated yet:\n{}", .table, .problems.iter().map(|p| format!("  - {}\n    fix: {}", p.what, p.fix)).collect::<Vec<_>>().join("\n"))]
+    Preconditions { table: String, problems: Vec<Problem> },
+}
+
+impl From<tokio_postgres::Error> for MigrateError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        MigrateError::Sql(exec::describe(&e))
+    }
+}
+
+/// What `chute migrate TABLE --key … --interval …` is asked to do. The
+/// policy's `parent` is the table; `key_type` is filled in from the catalog.
+#[derive(Debug, Clone)]
+pub struct MigrateRequest {
+    pub policy: Policy,
+    pub extend_primary_key: bool,
+    pub dry_run: bool,
+}
+
+/// What `chute migrate TABLE --split` is asked to do.
+#[derive(Debug, Clone)]
+pub struct SplitRequest {
+    pub table: QualifiedName,
+    pub batch_rows: i64,
+    pub rows_per_s: Option<f64>,
+    pub keep_old: bool,
+    pub dry_run: bool,
+}
+
+pub type StepReporter<'a> = &'a mut (dyn FnMut(usize, &Step, StepEvent) + Send);
+
+const MIGRATIONS_DDL: &str = "
+CREATE TABLE IF NOT EXISTS chute.migrations (
+    table_schema text NOT NULL,
+    table_name text NOT NULL,
+    key text NOT NULL,
+    hi int8 NOT NULL,
+    phase text NOT NULL DEFAULT 'prepare',
+    split_from int8,
+    rows_total int8,
+    rows_moved int8 NOT NULL DEFAULT 0,
+    copied_to int8,
+    copy_done boolean NOT NULL DEFAULT false,
+    copy_started_at timestamptz,
+    longest_lock_ms int8 NOT NULL DEFAULT 0,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (table_schema, table_name)
+)";
+
+/// One connection's worth of migration.
+#[derive(Debug)]
+pub struct Migrator {
+    client: Client,
+    pub settings: ExecSettings,
+}
+
+/// The progress row of one migration.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MigrationStatus {
+    pub table: String,
+    pub key: String,
+    pub phase: String,
+    pub rows_moved: i64,
+    pub rows_total: Option<i64>,
+    /// Rows copied per second since the split began.
+    pub rate_rows_per_s: Option<f64>,
+    /// The longest a swap or cutover step took, retries included (ms).
+    pub longest_lock_ms: i64,
+    pub old_partition: String,
+}
+
+fn lock_key(table: &QualifiedName) -> String {
+    format!("migrate:{}", table.quoted())
+}
+
+impl Migrator {
+    pub async fn connect(opts: &ConnectOptions, settings: ExecSettings) -> Result<Self, MigrateError> {
+        let client = opts.connect().await?;
+        catalog::prepare_session(&client).await?;
+        Ok(Migrator { client, settings })
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    async fn lock(&self, table: &QualifiedName) -> Result<(), MigrateError> {
+        self.client.execute("SELECT pg_advisory_lock($1, hashtext($2))", &[&LOCK_CLASS, &lock_key(table)]).await?;
+        Ok(())
+    }
+
+    async fn unlock<T>(&self, table: &QualifiedName, result: Result<T, MigrateError>) -> Result<T, MigrateError> {
+        let unlocked = self.client.execute("SELECT pg_advisory_unlock($1, hashtext($2))", &[&LOCK_CLASS, &lock_key(table)]).await;
+        let v = result?;
+        unlocked?;
+        Ok(v)
+    }
+
+    async fn ensure_schema(&self) -> Result<(), MigrateError> {
+        schema::ensure(&self.client).await?;
+        self.client.batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock({LOCK_CLASS}, 1); {MIGRATIONS_DDL}; COMMIT")).await?;
+        Ok(())
+    }
+
+    /// The progress row, if any (and if the chute schema has the table).
+    async fn row(&self, table: &QualifiedName) -> Result<Option<tokio_postgres::Row>, MigrateError> {
+        let exists: bool = self.client.query_one("SELECT to_regclass('chute.migrations') IS NOT NULL", &[]).await?.get(0);
+        if !exists {
+            return Ok(None);
+        }
+        let sql = format!(
+            "SELECT phase, hi, split_from, copied_to, copy_done, rows_moved, rows_total, key, longest_lock_ms,
+                    extract(epoch FROM (updated_at - copy_started_at))::float8
+             FROM chute.migrations WHERE {}",
+            migration_filter(table)
+        );
+        Ok(self.client.query_opt(&sql, &[]).await?)
+    }
+
+    /// Resolves the table's schema, so names and progress rows agree.
+    async fn resolve(&self, table: &QualifiedName) -> Result<QualifiedName, MigrateError> {
+        if table.schema.is_some() {
+            return Ok(table.clone());
+        }
+        if let Some(info) = catalog::table_info(&self.client, table).await? {
+            return Ok(info.name);
+        }
+        let schema: Option<String> = self.client.query_one("SELECT current_schema()::text", &[]).await?.get(0);
+        Ok(QualifiedName::new(schema.unwrap_or_else(|| "public".into()), table.name.clone()))
+    }
+
+    /// Checks preconditions and plans (and unless `dry_run` runs) everything
+    /// up to the swap and the policy. Returns the plan.
+    pub async fn migrate(&mut self, mut req: MigrateRequest, now: i64, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
+        let table = self.resolve(&req.policy.parent).await?;
+        req.policy.parent = table.clone();
+        self.lock(&table).await?;
+        let result = self.migrate_locked(req, now, report).await;
+        self.unlock(&table, result).await
+    }
+
+    async fn migrate_locked(&mut self, mut req: MigrateRequest, now: i64, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
+        let table = req.policy.parent.clone();
+        let names = Names::new(&table)?;
+        let info = catalog::require_table(&self.client, &table).await?;
+        let row = self.row(&table).await?;
+        let phase: Option<String> = row.as_ref().map(|r| r.get(0));
+        if info.relkind == 'p' && matches!(phase.as_deref(), Some("swapped" | "copying" | "done")) {
+            // Swapped already (maybe killed before the policy was stored).
+            let ty = catalog::column_type(&self.client, info.oid, &req.policy.key).await?.unwrap_or_default();
+            req.policy.key_type = key_type(&ty, &req.policy.key)?;
+            req.policy.validate().map_err(|e| MigrateError::Refused(e.to_string()))?;
+            let mut plan = Plan::default();
+            plan.push(
+                StepKind::Migrate { table: table.clone(), phase: "policy".into() },
+                format!("store the policy of {table} for chute partition maintain"),
+                vec![chute_core::partman::planner::store_config_sql(&req.policy)],
+                true,
+            );
+            plan.notes.push(format!("{table} is swapped already; move its old rows with: chute migrate {table} --split"));
+            if !req.dry_run {
+                exec::run_plan(&mut self.client, &plan, self.settings, report).await?;
+            }
+            return Ok(plan);
+        }
+        let facts = facts::read(&self.client, &info, &req.policy.key).await?;
+        let mut facts = facts;
+        facts.unique.retain(|(n, _)| *n != names.pk_index);
+        let problems = migrate::check(&facts, &req.policy.key, req.extend_primary_key);
+        if !problems.is_empty() {
+            return Err(MigrateError::Preconditions { table: table.to_string(), problems });
+        }
+        let ty = facts.key_type.clone().unwrap_or_default();
+        req.policy.key_type = key_type(&ty, &req.policy.key)?;
+        req.policy.validate().map_err(|e| MigrateError::Refused(e.to_string()))?;
+        let stored_hi: Option<i64> = match (&row, phase.as_deref()) {
+            (Some(r), Some("prepare")) => Some(r.get(1)),
+            _ => None,
+        };
+        let hi = match stored_hi {
+            Some(h) => h,
+            None => {
+                let expr = catalog::key_as_i64(&req.policy, &format!("max({})", req.policy.key_sql()));
+                let max: Option<i64> = self.client.query_one(&format!("SELECT {expr} FROM {}", table.quoted()), &[]).await?.get(0);
+                mplan::upper_bound(&req.policy, max, now)?
+            }
+        };
+        let progress = facts::progress(&self.client, &names).await?;
+        let plan = mplan::plan_swap(&req.policy, &facts, &names, progress, req.extend_primary_key, hi)?;
+        if req.dry_run {
+            return Ok(plan);
+        }
+        self.ensure_schema().await?;
+        if stored_hi.is_none() {
+            self.client
+                .execute(
+                    "INSERT INTO chute.migrations (table_schema, table_name, key, hi) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (table_schema, table_name) DO UPDATE SET key = EXCLUDED.key, hi = EXCLUDED.hi, phase = 'prepare',
+                       split_from = NULL, rows_total = NULL, rows_moved = 0, copied_to = NULL, copy_done = false, copy_started_at = NULL,
+                       longest_lock_ms = 0, started_at = now(), updated_at = now()",
+                    &[&table.schema.clone().unwrap_or_default(), &table.name, &req.policy.key, &hi],
+                )
+                .await?;
+        }
+        self.run_timed(&table, &plan, report).await?;
+        Ok(plan)
+    }
+
+    /// Runs a plan, recording how long each swap or cutover step took.
+    async fn run_timed(&mut self, table: &QualifiedName, plan: &Plan, report: StepReporter<'_>) -> Result<(), MigrateError> {
+        let mut longest = Duration::ZERO;
+        let mut began = Instant::now();
+        let result = exec::run_plan(&mut self.client, plan, self.settings, |i, step, e| {
+            match e {
+                StepEvent::Started => began = Instant::now(),
+                StepEvent::Done if matches!(&step.kind, StepKind::Migrate { phase, .. } if phase == "swap" || phase == "cutover") => {
+                    longest = longest.max(began.elapsed())
+                }
+                _ => {}
+            }
+            report(i, step, e)
+        })
+        .await;
+        if longest > Duration::ZERO {
+            let ms = longest.as_millis() as i64;
+            self.client
+                .execute(
+                    &format!(
+                        "UPDATE chute.migrations SET longest_lock_ms = greatest(longest_lock_ms, $1) WHERE {}",
+                        migration_filter(table)
+                    ),
+                    &[&ms],
+                )
+                .await?;
+        }
+        Ok(result?)
+    }
+
+    /// Moves the old partition's rows into interval partitions (see the
+    /// module doc of `chute_core::migrate`). Returns every plan it ran (or,
+    /// with `dry_run`, would run; the copy shown as its first batch).
+    pub async fn split(&mut self, mut req: SplitRequest, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
+        req.table = self.resolve(&req.table).await?;
+        let table = req.table.clone();
+        self.lock(&table).await?;
+        let result = self.split_locked(req, report).await;
+        self.unlock(&table, result).await
+    }
+
+    async fn split_locked(&mut self, req: SplitRequest, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
+        let table = req.table.clone();
+        let names = Names::new(&table)?;
+        let row = self.row(&table).await?.ok_or_else(|| {
+            MigrateError::Refused(format!("{table} has no migration: run chute migrate {table} --key COLUMN --interval INTERVAL first"))
+        })?;
+        let phase: String = row.get(0);
+        let hi: i64 = row.get(1);
+        match phase.as_str() {
+            "prepare" => {
+                return Err(MigrateError::Refused(format!(
+                    "{table} is not swapped yet: run chute migrate {table} --key COLUMN --interval INTERVAL again to finish the swap"
+                )));
+            }
+            "done" => {
+                return Err(MigrateError::Refused(format!("{table} is split already: its old rows are in interval partitions")));
+            }
+            _ => {}
+        }
+        let policy = self.policy(&table).await?;
+        let mut all = Plan::default();
+        let key_expr = |e: &str| catalog::key_as_i64(&policy, e);
+        let split_from: i64 = match row.get::<_, Option<i64>>(2) {
+            Some(f) if phase == "copying" => f,
+            _ => {
+                let min = facts::key_aggregate(&self.client, &names.old, &key_expr(&format!("min({})", policy.key_sql()))).await?;
+                min.unwrap_or(hi)
+            }
+        };
+        let leaves = mplan::split_leaves(&policy, split_from, hi)?;
+        if phase == "swapped" {
+            let info = catalog::require_table(&self.client, &table).await?;
+            let parent = facts::read(&self.client, &info, &policy.key).await?;
+            let id_cols = migrate::identity_columns(&parent, &policy.key);
+            let setup = mplan::plan_split_setup(&policy, &names, &leaves, &id_cols, &info.grants)?;
+            if !req.dry_run {
+                let total: i64 = self.client.query_one(&format!("SELECT count(*) FROM {}", names.old.quoted()), &[]).await?.get(0);
+                self.client
+                    .execute(
+                        &format!(
+                            "UPDATE chute.migrations SET split_from = $1, rows_total = $2, rows_moved = 0, copied_to = NULL, copy_started_at = now() WHERE {}",
+                            migration_filter(&table)
+                        ),
+                        &[&split_from, &total],
+                    )
+                    .await?;
+                self.run_timed(&table, &setup, report).await?;
+            }
+            all.extend(setup);
+        }
+        let mut cursor: Option<i64> = row.get(3);
+        let mut copy_done: bool = row.get(4);
+        if phase == "swapped" {
+            cursor = None;
+            copy_done = false;
+        }
+        let key = policy.key_sql();
+        while !copy_done {
+            let started = Instant::now();
+            let from_cond = match cursor {
+                Some(c) => format!("WHERE {key} >= {}", policy.key_type.literal(c).map_err(PlanError::from)?),
+                None => String::new(),
+            };
+            let next: Option<i64> = if req.dry_run {
+                None
+            } else {
+                let sql = format!("SELECT {} FROM {} {from_cond} ORDER BY {key} OFFSET $1 LIMIT 1", key_expr(&key), names.old.quoted());
+                self.client.query_opt(&sql, &[&req.batch_rows]).await?.map(|r| r.get(0))
+            };
+            let to = next.map(|n| match cursor {
+                Some(c) if n <= c => c + 1,
+                _ => n,
+            });
+            let batch = mplan::plan_copy_batch(&policy, &names, cursor, to)?;
+            if req.dry_run {
+                all.extend(batch);
+                all.notes.push(format!("the copy runs in batches of {} rows by {}, resumable after each", req.batch_rows, policy.key));
+                break;
+            }
+            exec::run_plan(&mut self.client, &batch, self.settings, &mut *report).await?;
+            if all.steps.iter().all(|s| !matches!(&s.kind, StepKind::Migrate { phase, .. } if phase == "copy")) {
+                all.extend(batch);
+            }
+            cursor = to;
+            copy_done = to.is_none();
+            if let Some(rate) = req.rows_per_s
+                && rate > 0.0
+            {
+                let want = Duration::from_secs_f64(req.batch_rows as f64 / rate);
+                if let Some(rest) = want.checked_sub(started.elapsed()) {
+                    tokio::time::sleep(rest).await;
+                }
+            }
+        }
+        let cutover = mplan::plan_cutover(&policy, &names, &leaves, req.keep_old)?;
+        if !req.dry_run {
+            self.run_timed(&table, &cutover, report).await?;
+        }
+        all.extend(cutover);
+        Ok(all)
+    }
+
+    async fn policy(&self, table: &QualifiedName) -> Result<Policy, MigrateError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT policy::text FROM chute.partition_config WHERE parent_schema = $1 AND parent_table = $2",
+                &[&table.schema.clone().unwrap_or_default(), &table.name],
+            )
+            .await?
+            .ok_or_else(|| {
+                MigrateError::Refused(format!("{table} has no stored policy: run chute migrate {table} --key … --interval … again"))
+            })?;
+        serde_json::from_str(row.get(0)).map_err(|e| MigrateError::Refused(format!("the stored policy of {table} cannot be read: {e}")))
+    }
+
+    /// `chute migrate --status TABLE`.
+    pub async fn status(&self, table: &QualifiedName) -> Result<MigrationStatus, MigrateError> {
+        let table = self.resolve(table).await?;
+        let row = self.row(&table).await?.ok_or_else(|| {
+            MigrateError::Refused(format!(
+                "{table} has no migration: start one with chute migrate {table} --key COLUMN --interval INTERVAL"
+            ))
+        })?;
+        let moved: i64 = row.get(5);
+        let secs: Option<f64> = row.get(9);
+        Ok(MigrationStatus {
+            table: table.to_string(),
+            key: row.get(7),
+            phase: row.get(0),
+            rows_moved: moved,
+            rows_total: row.get(6),
+            rate_rows_per_s: secs.filter(|s| *s > 0.0).map(|s| moved as f64 / s),
+            longest_lock_ms: row.get(8),
+            old_partition: Names::new(&table)?.old.to_string(),
+        })
+    }
+}
+
+fn key_type(ty: &str, key: &str) -> Result<chute_core::partman::KeyType, MigrateError> {
+    chute_core::partman::KeyType::from_sql(ty).ok_or_else(|| {
+        MigrateError::Refused(format!(
+            "the key {key:?} is {ty}; chute partitions on timestamptz, timestamp, date, smallint, integer or bigint"
+        ))
+    })
+}
+
+/// The leaves a split of `table` creates, for tests and `--status`.
+pub fn leaves(policy: &Policy, from: i64, hi: i64) -> Result<Vec<Leaf>, MigrateError> {
+    Ok(mplan::split_leaves(policy, from, hi)?)
+}
