@@ -21,6 +21,8 @@ mod r#gen;
 mod load;
 #[path = "cli/local.rs"]
 mod local;
+#[path = "cli/migrate.rs"]
+mod migrate;
 #[path = "cli/partition.rs"]
 mod partition;
 #[path = "cli/readme.rs"]
