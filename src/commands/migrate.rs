@@ -79,6 +79,7 @@ pub async fn run(conn: &ConnArgs, a: MigrateArgs) -> anyhow::Result<Outcome> {
             eprintln!("chute: {e}");
             return Ok(Outcome::Error);
         }
+        Err(e @ MigrateError::Aborted { .. }) => return Err(e.into()),
         Err(e) => {
             if !a.dry_run {
                 eprintln!(

@@ -325,3 +325,45 @@ async fn kill_9_at_random_moments_then_rerun_completes() {
     assert_eq!(v["phase"], "done", "{status}");
     println!("killed {killed} runs; writer retried {} times", log.retried);
 }
+
+#[tokio::test]
+async fn a_failure_before_the_swap_leaves_the_table_as_it_was() {
+    let db = shared().fresh_db("cli_migrate_abort").await;
+    let url = db.url();
+    let c = db.client().await;
+    c.batch_execute(
+        "CREATE TABLE ev (id bigint, time timestamptz NOT NULL, v int, PRIMARY KEY (id, time));
+         INSERT INTO ev SELECT i, now() - i * interval '1 min', i FROM generate_series(1, 1000) i",
+    )
+    .await
+    .unwrap();
+    // A long reader: the CHECK needs a lock it never gets.
+    let mut blocker = db.client().await;
+    let tx = blocker.transaction().await.unwrap();
+    tx.query("SELECT count(*) FROM ev", &[]).await.unwrap();
+    let (_, err) = run_expect(
+        chute().args(["--url", &url, "migrate", "ev", "--key", "time", "--interval", "1d", "--lock-timeout", "100ms", "--retry-for", "1s"]),
+        2,
+    );
+    tx.rollback().await.unwrap();
+    assert!(err.contains("could not get its locks"), "{err}");
+    assert!(err.contains("the table is as it was before the migration: removed: the new parent public.ev_chute_new"), "{err}");
+    let row = c
+        .query_one(
+            "SELECT (SELECT relkind::text FROM pg_class WHERE oid = 'ev'::regclass), to_regclass('ev_chute_new') IS NULL,
+                    (SELECT count(*) FROM pg_constraint WHERE conrelid = 'ev'::regclass), (SELECT count(*) FROM ev),
+                    (SELECT count(*) FROM chute.migrations)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "r");
+    assert!(row.get::<_, bool>(1));
+    assert_eq!(row.get::<_, i64>(2), 1, "only the primary key");
+    assert_eq!(row.get::<_, i64>(3), 1000);
+    assert_eq!(row.get::<_, i64>(4), 0);
+    // Without the reader it works.
+    run_expect(chute().args(["--url", &url, "migrate", "ev", "--key", "time", "--interval", "1d"]), 0);
+    let kind: String = c.query_one("SELECT relkind::text FROM pg_class WHERE oid = 'ev'::regclass", &[]).await.unwrap().get(0);
+    assert_eq!(kind, "p");
+}

@@ -330,3 +330,51 @@ pub fn plan_cutover(policy: &Policy, names: &Names, leaves: &[Leaf], keep_old: b
     );
     Ok(plan)
 }
+
+/// After a failure before the swap: remove what the migration created, one
+/// step each (a step that cannot get its lock leaves the rest to the others),
+/// so the table is as it was. `progress` is what the catalog shows.
+pub fn plan_abort(names: &Names, progress: Progress) -> Plan {
+    let t = names.table.quoted();
+    let mut plan = Plan::default();
+    if progress.new_parent_exists {
+        step(
+            &mut plan,
+            &names.table,
+            "abort",
+            format!("drop the new parent {}", names.new_parent),
+            vec![format!("DROP TABLE {}", names.new_parent.quoted())],
+            true,
+        );
+    }
+    if progress.range_check.is_some() {
+        step(
+            &mut plan,
+            &names.table,
+            "abort",
+            format!("drop the CHECK {} on {}", names.range_check, names.table),
+            vec![format!("ALTER TABLE {t} DROP CONSTRAINT {}", quote_ident(&names.range_check))],
+            true,
+        );
+    }
+    if progress.pk_constraint {
+        step(
+            &mut plan,
+            &names.table,
+            "abort",
+            format!("drop the unique constraint {} (and its index) on {}", names.pk_index, names.table),
+            vec![format!("ALTER TABLE {t} DROP CONSTRAINT {}", quote_ident(&names.pk_index))],
+            true,
+        );
+    } else if progress.pk_index.is_some() {
+        step(
+            &mut plan,
+            &names.table,
+            "abort",
+            format!("drop the index {}", names.pk_index),
+            vec![format!("DROP INDEX CONCURRENTLY IF EXISTS {}", names.table.with_name(names.pk_index.clone()).quoted())],
+            false,
+        );
+    }
+    plan
+}

@@ -42,6 +42,8 @@ pub enum MigrateError {
     Sql(String),
     #[error("{0}")]
     Refused(String),
+    #[error("{cause}\nthe table is as it was before the migration: {report}")]
+    Aborted { cause: Box<MigrateError>, report: String },
     #[error("{} cannot be migrated yet:\n{}", .table, .problems.iter().map(|p| format!("  - {}\n    fix: {}", p.what, p.fix)).collect::<Vec<_>>().join("\n"))]
     Preconditions { table: String, problems: Vec<Problem> },
 }
@@ -247,8 +249,40 @@ impl Migrator {
                 )
                 .await?;
         }
-        self.run_timed(&table, &plan, report).await?;
+        if let Err(e) = self.run_timed(&table, &plan, &mut *report).await {
+            let swapped = self.row(&table).await.ok().flatten().is_some_and(|r| r.get::<_, String>(0) != "prepare");
+            if swapped {
+                return Err(e);
+            }
+            return Err(self.abort(&names, e).await);
+        }
         Ok(plan)
+    }
+
+    /// A failure before the swap: removes what this migration created and
+    /// says exactly what was removed and what (if anything) is left.
+    async fn abort(&mut self, names: &Names, cause: MigrateError) -> MigrateError {
+        let progress = match facts::progress(&self.client, names).await {
+            Ok(p) => p,
+            Err(e) => return MigrateError::Aborted { cause: Box::new(cause), report: format!("cannot read what was created: {e}") },
+        };
+        let plan = mplan::plan_abort(names, progress);
+        let mut lines = Vec::new();
+        for step in &plan.steps {
+            let one = Plan { steps: vec![step.clone()], notes: vec![] };
+            match exec::run_plan(&mut self.client, &one, self.settings, exec::quiet).await {
+                Ok(()) => lines.push(format!("removed: {}", step.description.trim_start_matches("drop "))),
+                Err(e) => lines.push(format!("NOT removed ({e}): run by hand: {}", step.sql.join("; "))),
+            }
+        }
+        let _ = self
+            .client
+            .batch_execute(&format!("DELETE FROM chute.migrations WHERE {} AND phase = 'prepare'", migration_filter(&names.table)))
+            .await;
+        if lines.is_empty() {
+            lines.push("nothing had been created".into());
+        }
+        MigrateError::Aborted { cause: Box::new(cause), report: lines.join("; ") }
     }
 
     /// Runs a plan, recording how long each swap or cutover step took.
