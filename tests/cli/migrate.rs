@@ -50,6 +50,7 @@ async fn refuses_a_primary_key_without_the_key_then_extends_it_and_dry_run_chang
     let url = db.url();
     let c = db.client().await;
     make_orders(&c, 5_000).await;
+    c.batch_execute("CREATE VIEW busy AS SELECT id, status FROM orders WHERE status > 0").await.unwrap();
     c.batch_execute("CREATE TABLE plain_null (time timestamptz, v int)").await.unwrap();
 
     let (_, err) = run_expect(chute().args(["--url", &url, "migrate", "plain_null", "--key", "time", "--interval", "1d"]), 2);
@@ -97,6 +98,16 @@ async fn refuses_a_primary_key_without_the_key_then_extends_it_and_dry_run_chang
     assert!(row.get::<_, bool>(5));
     assert_eq!(row.get::<_, i64>(6), 1);
     assert_eq!(row.get::<_, Option<String>>(7).as_deref(), Some("public.orders_id_seq"), "the serial sequence moved with the table");
+    let view_on_parent: bool = c
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+                            WHERE r.ev_class = 'busy'::regclass AND d.refobjid = 'orders'::regclass)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(view_on_parent, "the dependent view reads the new parent");
     // The same command again only stores the policy again.
     run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d", "--extend-primary-key"]), 0);
     let (status, _) = run_expect(chute().args(["--url", &url, "migrate", "--status", "orders", "--json"]), 0);

@@ -18,7 +18,9 @@
 //! 4. One transaction under `lock_timeout`, retried: rename the old table to
 //!    `T_chute_old`, the new parent to `T`, attach the old table for
 //!    `[MINVALUE, hi)` (implied by the validated CHECK and NOT NULL: no scan),
-//!    hand serial sequences over, create the partitions from `hi` on.
+//!    hand serial sequences over, point dependent views at the new parent
+//!    (`CREATE OR REPLACE VIEW` with the same definition), create the
+//!    partitions from `hi` on.
 //! 5. The policy is stored for `chute partition maintain`.
 //!
 //! # The split: shadow leaves, a sync trigger, one catalog-only cutover
@@ -73,7 +75,9 @@ pub struct Facts {
     pub plain_indexes: Vec<String>,
     /// Foreign keys of other tables that point here: "constraint on table".
     pub referencing_fks: Vec<String>,
-    pub views: Vec<String>,
+    /// Views that select from the table: name and `pg_get_viewdef` text,
+    /// recreated in the swap so they read the new parent.
+    pub views: Vec<(String, String)>,
     pub matviews: Vec<String>,
     pub triggers: Vec<String>,
     pub publications: Vec<String>,
@@ -190,12 +194,6 @@ pub fn check(facts: &Facts, key: &str, extend_primary_key: bool) -> Vec<Problem>
             format!("the foreign key {fk} points at {}", facts.table),
             "drop it (ALTER TABLE … DROP CONSTRAINT), migrate, then add it back against the new primary key with NOT VALID and VALIDATE it"
                 .into(),
-        );
-    }
-    for v in &facts.views {
-        p(
-            format!("the view {v} depends on {}", facts.table),
-            format!("save its definition (pg_get_viewdef('{v}')), drop it, migrate, and create it again"),
         );
     }
     for v in &facts.matviews {

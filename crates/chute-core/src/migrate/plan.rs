@@ -156,6 +156,9 @@ pub fn plan_swap(
     for (seq, col) in &facts.owned_sequences {
         sql.push(format!("ALTER SEQUENCE {} OWNED BY {t}.{}", seq.quoted(), quote_ident(col)));
     }
+    for (view, def) in &facts.views {
+        sql.push(format!("CREATE OR REPLACE VIEW {view} AS {}", def.trim_end().trim_end_matches(';')));
+    }
     let tz = policy.zone()?;
     let mut starts = vec![hi];
     for _ in 1..policy.premake.max(1) {

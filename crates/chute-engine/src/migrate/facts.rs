@@ -59,11 +59,11 @@ pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts,
     );
     let dependents = |kind: &'static str| {
         format!(
-            "SELECT DISTINCT v.oid::regclass::text FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+            "SELECT DISTINCT v.oid::regclass::text, pg_get_viewdef(v.oid) FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
              JOIN pg_class v ON v.oid = r.ev_class WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = $1 AND v.oid <> $1 AND v.relkind = '{kind}'"
         )
     };
-    let views = strings(client.query(&dependents("v"), &[&oid]).await?);
+    let views = client.query(&dependents("v"), &[&oid]).await?.into_iter().map(|r| (r.get(0), r.get(1))).collect();
     let matviews = strings(client.query(&dependents("m"), &[&oid]).await?);
     let triggers = strings(client.query("SELECT tgname::text FROM pg_trigger WHERE tgrelid = $1 AND NOT tgisinternal", &[&oid]).await?);
     let publications = strings(
