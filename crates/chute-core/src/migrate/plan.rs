@@ -381,3 +381,7 @@ pub fn plan_abort(names: &Names, progress: Progress) -> Plan {
     }
     plan
 }
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
