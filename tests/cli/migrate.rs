@@ -108,6 +108,15 @@ async fn refuses_a_primary_key_without_the_key_then_extends_it_and_dry_run_chang
         .unwrap()
         .get(0);
     assert!(view_on_parent, "the dependent view reads the new parent");
+    let before: String = c.query_one(CATALOG_HASH, &[]).await.unwrap().get(0);
+    let (plan, _) = run_expect(chute().args(["--url", &url, "migrate", "orders", "--split", "--dry-run"]), 0);
+    assert!(plan.contains("CREATE TRIGGER chute_sync AFTER INSERT OR UPDATE OR DELETE ON \"public\".\"orders_chute_old\""), "{plan}");
+    assert!(
+        plan.contains("FOR SHARE ON CONFLICT DO NOTHING") && plan.contains("DETACH PARTITION \"public\".\"orders_chute_old\""),
+        "{plan}"
+    );
+    let after: String = c.query_one(CATALOG_HASH, &[]).await.unwrap().get(0);
+    assert_eq!(before, after, "--split --dry-run changed the catalog");
     // The same command again only stores the policy again.
     run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d", "--extend-primary-key"]), 0);
     let (status, _) = run_expect(chute().args(["--url", &url, "migrate", "--status", "orders", "--json"]), 0);

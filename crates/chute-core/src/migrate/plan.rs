@@ -51,7 +51,7 @@ pub fn plan_swap(
     let key = policy.key_sql();
     let table = &names.table;
     let pk = facts.primary_key.clone().unwrap_or_default();
-    let extend = extend_primary_key && !pk.is_empty() && !pk.iter().any(|c| *c == policy.key);
+    let extend = extend_primary_key && !pk.is_empty() && !pk.contains(&policy.key);
     let mut new_pk: Vec<String> = pk.clone();
     if extend {
         new_pk.push(policy.key.clone());
