@@ -84,6 +84,12 @@ printf '1,first\n2,second\n' > f.csv"#,
         "resume-inputs",
         "chute gen conditions --rows 1000 --seed 3 > big.csv",
     ),
+    (
+        // A live plain table for the `chute migrate` examples.
+        "migrate-tables",
+        r#"sql -c "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, status int)" \
+    -c "INSERT INTO orders (created_at, status) SELECT now() - i * interval '1 hour', 0 FROM generate_series(1, 2000) i""#,
+    ),
 ];
 
 /// Inputs a setup needs that a fresh machine has no tool to make (no `zstd`
