@@ -281,6 +281,18 @@ pub async fn unpartitioned(client: &Client, min_bytes: i64, tables: Option<&[u32
         let t = QualifiedName::new(r.get::<_, String>(0), r.get::<_, String>(1));
         let (bytes, tuples, col, ty, indexed): (i64, i64, String, String, bool) = (r.get(2), r.get(3), r.get(4), r.get(5), r.get(6));
         let interval = if indexed { interval_for(client, &t, &col, bytes).await? } else { "1d" };
+        let (extend, problems) = crate::migrate::preflight(client, &t, &col)
+            .await
+            .map_err(|e| DoctorError::Other(format!("checking whether {t} can be migrated: {e}")))?;
+        let command = format!(
+            "chute migrate {} --key {} --interval {interval}{}",
+            shell_word(&t.to_string()),
+            shell_word(&col),
+            if extend { " --extend-primary-key" } else { "" }
+        );
+        // What migrate would refuse comes first, as the steps to take before the command.
+        let mut fix: Vec<String> = problems.iter().map(|p| format!("first, {}: {}", p.what, p.fix)).collect();
+        fix.push(command);
         out.push(Finding {
             kind: "unpartitioned_table",
             severity: Severity::Warning,
@@ -293,7 +305,7 @@ pub async fn unpartitioned(client: &Client, min_bytes: i64, tables: Option<&[u32
                 "pg_class, pg_attribute",
                 format!("{} with indexes, about {} rows; {col} {ty}{}", human_bytes(bytes), tuples.max(0), if indexed { ", indexed" } else { "" }),
             )],
-            fix: vec![format!("chute migrate {} --key {} --interval {interval}", shell_word(&t.to_string()), shell_word(&col))],
+            fix,
         });
     }
     Ok(out)

@@ -24,6 +24,16 @@ use crate::exec::{self, ExecError, ExecSettings, StepEvent};
 use crate::schema::{self, LOCK_CLASS, SchemaError};
 use crate::{ConnectError, ConnectOptions};
 
+/// What `chute migrate TABLE --key KEY` would refuse on this table today,
+/// and whether it needs `--extend-primary-key`: `chute doctor` suggests the
+/// command only as it would run.
+pub async fn preflight(client: &Client, table: &QualifiedName, key: &str) -> Result<(bool, Vec<Problem>), CatalogError> {
+    let info = catalog::require_table(client, table).await?;
+    let facts = facts::read(client, &info, key).await?;
+    let extend = facts.primary_key.as_ref().is_some_and(|pk| !pk.iter().any(|c| c == key));
+    Ok((extend, migrate::check(&facts, key, extend)))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum MigrateError {
     #[error(transparent)]
