@@ -286,3 +286,9 @@ pub async fn partition_sizes(client: &Client, parts: &[QualifiedName]) -> Result
         .await?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
+
+impl crate::retry::Lost for crate::catalog::CatalogError {
+    fn connection_lost(&self) -> bool {
+        matches!(self, crate::catalog::CatalogError::Sql(e) if crate::retry::connection_lost(e))
+    }
+}

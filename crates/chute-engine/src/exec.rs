@@ -173,3 +173,9 @@ async fn run_alone(client: &mut Client, step: &Step, timeout_ms: u128) -> Result
 
 /// A reporter that reports nothing.
 pub fn quiet(_: usize, _: &Step, _: StepEvent) {}
+
+impl crate::retry::Lost for crate::exec::ExecError {
+    fn connection_lost(&self) -> bool {
+        matches!(self, crate::exec::ExecError::Step { lost: true, .. })
+    }
+}

@@ -426,3 +426,13 @@ fn table_spec(
         .collect();
     TableSpec { name: rel.name.clone(), strategy: key.strategy, key: key.columns.clone(), partitions }
 }
+
+impl crate::retry::Lost for crate::layout::LayoutError {
+    fn connection_lost(&self) -> bool {
+        match self {
+            crate::layout::LayoutError::Sql(e) => crate::retry::connection_lost(e),
+            crate::layout::LayoutError::Catalog(e) => e.connection_lost(),
+            _ => false,
+        }
+    }
+}

@@ -465,3 +465,17 @@ pub struct TableStatus {
     pub policy: Policy,
     pub partitions: Vec<PartitionStatus>,
 }
+
+impl crate::retry::Lost for crate::partman::PartmanError {
+    fn connection_lost(&self) -> bool {
+        use crate::partman::PartmanError as P;
+        match self {
+            P::Connect(e) => e.connection_lost(),
+            P::Catalog(e) => e.connection_lost(),
+            P::Exec(e) => e.connection_lost(),
+            P::Schema(e) => e.connection_lost(),
+            P::Lost(_) => true,
+            _ => false,
+        }
+    }
+}

@@ -122,61 +122,6 @@ impl Lost for crate::ConnectError {
     }
 }
 
-impl Lost for crate::catalog::CatalogError {
-    fn connection_lost(&self) -> bool {
-        matches!(self, crate::catalog::CatalogError::Sql(e) if connection_lost(e))
-    }
-}
-
-impl Lost for crate::layout::LayoutError {
-    fn connection_lost(&self) -> bool {
-        match self {
-            crate::layout::LayoutError::Sql(e) => connection_lost(e),
-            crate::layout::LayoutError::Catalog(e) => e.connection_lost(),
-            _ => false,
-        }
-    }
-}
-
-impl Lost for crate::schema::SchemaError {
-    fn connection_lost(&self) -> bool {
-        matches!(self, crate::schema::SchemaError::Sql(e) if connection_lost(e))
-    }
-}
-
-impl Lost for crate::exec::ExecError {
-    fn connection_lost(&self) -> bool {
-        matches!(self, crate::exec::ExecError::Step { lost: true, .. })
-    }
-}
-
-impl Lost for crate::partman::PartmanError {
-    fn connection_lost(&self) -> bool {
-        use crate::partman::PartmanError as P;
-        match self {
-            P::Connect(e) => e.connection_lost(),
-            P::Catalog(e) => e.connection_lost(),
-            P::Exec(e) => e.connection_lost(),
-            P::Schema(e) => e.connection_lost(),
-            P::Lost(_) => true,
-            _ => false,
-        }
-    }
-}
-
-impl Lost for crate::load::LoadError {
-    fn connection_lost(&self) -> bool {
-        use crate::load::LoadError as L;
-        match self {
-            L::Connect(e) => e.connection_lost(),
-            L::Catalog(e) => e.connection_lost(),
-            L::Partition(e) => e.connection_lost(),
-            L::Lost { .. } => true,
-            _ => false,
-        }
-    }
-}
-
 /// Connects, retrying while the server is unreachable or not accepting
 /// connections yet, for up to `retry_for`; `on_retry` hears of each failure.
 pub async fn connect(

@@ -221,3 +221,16 @@ impl LoadError {
         if crate::retry::connection_lost(e) { LoadError::Lost { context, message } } else { LoadError::Sql { context, message } }
     }
 }
+
+impl crate::retry::Lost for crate::load::LoadError {
+    fn connection_lost(&self) -> bool {
+        use crate::load::LoadError as L;
+        match self {
+            L::Connect(e) => e.connection_lost(),
+            L::Catalog(e) => e.connection_lost(),
+            L::Partition(e) => e.connection_lost(),
+            L::Lost { .. } => true,
+            _ => false,
+        }
+    }
+}
