@@ -199,10 +199,19 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
     let tag_cols: Vec<String> = header.tags.iter().map(|(n, _)| quote_ident(n)).collect();
     let tags_table = QualifiedName::new(schema.clone(), "tags");
     let defs: Vec<String> = header.tags.iter().map(|(n, t)| format!("{} {}", quote_ident(n), tag_sql_type(t))).collect();
+    // NULLS NOT DISTINCT needs PostgreSQL 15; on 14 the tag-set lookup
+    // (IS NOT DISTINCT FROM, under the tags table's advisory lock) alone keeps
+    // one row per tag set.
+    let version: i32 = control
+        .query_one("SELECT current_setting('server_version_num')::int4", &[])
+        .await
+        .map_err(|e| LoadError::sql("reading the server version", &e))?
+        .get(0);
     let ddl = format!(
-        "CREATE TABLE IF NOT EXISTS {} (id serial PRIMARY KEY, {}, UNIQUE NULLS NOT DISTINCT ({}))",
+        "CREATE TABLE IF NOT EXISTS {} (id serial PRIMARY KEY, {}, UNIQUE {}({}))",
         tags_table.quoted(),
         defs.join(", "),
+        if version >= 150000 { "NULLS NOT DISTINCT " } else { "" },
         tag_cols.join(", ")
     );
     control.batch_execute(&ddl).await.map_err(|e| LoadError::sql("creating the tags table", &e))?;
