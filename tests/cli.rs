@@ -7,6 +7,8 @@ mod common;
 mod basics;
 #[path = "cli/bench.rs"]
 mod bench;
+#[path = "cli/conninfo.rs"]
+mod conninfo;
 #[path = "cli/demo.rs"]
 mod demo;
 #[path = "cli/doctor.rs"]

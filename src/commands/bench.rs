@@ -6,6 +6,7 @@ use anyhow::Context;
 use chute_bench::run::{self, BenchProgress, BenchTarget};
 use chute_bench::workload::WorkloadKind;
 use chute_bench::{Cell, CellResult, Layout, Loader, MatrixOptions, Order, scenario};
+use chute_engine::connect::ConnectOptions;
 
 use crate::Outcome;
 use crate::args::{BenchArgs, ConnArgs};
@@ -27,9 +28,13 @@ pub async fn run(conn: &ConnArgs, a: BenchArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     let opts = settings::target(conn)?;
-    // psql gets the user's own --url when there is one: it may hold a
-    // password, which chute never prints.
-    let psql_conninfo = conn.url.clone().unwrap_or_else(|| opts.display_url());
+    // psql gets the user's own --url when there is one, without its
+    // password: that goes in psql's environment, where other users cannot
+    // read it (a command line is public in /proc).
+    let psql_conninfo = match &conn.url {
+        Some(url) => ConnectOptions::conninfo_without_password(url)?,
+        None => opts.display_url(),
+    };
     let target = BenchTarget { options: opts, psql_conninfo };
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("bench-out").join(name));
     eprintln!("chute: bench {name}: {} cells of {} rows on {}", scenario.cells.len(), a.rows, target.options.endpoint_label());

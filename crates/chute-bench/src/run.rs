@@ -41,8 +41,8 @@ const BENCH_TABLE: &str = "bench";
 pub struct BenchTarget {
     pub options: ConnectOptions,
     /// What `psql -d` gets for psql-copy cells: the user's own `--url` when
-    /// given (it may carry a password chute does not show), else a URL for
-    /// the same server.
+    /// given, without its password (psql gets that as `PGPASSWORD` in its
+    /// environment), else a URL for the same server.
     pub psql_conninfo: String,
 }
 
@@ -456,7 +456,11 @@ impl CellContext<'_> {
     async fn psql_copy(&self, cell: &Cell, table: &QualifiedName, path: &Path) -> Result<(), BenchError> {
         let psql = self.psql.ok_or_else(|| BenchError::Setup("psql was not located".into()))?;
         let file = path.display().to_string().replace('\'', "''");
-        let out = tokio::process::Command::new(psql)
+        let mut command = tokio::process::Command::new(psql);
+        if let Some(password) = self.target.options.password_for_child_env() {
+            command.env("PGPASSWORD", password);
+        }
+        let out = command
             .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &self.target.psql_conninfo, "-c"])
             .arg(format!("\\copy {} FROM '{file}' WITH (FORMAT csv)", table.quoted()))
             .stdin(std::process::Stdio::null())

@@ -37,9 +37,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use tokio_postgres::config::{Host, SslMode as PgSslMode};
+use std::net::IpAddr;
+
+use tokio_postgres::config::{ChannelBinding, SslMode as PgSslMode, TargetSessionAttrs};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{Client, Socket};
+
+pub mod conninfo;
+mod params;
+
+pub use conninfo::redact;
 
 /// Where libpq on Debian looks for a server when no host is given.
 pub const DEFAULT_SOCKET_DIR: &str = "/var/run/postgresql";
@@ -64,6 +71,10 @@ const SYSTEM_ROOTS: &str = "system";
 
 /// The environment variables that mean "a server is configured".
 pub const PG_ENV_VARS: &[&str] = &["PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "PGSERVICE"];
+
+/// The socket directory libpq matches `.pgpass` lines as `localhost` for
+/// (its compiled-in default; any other socket path is matched as written).
+const PGPASS_DEFAULT_SOCKET: &str = DEFAULT_SOCKET_DIR;
 
 /// libpq's `sslmode` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -131,10 +142,11 @@ pub enum Endpoint {
 impl Endpoint {
     /// The host name libpq matches `~/.pgpass` lines against: a socket
     /// connection matches `localhost`.
-    fn pgpass_host(&self) -> &str {
+    fn pgpass_host(&self) -> String {
         match self {
-            Endpoint::Tcp(h) => h,
-            Endpoint::Unix(_) => "localhost",
+            Endpoint::Tcp(h) => h.clone(),
+            Endpoint::Unix(p) if p == Path::new(PGPASS_DEFAULT_SOCKET) || p == Path::new("/run/postgresql") => "localhost".into(),
+            Endpoint::Unix(p) => p.display().to_string(),
         }
     }
 }
@@ -153,7 +165,13 @@ impl std::fmt::Display for Endpoint {
 #[derive(Clone)]
 pub struct ConnectOptions {
     pub hosts: Vec<Endpoint>,
+    /// The first host's port; [`ConnectOptions::ports`] has each host's.
     pub port: u16,
+    /// One port per host, in the order of `hosts`.
+    pub ports: Vec<u16>,
+    /// libpq's `hostaddr` per host: the address connected to, while the
+    /// host name is kept for TLS and the password file.
+    hostaddrs: Vec<Option<IpAddr>>,
     pub user: String,
     pub dbname: String,
     password: Option<String>,
@@ -175,15 +193,21 @@ pub struct ConnectOptions {
     home: Option<PathBuf>,
     pub application_name: String,
     pub connect_timeout: Option<Duration>,
-    /// Extra server settings sent at start-up (`options=-c …` / `PGOPTIONS`).
+    /// Extra server settings sent at start-up (`options=-c …` / `PGOPTIONS`,
+    /// and `PGDATESTYLE`, `PGTZ`, `PGGEQO` as libpq sends them).
     pub options: Option<String>,
+    /// Keepalives, timeouts, target_session_attrs, channel_binding.
+    session: Session,
+    /// Why no password came from the password file, when it was ignored.
+    pgpass_note: Option<String>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConnectOptions")
             .field("hosts", &self.hosts)
-            .field("port", &self.port)
+            .field("ports", &self.ports)
+            .field("hostaddrs", &self.hostaddrs)
             .field("user", &self.user)
             .field("dbname", &self.dbname)
             .field("password", &self.password.as_ref().map(|_| "<hidden>"))
@@ -191,6 +215,8 @@ impl std::fmt::Debug for ConnectOptions {
             .field("sslrootcert", &self.sslrootcert)
             .field("sslcert", &self.sslcert)
             .field("sslkey", &self.sslkey)
+            .field("options", &self.options)
+            .field("session", &self.session)
             .finish()
     }
 }
@@ -205,8 +231,8 @@ pub enum ConnectError {
         "password authentication failed for user {user:?} at {endpoint}: set PGPASSWORD, add a line to ~/.pgpass, or put the password in the --url"
     )]
     BadPassword { user: String, endpoint: String },
-    #[error("the server at {endpoint} requires a password for user {user:?} and none was given: set PGPASSWORD or add a line to ~/.pgpass")]
-    NoPassword { user: String, endpoint: String },
+    #[error("the server at {endpoint} requires a password for user {user:?} and none was given: {}", no_password_advice(.note))]
+    NoPassword { user: String, endpoint: String, note: Option<String> },
     #[error("database {dbname:?} does not exist on {endpoint}: create it (createdb {dbname}) or name another with --url or PGDATABASE")]
     NoDatabase { dbname: String, endpoint: String },
     #[error("the server at {endpoint} refused user {user:?}: {message}")]
@@ -277,6 +303,13 @@ pub enum ConnectError {
     ClientCertRefused { endpoint: String, path: String, reason: String, advice: &'static str },
 }
 
+fn no_password_advice(note: &Option<String>) -> String {
+    match note {
+        Some(note) => format!("{note}; or set PGPASSWORD"),
+        None => "set PGPASSWORD or add a line to ~/.pgpass".into(),
+    }
+}
+
 /// A source of environment variables, so resolution is testable without
 /// touching the process environment.
 pub trait Env {
@@ -308,45 +341,59 @@ impl ConnectOptions {
     /// Resolves `url` (a `postgres://` URL or a `key=value` string, or none)
     /// against the environment and the password file, as libpq does.
     pub fn resolve(url: Option<&str>, env: &dyn Env) -> Result<Self, ConnectError> {
-        // tokio-postgres knows only some TLS settings; chute reads them itself.
-        let (rest, tls) = match url {
-            Some(u) => split_tls_params(u),
-            None => (String::new(), Vec::new()),
+        let p = params::Params::gather(url, env)?;
+        let invalid = |msg: String| ConnectError::Invalid(msg);
+        let list = |key: &str| p.value(key).map(|v| v.split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>());
+        let hostaddr_list = list("hostaddr").unwrap_or_default();
+        let mut hosts: Vec<Endpoint> = match list("host") {
+            Some(hs) => hs.iter().enumerate().map(|(i, h)| default_host(h, hostaddr_list.get(i))).collect(),
+            None if !hostaddr_list.is_empty() => hostaddr_list.iter().map(|a| Endpoint::Tcp(a.clone())).collect(),
+            None => vec![default_host("", None)],
         };
-        let tls_param = |k: &str| tls.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
-        let given = match url {
-            Some(u) => tokio_postgres::Config::from_str(&rest).map_err(|e| ConnectError::Invalid(format!("{e} in {:?}", redact(u))))?,
-            None => tokio_postgres::Config::new(),
-        };
-        let mut hosts: Vec<Endpoint> = given
-            .get_hosts()
-            .iter()
-            .map(|h| match h {
-                Host::Tcp(s) => Endpoint::Tcp(s.clone()),
-                Host::Unix(p) => Endpoint::Unix(p.clone()),
-            })
-            .collect();
         if hosts.is_empty() {
-            hosts = match env.var("PGHOST") {
-                Some(list) => list.split(',').map(parse_host).collect(),
-                None if Path::new(DEFAULT_SOCKET_DIR).is_dir() => vec![Endpoint::Unix(DEFAULT_SOCKET_DIR.into())],
-                None => vec![Endpoint::Tcp("localhost".into())],
-            };
+            hosts.push(default_host("", None));
         }
-        let port = match given.get_ports().first() {
-            Some(p) => *p,
-            None => match env.var("PGPORT") {
-                Some(p) => p.parse().map_err(|_| ConnectError::Invalid(format!("PGPORT={p:?} is not a port number")))?,
-                None => DEFAULT_PORT,
-            },
+        let n = hosts.len();
+        let per_host = |key: &str, values: Vec<String>| -> Result<Vec<String>, ConnectError> {
+            match values.len() {
+                1 => Ok(vec![values[0].clone(); n]),
+                m if m == n => Ok(values),
+                m => Err(invalid(format!(
+                    "{} has {m} entries for {n} hosts: give one, or one per host",
+                    p.get(key).map_or(key.to_owned(), |(_, o)| o.name(key))
+                ))),
+            }
         };
-        let user = given.get_user().map(str::to_owned).or_else(|| env.var("PGUSER")).unwrap_or_else(os_user_name);
-        let dbname = given.get_dbname().map(str::to_owned).or_else(|| env.var("PGDATABASE")).unwrap_or_else(|| user.clone());
-        let sslrootcert = tls_param("sslrootcert").or_else(|| env.var("PGSSLROOTCERT")).map(PathBuf::from);
+        let ports = per_host("port", list("port").unwrap_or_else(|| vec![String::new()]))?
+            .iter()
+            .map(|s| match s.as_str() {
+                "" => Ok(DEFAULT_PORT),
+                s => s.parse::<u16>().map_err(|_| {
+                    invalid(format!("{}={s:?} is not a port number", p.get("port").map_or("port".into(), |(_, o)| o.name("port"))))
+                }),
+            })
+            .collect::<Result<Vec<u16>, _>>()?;
+        let hostaddrs = if hostaddr_list.is_empty() {
+            vec![None; n]
+        } else {
+            per_host("hostaddr", hostaddr_list)?
+                .iter()
+                .map(|a| match a.as_str() {
+                    "" => Ok(None),
+                    a => a
+                        .parse::<IpAddr>()
+                        .map(Some)
+                        .map_err(|_| invalid(format!("hostaddr {a:?} is not an IP address (host names go in host=)"))),
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        let user = p.value("user").unwrap_or_else(os_user_name);
+        let dbname = p.value("dbname").unwrap_or_else(|| user.clone());
+        let sslrootcert = p.value("sslrootcert").map(PathBuf::from);
         // libpq: the system's roots are trusted for verify-full only, which
         // is then the default; a weaker mode, even from PGSSLMODE, is an error.
         let system_roots = sslrootcert.as_deref() == Some(Path::new(SYSTEM_ROOTS));
-        let sslmode = match tls_param("sslmode").or_else(|| env.var("PGSSLMODE")) {
+        let sslmode = match p.value("sslmode") {
             Some(m) => match m.parse()? {
                 SslMode::VerifyFull => SslMode::VerifyFull,
                 mode if system_roots => return Err(ConnectError::WeakModeWithSystemRoots { mode }),
@@ -355,20 +402,31 @@ impl ConnectOptions {
             None if system_roots => SslMode::VerifyFull,
             None => SslMode::Prefer,
         };
-        let sslcert = tls_param("sslcert").or_else(|| env.var("PGSSLCERT")).map(PathBuf::from);
-        let sslkey = tls_param("sslkey").or_else(|| env.var("PGSSLKEY")).map(PathBuf::from);
+        let sslcert = p.value("sslcert").map(PathBuf::from);
+        let sslkey = p.value("sslkey").map(PathBuf::from);
         let ssl_cert_file = env.var("SSL_CERT_FILE").map(PathBuf::from);
         let application_name =
-            given.get_application_name().map(str::to_owned).or_else(|| env.var("PGAPPNAME")).unwrap_or_else(|| "chute".into());
-        let connect_timeout = given
-            .get_connect_timeout()
-            .copied()
-            .or_else(|| env.var("PGCONNECT_TIMEOUT").and_then(|s| s.parse::<u64>().ok()).filter(|s| *s > 0).map(Duration::from_secs));
-        let options = given.get_options().map(str::to_owned).or_else(|| env.var("PGOPTIONS"));
+            p.value("application_name").or_else(|| p.value("fallback_application_name")).unwrap_or_else(|| "chute".into());
+        let connect_timeout = p.seconds("connect_timeout")?.filter(|s| *s > 0).map(|s| Duration::from_secs(s.max(2)));
+        // libpq sends PGDATESTYLE, PGTZ and PGGEQO as session settings at
+        // start-up; the options parameter carries them here.
+        let mut options = p.value("options");
+        for (var, setting) in params::SESSION_ENV {
+            if let Some(v) = env.var(var) {
+                let set = format!("-c {setting}={}", params::options_escape(&v));
+                options = Some(match options {
+                    Some(o) => format!("{set} {o}"),
+                    None => set,
+                });
+            }
+        }
+        let session = Session::from_params(&p)?;
         let home = env.var("HOME").map(PathBuf::from);
         let mut opts = ConnectOptions {
             hosts,
-            port,
+            port: ports[0],
+            ports,
+            hostaddrs,
             user,
             dbname,
             password: None,
@@ -381,13 +439,24 @@ impl ConnectOptions {
             application_name,
             connect_timeout,
             options,
+            session,
+            pgpass_note: None,
         };
-        opts.password = match given.get_password() {
-            Some(p) => Some(String::from_utf8_lossy(p).into_owned()),
-            None => env.var("PGPASSWORD").or_else(|| {
-                let file = env.var("PGPASSFILE").map(PathBuf::from).or_else(|| home_dir().map(|h| h.join(".pgpass")))?;
-                pgpass_lookup(&file, &opts)
-            }),
+        opts.password = match p.value("password") {
+            Some(pw) => Some(pw),
+            None => {
+                let file = p.value("passfile").map(PathBuf::from).or_else(|| home_dir().map(|h| h.join(".pgpass")));
+                match file {
+                    Some(file) => match pgpass_read(&file, &opts) {
+                        Ok(pw) => pw,
+                        Err(note) => {
+                            opts.pgpass_note = Some(note);
+                            None
+                        }
+                    },
+                    None => None,
+                }
+            }
         };
         Ok(opts)
     }
@@ -398,6 +467,8 @@ impl ConnectOptions {
         ConnectOptions {
             hosts: vec![Endpoint::Unix(socket_dir.to_owned())],
             port,
+            ports: vec![port],
+            hostaddrs: vec![None],
             user: user.to_owned(),
             dbname: dbname.to_owned(),
             password: None,
@@ -410,6 +481,8 @@ impl ConnectOptions {
             application_name: "chute".into(),
             connect_timeout: None,
             options: None,
+            session: Session::default(),
+            pgpass_note: None,
         }
     }
 
@@ -422,6 +495,19 @@ impl ConnectOptions {
         self.password.is_some()
     }
 
+    /// The password, only to hand to a child process (psql) in its
+    /// environment as `PGPASSWORD`, never on its command line.
+    pub fn password_for_child_env(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// `conn` (the user's `--url`) as a key=value string for another
+    /// libpq program, its password left out (pass it with
+    /// [`ConnectOptions::password_for_child_env`]).
+    pub fn conninfo_without_password(conn: &str) -> Result<String, ConnectError> {
+        conninfo::parse(conn).map(|p| conninfo::to_key_values_without_secrets(&p)).map_err(|e| ConnectError::Invalid(e.0))
+    }
+
     /// A URL that reaches the same server, with the password left out (a
     /// password from the environment or `~/.pgpass` is found again there).
     pub fn display_url(&self) -> String {
@@ -430,17 +516,22 @@ impl ConnectOptions {
         let tcp: Vec<&str> = self.hosts.iter().filter_map(|h| if let Endpoint::Tcp(t) = h { Some(t.as_str()) } else { None }).collect();
         url.push_str(&percent_encode(&self.user));
         url.push('@');
+        let ports: Vec<u16> = (0..self.hosts.len()).map(|i| self.port_of(i)).collect();
         if tcp.len() == self.hosts.len() {
-            url.push_str(&tcp.join(","));
-            if self.port != DEFAULT_PORT {
-                url.push_str(&format!(":{}", self.port));
-            }
+            let hosts: Vec<String> = tcp
+                .iter()
+                .zip(&ports)
+                .map(|(h, p)| {
+                    let h = if h.contains(':') { format!("[{h}]") } else { percent_encode(h) };
+                    if *p == DEFAULT_PORT { h } else { format!("{h}:{p}") }
+                })
+                .collect();
+            url.push_str(&hosts.join(","));
         } else {
-            for h in &self.hosts {
-                query.push(format!("host={}", percent_encode(&h.to_string()).replace("%2F", "/")));
-            }
-            if self.port != DEFAULT_PORT {
-                query.push(format!("port={}", self.port));
+            let hosts: Vec<String> = self.hosts.iter().map(|h| percent_encode(&h.to_string()).replace("%2F", "/")).collect();
+            query.push(format!("host={}", hosts.join(",")));
+            if ports.iter().any(|p| *p != DEFAULT_PORT) {
+                query.push(format!("port={}", ports.iter().map(u16::to_string).collect::<Vec<_>>().join(",")));
             }
         }
         url.push('/');
@@ -464,14 +555,15 @@ impl ConnectOptions {
 
     /// `host:port` or the socket path, for messages.
     pub fn endpoint_label(&self) -> String {
-        let hosts: Vec<String> = self.hosts.iter().map(|h| self.label(h)).collect();
+        let hosts: Vec<String> = (0..self.hosts.len()).map(|i| self.label(i)).collect();
         hosts.join(",")
     }
 
-    fn label(&self, host: &Endpoint) -> String {
-        match host {
-            Endpoint::Tcp(t) => format!("{t}:{}", self.port),
-            Endpoint::Unix(p) => format!("{}/.s.PGSQL.{}", p.display(), self.port),
+    fn label(&self, host: usize) -> String {
+        let port = self.port_of(host);
+        match &self.hosts[host] {
+            Endpoint::Tcp(t) => format!("{t}:{port}"),
+            Endpoint::Unix(p) => format!("{}/.s.PGSQL.{port}", p.display()),
         }
     }
 
@@ -480,8 +572,8 @@ impl ConnectOptions {
     /// each host with its own TLS decision and brings the TLS connector.
     pub fn to_config(&self) -> tokio_postgres::Config {
         let mut c = self.config_without_hosts();
-        for h in &self.hosts {
-            add_host(&mut c, h);
+        for i in 0..self.hosts.len() {
+            self.add_host(&mut c, i);
         }
         c.ssl_mode(match self.sslmode {
             SslMode::Disable | SslMode::Allow => PgSslMode::Disable,
@@ -493,7 +585,7 @@ impl ConnectOptions {
 
     fn config_without_hosts(&self) -> tokio_postgres::Config {
         let mut c = tokio_postgres::Config::new();
-        c.port(self.port).user(&self.user).dbname(&self.dbname).application_name(&self.application_name);
+        c.user(&self.user).dbname(&self.dbname).application_name(&self.application_name);
         if let Some(p) = &self.password {
             c.password(p);
         }
@@ -503,7 +595,25 @@ impl ConnectOptions {
         if let Some(o) = &self.options {
             c.options(o);
         }
+        self.session.apply(&mut c);
         c
+    }
+
+    /// The port of host `i` (`port=1,2` gives each host its own).
+    fn port_of(&self, i: usize) -> u16 {
+        self.ports.get(i).copied().unwrap_or(self.port)
+    }
+
+    /// Host `i` with its port and `hostaddr` into `config`.
+    fn add_host(&self, config: &mut tokio_postgres::Config, i: usize) {
+        match &self.hosts[i] {
+            Endpoint::Tcp(t) => config.host(t),
+            Endpoint::Unix(p) => config.host_path(p),
+        };
+        config.port(self.port_of(i));
+        if let (Some(Some(addr)), Endpoint::Tcp(_)) = (self.hostaddrs.get(i), &self.hosts[i]) {
+            config.hostaddr(*addr);
+        }
     }
 
     /// Opens a connection; its driver task runs on the current tokio runtime
@@ -511,8 +621,8 @@ impl ConnectOptions {
     /// order and the last one's failure is reported, as libpq does.
     pub async fn connect(&self) -> Result<Client, ConnectError> {
         let mut failure = ConnectError::Invalid("no host to connect to: name one with --url or PGHOST".into());
-        for host in &self.hosts {
-            let attempt = match host {
+        for (host, endpoint) in self.hosts.iter().enumerate() {
+            let attempt = match endpoint {
                 // The server never offers TLS on a socket; libpq does not ask.
                 Endpoint::Unix(_) => self.plain(host).await.map_err(|f| self.explain_failure(host, f)),
                 Endpoint::Tcp(_) => self.connect_tcp(host).await,
@@ -528,7 +638,7 @@ impl ConnectOptions {
     /// One TCP host, with libpq's order of attempts for the sslmode. When a
     /// second attempt fails too, the TLS attempt's failure is reported: that
     /// is the one that says what to fix.
-    async fn connect_tcp(&self, host: &Endpoint) -> Result<Client, ConnectError> {
+    async fn connect_tcp(&self, host: usize) -> Result<Client, ConnectError> {
         match self.sslmode {
             SslMode::Disable => self.plain(host).await.map_err(|f| self.explain_failure(host, f)),
             // libpq's allow retries with TLS when the server refuses the
@@ -550,13 +660,13 @@ impl ConnectOptions {
         }
     }
 
-    async fn plain(&self, host: &Endpoint) -> Result<Client, Failure> {
+    async fn plain(&self, host: usize) -> Result<Client, Failure> {
         self.attempt(host, PgSslMode::Disable, tokio_postgres::NoTls).await.map_err(Failure::Plain)
     }
 
     /// A TLS attempt: `Require` insists on TLS, `Prefer` goes on without it
     /// when the server says no.
-    async fn encrypted(&self, host: &Endpoint, mode: PgSslMode) -> Result<Client, Failure> {
+    async fn encrypted(&self, host: usize, mode: PgSslMode) -> Result<Client, Failure> {
         let (connector, client_cert) = self.tls_connector().map_err(Failure::Setup)?;
         let stage = Arc::new(AtomicU8::new(Stage::Connecting as u8));
         let tracked = tls::Tracked { inner: connector, stage: stage.clone() };
@@ -568,7 +678,7 @@ impl ConnectOptions {
         })
     }
 
-    async fn attempt<T>(&self, host: &Endpoint, mode: PgSslMode, tls: T) -> Result<Client, tokio_postgres::Error>
+    async fn attempt<T>(&self, host: usize, mode: PgSslMode, tls: T) -> Result<Client, tokio_postgres::Error>
     where
         T: MakeTlsConnect<Socket> + Send,
         T::Stream: Send + 'static,
@@ -576,7 +686,7 @@ impl ConnectOptions {
         <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
     {
         let mut config = self.config_without_hosts();
-        add_host(&mut config, host);
+        self.add_host(&mut config, host);
         config.ssl_mode(mode);
         let (client, connection) = config.connect(tls).await?;
         tokio::spawn(async move {
@@ -726,7 +836,7 @@ impl ConnectOptions {
     }
 
     /// Turns a failed attempt on `host` into one line that says what to do.
-    fn explain_failure(&self, host: &Endpoint, failure: Failure) -> ConnectError {
+    fn explain_failure(&self, host: usize, failure: Failure) -> ConnectError {
         let (error, stage, tls_required, client_cert) = match failure {
             Failure::Setup(e) => return e,
             Failure::Plain(error) => return self.explain_at(self.label(host), error),
@@ -790,18 +900,92 @@ impl ConnectOptions {
         // The one branch on message text: tokio-postgres reports a server that
         // asks for a password we do not have as a config error with no kind
         // or SQLSTATE to test, so its message is all there is.
-        if e.to_string().contains("password missing") {
-            return ConnectError::NoPassword { user: self.user.clone(), endpoint };
+        if innermost(&e).contains("password missing") {
+            return ConnectError::NoPassword { user: self.user.clone(), endpoint, note: self.pgpass_note.clone() };
         }
         ConnectError::Unreachable { endpoint, reason: innermost(&e) }
     }
 }
 
-fn add_host(config: &mut tokio_postgres::Config, host: &Endpoint) {
-    match host {
-        Endpoint::Tcp(t) => config.host(t),
-        Endpoint::Unix(p) => config.host_path(p),
-    };
+/// How far libpq's TCP-level settings were given: keepalives, the user
+/// timeout, the session a host must offer and channel binding.
+#[derive(Debug, Clone)]
+struct Session {
+    keepalives: bool,
+    keepalives_idle: Option<Duration>,
+    keepalives_interval: Option<Duration>,
+    keepalives_count: Option<u32>,
+    tcp_user_timeout: Option<Duration>,
+    target_session_attrs: TargetSessionAttrs,
+    channel_binding: ChannelBinding,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session {
+            keepalives: true,
+            keepalives_idle: None,
+            keepalives_interval: None,
+            keepalives_count: None,
+            tcp_user_timeout: None,
+            target_session_attrs: TargetSessionAttrs::Any,
+            channel_binding: ChannelBinding::Prefer,
+        }
+    }
+}
+
+impl Session {
+    fn from_params(p: &params::Params) -> Result<Session, ConnectError> {
+        let secs =
+            |key: &str| -> Result<Option<Duration>, ConnectError> { Ok(p.seconds(key)?.filter(|s| *s > 0).map(Duration::from_secs)) };
+        Ok(Session {
+            keepalives: p.number::<i64>("keepalives")?.is_none_or(|k| k != 0),
+            keepalives_idle: secs("keepalives_idle")?,
+            keepalives_interval: secs("keepalives_interval")?,
+            keepalives_count: p.number::<u32>("keepalives_count")?.filter(|c| *c > 0),
+            // libpq's tcp_user_timeout is in milliseconds.
+            tcp_user_timeout: p.number::<u64>("tcp_user_timeout")?.filter(|t| *t > 0).map(Duration::from_millis),
+            target_session_attrs: match p.value("target_session_attrs").map(|v| v.to_ascii_lowercase()).as_deref() {
+                Some("read-write") => TargetSessionAttrs::ReadWrite,
+                Some("read-only") => TargetSessionAttrs::ReadOnly,
+                _ => TargetSessionAttrs::Any,
+            },
+            channel_binding: match p.value("channel_binding").map(|v| v.to_ascii_lowercase()).as_deref() {
+                Some("disable") => ChannelBinding::Disable,
+                Some("require") => ChannelBinding::Require,
+                _ => ChannelBinding::Prefer,
+            },
+        })
+    }
+
+    fn apply(&self, c: &mut tokio_postgres::Config) {
+        c.keepalives(self.keepalives).target_session_attrs(self.target_session_attrs).channel_binding(self.channel_binding);
+        if let Some(d) = self.keepalives_idle {
+            c.keepalives_idle(d);
+        }
+        if let Some(d) = self.keepalives_interval {
+            c.keepalives_interval(d);
+        }
+        if let Some(n) = self.keepalives_count {
+            c.keepalives_retries(n);
+        }
+        if let Some(d) = self.tcp_user_timeout {
+            c.tcp_user_timeout(d);
+        }
+    }
+}
+
+/// libpq's host for an empty `host` entry: the `hostaddr` if there is one,
+/// else the default socket directory, else localhost.
+fn default_host(h: &str, hostaddr: Option<&String>) -> Endpoint {
+    if !h.is_empty() {
+        return parse_host(h);
+    }
+    match hostaddr.filter(|a| !a.is_empty()) {
+        Some(a) => Endpoint::Tcp(a.clone()),
+        None if Path::new(DEFAULT_SOCKET_DIR).is_dir() => Endpoint::Unix(DEFAULT_SOCKET_DIR.into()),
+        None => Endpoint::Tcp("localhost".into()),
+    }
 }
 
 /// The most specific message in an error's chain.
@@ -885,60 +1069,6 @@ fn parse_host(h: &str) -> Endpoint {
     if h.starts_with('/') { Endpoint::Unix(PathBuf::from(h)) } else { Endpoint::Tcp(h.to_owned()) }
 }
 
-/// The TLS parameters chute handles itself (tokio-postgres rejects the
-/// verify modes), taken out of a URL's query or a key=value string.
-/// `sslpassword` is taken out and left unused: libpq ignores it for a key
-/// that is not encrypted, and an encrypted key is refused with its own error
-/// (tokio-postgres would refuse the string, showing the password).
-const TLS_KEYS: &[&str] = &["sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword"];
-
-fn split_tls_params(conn: &str) -> (String, Vec<(String, String)>) {
-    let mut found = Vec::new();
-    let mut take = |kv: &str| -> bool {
-        match kv.split_once('=') {
-            Some((k, v)) if TLS_KEYS.contains(&k.trim()) => {
-                found.push((k.trim().to_owned(), v.trim().trim_matches('\'').to_owned()));
-                true
-            }
-            _ => false,
-        }
-    };
-    if conn.contains("://") {
-        let Some((base, query)) = conn.split_once('?') else { return (conn.to_owned(), found) };
-        let kept: Vec<&str> = query.split('&').filter(|kv| !take(kv)).collect();
-        let rest = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
-        // URL values are percent-encoded (a path with a space, say).
-        (rest, found.into_iter().map(|(k, v)| (k, percent_decode(&v))).collect())
-    } else {
-        let kept: Vec<&str> = conn.split_whitespace().filter(|kv| !take(kv)).collect();
-        (kept.join(" "), found)
-    }
-}
-
-/// Hides passwords in a URL or key=value string before it is shown: the
-/// URL's user information, and `password` and `sslpassword` parameters.
-pub fn redact(conn: &str) -> String {
-    let hide = |kv: &str| match kv.split_once('=') {
-        Some((key, _)) if matches!(key.trim(), "password" | "sslpassword") => format!("{key}=<hidden>"),
-        _ => kv.to_owned(),
-    };
-    if let Some(scheme_end) = conn.find("://") {
-        let rest = &conn[scheme_end + 3..];
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let mut url = conn.to_owned();
-        if let Some(at) = rest[..authority_end].rfind('@')
-            && let Some(colon) = rest[..at].find(':')
-        {
-            url = format!("{}{}:<hidden>{}", &conn[..scheme_end + 3], &rest[..colon], &rest[at..]);
-        }
-        if let Some((base, query)) = url.split_once('?') {
-            url = format!("{base}?{}", query.split('&').map(hide).collect::<Vec<_>>().join("&"));
-        }
-        return url;
-    }
-    conn.split_whitespace().map(hide).collect::<Vec<_>>().join(" ")
-}
-
 fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
@@ -949,27 +1079,6 @@ fn percent_encode(s: &str) -> String {
         }
     }
     out
-}
-
-/// Undoes `%XX` escapes; a malformed escape is kept as written.
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn home_dir() -> Option<PathBuf> {
@@ -996,16 +1105,27 @@ pub fn os_user_name() -> String {
 /// database and user match (`*` matches anything; `\:` and `\\` escape).
 /// Like libpq, a file readable by group or others is ignored.
 pub fn pgpass_lookup(file: &Path, opts: &ConnectOptions) -> Option<String> {
+    pgpass_read(file, opts).ok().flatten()
+}
+
+/// [`pgpass_lookup`], saying why a file that exists was not read.
+fn pgpass_read(file: &Path, opts: &ConnectOptions) -> Result<Option<String>, String> {
     use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(file).ok()?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        eprintln!("chute: warning: password file {} has group or world access; ignoring it (chmod 0600 it)", file.display());
-        return None;
+    let Ok(meta) = std::fs::metadata(file) else { return Ok(None) };
+    if !meta.is_file() {
+        return Err(format!("the password file {} is not a plain file, so it was not read", file.display()));
     }
-    let text = std::fs::read_to_string(file).ok()?;
-    let port = opts.port.to_string();
-    for host in &opts.hosts {
-        let want = [host.pgpass_host(), port.as_str(), opts.dbname.as_str(), opts.user.as_str()];
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "the password file {} was ignored because group or others may read it (run chmod 0600 {})",
+            file.display(),
+            file.display()
+        ));
+    }
+    let Ok(text) = std::fs::read_to_string(file) else { return Ok(None) };
+    for (i, host) in opts.hosts.iter().enumerate() {
+        let (host, port) = (host.pgpass_host(), opts.port_of(i).to_string());
+        let want = [host.as_str(), port.as_str(), opts.dbname.as_str(), opts.user.as_str()];
         for line in text.lines() {
             if line.trim_start().starts_with('#') || line.trim().is_empty() {
                 continue;
@@ -1015,11 +1135,11 @@ pub fn pgpass_lookup(file: &Path, opts: &ConnectOptions) -> Option<String> {
                 continue;
             }
             if want.iter().zip(&fields).all(|(w, f)| f == "*" || f == w) {
-                return Some(fields[4].clone());
+                return Ok(Some(fields[4].clone()));
             }
         }
     }
-    None
+    Ok(None)
 }
 
 fn split_pgpass_line(line: &str) -> Vec<String> {
@@ -1470,8 +1590,11 @@ mod tests {
         std::fs::write(&file, "# comment\nother:*:*:*:nope\nlocalhost:5432:*:alice:a\\:b\\\\c\n*:*:*:*:fallback\n").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
         let env: [(&str, &str); 0] = [];
-        let mut o = ConnectOptions::resolve(Some("host=/tmp user=alice dbname=x"), &env).unwrap();
+        let mut o = ConnectOptions::resolve(Some("host=/var/run/postgresql user=alice dbname=x"), &env).unwrap();
         assert_eq!(pgpass_lookup(&file, &o).as_deref(), Some("a:b\\c"));
+        // A socket directory other than libpq's default is matched as written.
+        let other = ConnectOptions::resolve(Some("host=/tmp user=alice dbname=x"), &env).unwrap();
+        assert_eq!(pgpass_lookup(&file, &other).as_deref(), Some("fallback"));
         o.user = "carol".into();
         assert_eq!(pgpass_lookup(&file, &o).as_deref(), Some("fallback"));
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
