@@ -23,6 +23,8 @@ mod r#gen;
 mod load;
 #[path = "cli/local.rs"]
 mod local;
+#[path = "cli/maintainer.rs"]
+mod maintainer;
 #[path = "cli/migrate.rs"]
 mod migrate;
 #[path = "cli/partition.rs"]

@@ -536,7 +536,7 @@ pub fn plan_create(policy: &Policy, existing: &Existing, snap: &Snapshot, now: i
             check_length(&old_name)?;
             let old = policy.parent.with_name(old_name.clone());
             let mut sql = vec![format!("LOCK TABLE {parent} IN ACCESS EXCLUSIVE MODE")];
-            sql.push(format!("DO $chute$ BEGIN IF EXISTS (SELECT 1 FROM {parent}) THEN RAISE EXCEPTION 'table {} gained rows; nothing was changed'; END IF; END $chute$", policy.parent.to_string().replace('\'', "''")));
+            sql.push(empty_check(&parent, &policy.parent.to_string()));
             for (seq, _) in owned_sequences {
                 sql.push(format!("ALTER SEQUENCE {} OWNED BY NONE", seq.quoted()));
             }
@@ -592,3 +592,17 @@ pub fn plan_undo(parent: &QualifiedName, owned_sequences: &[(QualifiedName, Stri
 #[cfg(test)]
 #[path = "planner_tests.rs"]
 mod tests;
+
+/// A statement that fails, naming the table, when `parent` has rows. The
+/// message goes through `RAISE … USING MESSAGE`, where `%` is plain text,
+/// and the body's dollar quote is a tag the body does not contain, so no
+/// table name can end it early.
+pub(crate) fn empty_check(parent_sql: &str, shown: &str) -> String {
+    let message = format!("table {shown} gained rows; nothing was changed").replace('\'', "''");
+    let body = format!(" BEGIN IF EXISTS (SELECT 1 FROM {parent_sql}) THEN RAISE EXCEPTION USING MESSAGE = '{message}'; END IF; END ");
+    let mut tag = String::from("chute");
+    while body.contains(&format!("${tag}$")) {
+        tag.push('_');
+    }
+    format!("DO ${tag}${body}${tag}$")
+}

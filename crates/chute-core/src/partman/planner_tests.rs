@@ -348,3 +348,11 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn no_table_name_ends_the_empty_check_body() {
+    let sql = empty_check("\"we$chute$ird%\"", "we$chute$ird%");
+    let tag = sql[3..].split_whitespace().next().unwrap();
+    assert!(sql.ends_with(tag) && sql.matches(tag).count() == 2, "{sql}");
+    assert!(sql.contains("USING MESSAGE"), "{sql}");
+}
