@@ -91,7 +91,17 @@ impl PartitionManager {
         let plan = planner::plan_create(&policy, &existing, &snap, now)?;
         if !dry_run {
             schema::ensure(&self.client).await?;
-            exec::run_plan(&mut self.client, &plan, self.settings, report).await?;
+            // An existing table is changed under the lock maintain, just in
+            // time creation and undo take; a new one has no oid to lock yet,
+            // and nothing else can act on it before it exists.
+            match catalog::table_info(&self.client, &policy.parent).await? {
+                Some(info) => {
+                    self.lock(&info).await?;
+                    let result = exec::run_plan(&mut self.client, &plan, self.settings, report).await.map_err(PartmanError::from);
+                    self.unlock(&info, result).await?;
+                }
+                None => exec::run_plan(&mut self.client, &plan, self.settings, report).await?,
+            }
         }
         Ok((policy, plan))
     }
@@ -317,10 +327,46 @@ impl PartitionManager {
     }
 
     /// Takes the table's advisory lock: a session lock, because `DETACH …
-    /// CONCURRENTLY` cannot run inside a transaction. Waits for other holders.
+    /// CONCURRENTLY` cannot run inside a transaction. Waits for another
+    /// holder at most `retry_for`, then names it: an unbounded wait let a
+    /// maintainer stuck behind a long query stall every loader.
     async fn lock(&self, info: &TableInfo) -> Result<(), PartmanError> {
-        self.client.execute("SELECT pg_advisory_lock($1, $2)", &[&LOCK_CLASS, &(info.oid as i32)]).await?;
-        Ok(())
+        let key = (LOCK_CLASS, info.oid as i32);
+        let deadline = std::time::Instant::now() + self.settings.retry_for;
+        let mut pause = std::time::Duration::from_millis(20);
+        loop {
+            let got: bool = self.client.query_one("SELECT pg_try_advisory_lock($1, $2)", &[&key.0, &key.1]).await?.get(0);
+            if got {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(PartmanError::Refused(format!(
+                    "{} is being changed by another session ({}) that still holds chute's lock on it after {:?}: wait for it to finish, or end it with SELECT pg_terminate_backend(pid), then run this again (--retry-for waits longer)",
+                    info.name,
+                    self.lock_holder(key).await,
+                    self.settings.retry_for
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(500));
+        }
+    }
+
+    /// The session holding the advisory lock `key`: pid and application_name.
+    async fn lock_holder(&self, key: (i32, i32)) -> String {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT l.pid, coalesce(a.application_name, '') FROM pg_catalog.pg_locks l \
+                 LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid \
+                 WHERE l.locktype = 'advisory' AND l.granted AND l.classid = ($1::int4::int8 & 4294967295)::oid AND l.objid = ($2::int4::int8 & 4294967295)::oid AND l.objsubid = 2",
+                &[&key.0, &key.1],
+            )
+            .await;
+        match row {
+            Ok(Some(r)) => format!("pid {}, application_name {:?}", r.get::<_, i32>(0), r.get::<_, String>(1)),
+            _ => "it left before it could be named".into(),
+        }
     }
 
     /// Releases the lock and passes `result` on (its error first).
