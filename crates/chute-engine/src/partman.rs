@@ -14,6 +14,7 @@ use tokio_postgres::Client;
 
 use crate::catalog::{self, CatalogError, TableInfo};
 use crate::exec::{self, ExecError, ExecSettings, StepEvent};
+use crate::retention;
 use crate::schema::{self, LOCK_CLASS, SchemaError};
 use crate::{ConnectError, ConnectOptions};
 
@@ -270,11 +271,44 @@ impl PartitionManager {
         dry_run: bool,
         report: StepReporter<'_>,
     ) -> Result<Plan, PartmanError> {
-        let snap = catalog::snapshot(&self.client, info, policy, now).await?;
-        let plan = planner::plan_maintain(policy, &snap, now)?;
         if !dry_run {
-            exec::run_plan(&mut self.client, &plan, self.settings, report).await?;
+            retention::ensure_table(&self.client).await?;
         }
+        // What an interrupted run detached but did not drop or move yet.
+        let mut done = retention::leftovers(&self.client, policy).await?;
+        let mut plan = self.plan_maintain(info, policy, now).await?;
+        if dry_run {
+            done.steps.append(&mut plan.steps);
+            done.notes.append(&mut plan.notes);
+            return Ok(done);
+        }
+        exec::run_plan(&mut self.client, &done, self.settings, &mut *report).await?;
+        // A DETACH … CONCURRENTLY whose second phase hit lock_timeout leaves
+        // the partition detach-pending, and its retry is refused (55000):
+        // plan again, which finishes it with FINALIZE, in this same run.
+        let mut replans = 0;
+        loop {
+            match exec::run_plan(&mut self.client, &plan, self.settings, &mut *report).await {
+                Ok(()) => break,
+                Err(e) if e.sqlstate() == Some("55000") && replans < 3 => {
+                    replans += 1;
+                    done.steps.append(&mut plan.steps);
+                    plan = self.plan_maintain(info, policy, now).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        done.steps.append(&mut plan.steps);
+        done.notes.append(&mut plan.notes);
+        Ok(done)
+    }
+
+    /// The maintenance plan for the table as it is now, its retention
+    /// steps recorded so that a kill between them is completed next run.
+    async fn plan_maintain(&self, info: &TableInfo, policy: &Policy, now: i64) -> Result<Plan, PartmanError> {
+        let snap = catalog::snapshot(&self.client, info, policy, now).await?;
+        let mut plan = planner::plan_maintain(policy, &snap, now)?;
+        retention::decorate(&mut plan, policy);
         Ok(plan)
     }
 
