@@ -112,6 +112,17 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
             };
             signal.store(code as u8, std::sync::atomic::Ordering::SeqCst);
             cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+            // Still listening: a second signal stops at once. What is not
+            // committed rolls back with the connections, and the journal
+            // lets a rerun load it.
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = super::partition::sigterm() => {}
+            }
+            eprintln!(
+                "chute: second signal; stopping now without waiting for batches in flight (run the same command again to load the rest)"
+            );
+            std::process::exit(code as i32);
         })
     };
     let report = load::run(spec, &mut reporter).await;

@@ -183,30 +183,70 @@ async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Re
     let every = a.every.as_deref().map(parse_duration).transpose().context("--every")?;
     anyhow::ensure!(!(every.is_some() && a.plan.now.is_some()), "--now and --every do not go together");
     let named: Vec<QualifiedName> = a.tables.iter().map(|t| table_name(t)).collect::<anyhow::Result<_>>()?;
+    // Listening from the start to the end of the run: a signal during a
+    // pass ends it cleanly (the table being changed finishes, or its lock
+    // wait ends), then chute exits 130 or 143.
+    let stop = Stop::listen();
     let mut mgr = PartitionManager::connect(opts, settings).await?;
+    mgr.set_cancel(stop.flag.clone());
     loop {
-        let failed = maintain_once(&mut mgr, &named, &a).await?;
+        let failed = maintain_once(&mut mgr, &named, &a, &stop).await?;
+        if let Some(outcome) = stop.outcome("maintenance stopped") {
+            return Ok(outcome);
+        }
         let Some(pause) = every else {
             return Ok(if failed > 0 { Outcome::Error } else { Outcome::Ok });
         };
         if !a.plan.json {
             eprintln!("chute: next maintenance in {}", humanize(pause));
         }
+        let mut changed = stop.changed.clone();
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
-            _ = tokio::signal::ctrl_c() => {
-                eprintln!("chute: interrupted; maintenance stopped between runs");
-                return Ok(Outcome::Interrupted);
-            }
-            _ = sigterm() => {
-                eprintln!("chute: terminated; maintenance stopped between runs");
-                return Ok(Outcome::Terminated);
-            }
+            _ = changed.changed() => {}
+        }
+        if let Some(outcome) = stop.outcome("maintenance stopped between runs") {
+            return Ok(outcome);
         }
         // A long-running daemon outlives connections: reconnect when needed.
         if mgr.client().is_closed() {
             mgr = PartitionManager::connect(opts, settings).await?;
+            mgr.set_cancel(stop.flag.clone());
         }
+    }
+}
+
+/// SIGINT and SIGTERM, listened for by one task for the whole run.
+struct Stop {
+    /// Set on the first signal; the partition manager reads it too.
+    flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The signal's outcome (Interrupted or Terminated), once one came.
+    changed: tokio::sync::watch::Receiver<Option<Outcome>>,
+}
+
+impl Stop {
+    fn listen() -> Stop {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, changed) = tokio::sync::watch::channel(None);
+        let set = flag.clone();
+        tokio::spawn(async move {
+            let outcome = tokio::select! {
+                _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
+                _ = sigterm() => Outcome::Terminated,
+            };
+            set.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = tx.send(Some(outcome));
+            // Stay registered, so a later signal is not the default (kill).
+            std::future::pending::<()>().await;
+        });
+        Stop { flag, changed }
+    }
+
+    fn outcome(&self, what: &str) -> Option<Outcome> {
+        let outcome = (*self.changed.borrow())?;
+        let how = if outcome == Outcome::Terminated { "terminated" } else { "interrupted" };
+        eprintln!("chute: {how}; {what}");
+        Some(outcome)
     }
 }
 
@@ -232,7 +272,12 @@ fn humanize(d: Duration) -> String {
 
 /// One pass over the tables; returns how many failed (each failure is
 /// reported, and the other tables are still maintained).
-async fn maintain_once(mgr: &mut PartitionManager, named: &[QualifiedName], a: &PartitionMaintainArgs) -> anyhow::Result<usize> {
+async fn maintain_once(
+    mgr: &mut PartitionManager,
+    named: &[QualifiedName],
+    a: &PartitionMaintainArgs,
+    stop: &Stop,
+) -> anyhow::Result<usize> {
     let now = now_micros(&a.plan.now)?;
     let tables: Vec<QualifiedName> =
         if named.is_empty() { mgr.policies().await?.into_iter().map(|p| p.parent).collect() } else { named.to_vec() };
@@ -241,6 +286,9 @@ async fn maintain_once(mgr: &mut PartitionManager, named: &[QualifiedName], a: &
     }
     let mut failed = 0;
     for t in &tables {
+        if stop.flag.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
         match mgr.maintain(t, now, a.plan.dry_run, &mut step_printer(a.plan.json)).await {
             Ok(plan) => {
                 report_plan(t, &plan, a.plan.dry_run, a.plan.json);

@@ -156,3 +156,102 @@ async fn a_detach_left_pending_by_lock_timeout_is_finalized_in_the_same_run() {
     let pending: i64 = c.query_one("SELECT count(*) FROM pg_inherits WHERE inhdetachpending", &[]).await.unwrap().get(0);
     assert_eq!(pending, 0);
 }
+
+/// Waits up to `limit` for `child` to exit; kills it (and fails) otherwise.
+fn exit_within(child: &mut std::process::Child, limit: std::time::Duration, what: &str) -> std::process::Output {
+    let began = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if began.elapsed() > limit {
+            child.kill().unwrap();
+            panic!("{what}: still running {limit:?} after the signal");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut out = std::process::Output { status: child.wait().unwrap(), stdout: vec![], stderr: vec![] };
+    use std::io::Read;
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_end(&mut out.stderr).unwrap();
+    }
+    out
+}
+
+/// A SIGTERM that arrives during a pass (here, while it waits for a
+/// table's lock) ends the pass and the run with 143.
+#[tokio::test]
+async fn maintain_every_hears_sigterm_during_a_pass() {
+    let db = shared().fresh_db("cli_every_sigterm").await;
+    let url = db.url();
+    run_expect(
+        chute().args([
+            "--url",
+            &url,
+            "partition",
+            "create",
+            "m",
+            "--columns",
+            "time timestamptz not null, v int",
+            "--key",
+            "time",
+            "--interval",
+            "1h",
+        ]),
+        0,
+    );
+    let holder = db.client().await;
+    holder.batch_execute("SELECT pg_advisory_lock(1667790196, 'm'::regclass::oid::int8::int4)").await.unwrap();
+    let mut child = chute()
+        .args(["--url", &url, "partition", "maintain", "m", "--every", "1h", "--retry-for", "10min"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The pass is under way: its session waits for the lock.
+    let began = std::time::Instant::now();
+    loop {
+        let waiting: i64 = holder
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'chute' AND datname = current_database()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(began.elapsed() < std::time::Duration::from_secs(30), "maintain never connected");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = exit_within(&mut child, std::time::Duration::from_secs(15), "maintain --every");
+    assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The first Ctrl-C asks a load to stop after its batches in flight; a
+/// second one, while it still waits (here for input that never ends), stops
+/// it at once with 130.
+#[tokio::test]
+async fn a_second_ctrl_c_during_a_load_is_heard() {
+    let db = shared().fresh_db("cli_second_sigint").await;
+    db.client().await.batch_execute("CREATE TABLE t (time timestamptz, v int)").await.unwrap();
+    let mut child = chute()
+        .args(["--url", &db.url(), "load", "t", "-", "--load-id", "second-sigint"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin.write_all(b"2026-11-23 10:00:00+00,1\n").unwrap();
+        stdin.flush().unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    if child.try_wait().unwrap().is_none() {
+        // SAFETY: as above.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    }
+    let out = exit_within(&mut child, std::time::Duration::from_secs(15), "load");
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+}

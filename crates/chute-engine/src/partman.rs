@@ -10,6 +10,9 @@ use chute_core::ident::QualifiedName;
 use chute_core::partman::planner::{self, PlanError};
 use chute_core::partman::policy::PolicyError;
 use chute_core::partman::{Existing, Grants, KeyType, Plan, Policy, Snapshot, Step, TableSource};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tokio_postgres::Client;
 
 use crate::catalog::{self, CatalogError, TableInfo};
@@ -63,6 +66,8 @@ pub struct CreateRequest {
 pub struct PartitionManager {
     client: Client,
     pub settings: ExecSettings,
+    /// Set by the caller on SIGINT/SIGTERM: a wait for a table's lock ends.
+    cancel: Arc<AtomicBool>,
 }
 
 /// Progress of an executing plan, for the CLI.
@@ -72,7 +77,12 @@ impl PartitionManager {
     pub async fn connect(opts: &ConnectOptions, settings: ExecSettings) -> Result<Self, PartmanError> {
         let client = opts.connect().await?;
         catalog::prepare_session(&client).await?;
-        Ok(PartitionManager { client, settings })
+        Ok(PartitionManager { client, settings, cancel: Arc::default() })
+    }
+
+    /// The flag that, once set, ends a wait for a table's lock (a signal).
+    pub fn set_cancel(&mut self, cancel: Arc<AtomicBool>) {
+        self.cancel = cancel;
     }
 
     pub fn client(&self) -> &Client {
@@ -372,6 +382,9 @@ impl PartitionManager {
             let got: bool = self.client.query_one("SELECT pg_try_advisory_lock($1, $2)", &[&key.0, &key.1]).await?.get(0);
             if got {
                 return Ok(());
+            }
+            if self.cancel.load(Ordering::SeqCst) {
+                return Err(PartmanError::Refused(format!("stopped while waiting for the lock on {} (a signal came)", info.name)));
             }
             if std::time::Instant::now() >= deadline {
                 return Err(PartmanError::Refused(format!(
