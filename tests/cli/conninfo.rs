@@ -214,6 +214,10 @@ fn hostaddr_is_connected_to_while_host_names_the_server() {
     let conn = format!("host=db.invalid hostaddr=127.0.0.1 port={} user=postgres dbname=postgres sslmode=disable", server.port());
     let (out, _) = run_expect(chute().args(["--url", &conn, "load", "t", &one_row(dir.path())]), 0);
     assert_eq!(summary_value(&out, "rows loaded"), "1");
+    // PGHOSTADDR is read as libpq reads it.
+    let conn = format!("host=db.invalid port={} user=postgres dbname=postgres sslmode=disable", server.port());
+    let (out, _) = run_expect(chute().env("PGHOSTADDR", "127.0.0.1").args(["--url", &conn, "load", "t", &one_row(dir.path())]), 0);
+    assert_eq!(summary_value(&out, "rows loaded"), "1");
 }
 
 #[test]

@@ -25,7 +25,13 @@ async fn quoted_options_and_session_variables_reach_the_server() {
     let conn = format!(r"{} options = '-c chute.test=my\\ value -c work_mem=7MB'", base());
     let env = [("PGTZ", "America/Sao_Paulo"), ("PGDATESTYLE", "ISO, DMY")];
     let c = ConnectOptions::resolve(Some(&conn), &env).unwrap().connect().await.unwrap();
-    let row = c.query_one("SELECT current_setting('work_mem'), current_setting('TimeZone'), current_setting('DateStyle'), current_setting('chute.test')", &[]).await.unwrap();
+    let row = c
+        .query_one(
+            "SELECT current_setting('work_mem'), current_setting('TimeZone'), current_setting('DateStyle'), current_setting('chute.test')",
+            &[],
+        )
+        .await
+        .unwrap();
     let got: (String, String, String, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
     assert_eq!(got.0, "7MB");
     assert_eq!(got.1, "America/Sao_Paulo");
