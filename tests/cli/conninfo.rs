@@ -144,7 +144,8 @@ async fn parameters_chute_cannot_honour_are_refused_by_name() {
         shared().port(),
         db.name
     );
-    run_expect(chute().args(["--url", &conn, "load", "t", &file]), 2);
+    let (_, err) = run_expect(chute().args(["--url", &conn, "load", "t", &file]), 2);
+    assert!(err.contains("channel_binding=require"), "{err}");
     let n: i64 = db.client().await.query_one("SELECT count(*) FROM t", &[]).await.unwrap().get(0);
     assert_eq!(n, 0, "nothing was loaded through a refused setting");
 }

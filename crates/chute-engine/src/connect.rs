@@ -237,6 +237,10 @@ pub enum ConnectError {
     NoDatabase { dbname: String, endpoint: String },
     #[error("the server at {endpoint} refused user {user:?}: {message}")]
     Refused { user: String, endpoint: String, message: String },
+    #[error(
+        "the server at {endpoint} did not use channel binding, which channel_binding=require demands: it needs TLS (not a unix socket) and SCRAM password authentication; or leave channel_binding out ({reason})"
+    )]
+    NoChannelBinding { endpoint: String, reason: String },
     #[error("could not connect to {endpoint}: {reason}. Is the server running there? Check --url, PGHOST and PGPORT")]
     Unreachable { endpoint: String, reason: String },
     /// The server is starting up, shutting down or out of connection slots
@@ -902,6 +906,11 @@ impl ConnectOptions {
         // or SQLSTATE to test, so its message is all there is.
         if innermost(&e).contains("password missing") {
             return ConnectError::NoPassword { user: self.user.clone(), endpoint, note: self.pgpass_note.clone() };
+        }
+        // The socket worked and the server answered, but not with channel
+        // binding: a setting to change, not a server to wait for.
+        if self.session.channel_binding == ChannelBinding::Require && !tls::has_io_error(&e) {
+            return ConnectError::NoChannelBinding { endpoint, reason: innermost(&e) };
         }
         ConnectError::Unreachable { endpoint, reason: innermost(&e) }
     }
