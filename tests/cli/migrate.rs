@@ -291,6 +291,9 @@ async fn writer_keeps_writing_through_migrate_and_split() {
 
 const MIGRATE: [&str; 9] = ["migrate", "orders", "--key", "time", "--interval", "1d", "--extend-primary-key", "--lock-timeout", "200ms"];
 const SPLIT: [&str; 7] = ["migrate", "orders", "--split", "--batch-rows", "1000", "--lock-timeout", "200ms"];
+/// The killed split runs are paced so that each is still copying when its
+/// kill comes, however fast the machine (60,000 rows take at least 4 s).
+const SPLIT_PACED: [&str; 9] = ["migrate", "orders", "--split", "--batch-rows", "1000", "--lock-timeout", "200ms", "--rows-per-s", "15000"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_at_random_moments_then_rerun_completes() {
@@ -323,7 +326,7 @@ async fn kill_9_at_random_moments_then_rerun_completes() {
     cmd.args(["--url", &url]).args(MIGRATE);
     spawn_blocking_run(cmd).await.unwrap();
     for after in [200, 600, 1200] {
-        killed += kill_at(&SPLIT, after, url.clone()).await as u32;
+        killed += kill_at(&SPLIT_PACED, after, url.clone()).await as u32;
     }
     assert!(killed >= 4, "only {killed} runs were killed before they finished");
     let mut cmd = chute();
