@@ -293,20 +293,29 @@ pub(crate) trait ChunkProcessor: Send + Sync {
 pub(crate) struct Budget {
     used: Mutex<usize>,
     freed: Condvar,
+    /// Parse threads waiting in `acquire`: the coordinator sends what it
+    /// holds when one waits, since a chunk larger than what is left (or than
+    /// the whole budget, which waits for an empty one) would otherwise wait
+    /// for rows nobody sends.
+    waiting: std::sync::atomic::AtomicUsize,
     pub limit: usize,
 }
 
 impl Budget {
     fn new(limit: usize) -> Self {
-        Budget { used: Mutex::new(0), freed: Condvar::new(), limit }
+        Budget { used: Mutex::new(0), freed: Condvar::new(), waiting: Default::default(), limit }
     }
 
     /// Waits until `n` bytes fit (a single request larger than the whole
     /// budget waits for an empty budget instead of forever).
     fn acquire(&self, n: usize, cancel: &AtomicBool) {
         let mut used = self.used.lock().expect("budget lock");
-        while *used > 0 && *used + n > self.limit && !cancel.load(Ordering::Relaxed) {
-            used = self.freed.wait_timeout(used, Duration::from_millis(100)).expect("budget lock").0;
+        if *used > 0 && *used + n > self.limit {
+            self.waiting.fetch_add(1, Ordering::Relaxed);
+            while *used > 0 && *used + n > self.limit && !cancel.load(Ordering::Relaxed) {
+                used = self.freed.wait_timeout(used, Duration::from_millis(100)).expect("budget lock").0;
+            }
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
         }
         *used += n;
     }
@@ -325,6 +334,11 @@ impl Budget {
 
     fn used(&self) -> usize {
         *self.used.lock().expect("budget lock")
+    }
+
+    /// Whether a parse thread waits for room.
+    fn has_waiters(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed) > 0
     }
 }
 
@@ -619,7 +633,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         if (error.is_some() || co.limit_hit) && !cancel.load(Ordering::Relaxed) {
             cancel.store(true, Ordering::Relaxed);
         }
-        if !parsing_done && budget.used() * 4 > budget.limit * 3 {
+        if !parsing_done && (budget.used() * 4 > budget.limit * 3 || budget.has_waiters()) {
             co.flush_largest().await;
         }
         if let Some(age) = spec.flush_every
