@@ -29,6 +29,8 @@ mod maintainer;
 mod migrate;
 #[path = "cli/partition.rs"]
 mod partition;
+#[path = "cli/privileges.rs"]
+mod privileges;
 #[path = "cli/readme.rs"]
 mod readme;
 #[path = "cli/readme_tls.rs"]

@@ -17,12 +17,20 @@ pub enum CatalogError {
     NoTable(String),
     #[error("{table} has no column {column:?}")]
     NoColumn { table: String, column: String },
-    #[error("reading the catalog: {0}")]
-    Sql(#[from] tokio_postgres::Error),
+    #[error("reading the catalog: {}", crate::exec::describe(.0))]
+    /// Not `#[source]`: `describe` already shows the server's message, which a
+    /// printed error chain would repeat.
+    Sql(tokio_postgres::Error),
     #[error("unexpected partition bound {bound:?} on {partition}")]
     Bound { partition: String, bound: String },
     #[error(transparent)]
     Interval(#[from] chute_core::partman::interval::IntervalError),
+}
+
+impl From<tokio_postgres::Error> for CatalogError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        CatalogError::Sql(e)
+    }
 }
 
 /// The relation a name resolves to.

@@ -35,8 +35,10 @@ pub enum LayoutError {
     NoTable(String),
     #[error("{0} is not a partitioned table")]
     NotPartitioned(QualifiedName),
-    #[error("reading the partition layout: {0}")]
-    Sql(#[from] tokio_postgres::Error),
+    #[error("reading the partition layout: {}", crate::exec::describe(.0))]
+    /// Not `#[source]`: `describe` already shows the server's message, which a
+    /// printed error chain would repeat.
+    Sql(tokio_postgres::Error),
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("partition {partition}: {source}")]
@@ -45,6 +47,12 @@ pub enum LayoutError {
     Column { table: QualifiedName, column: String, root: QualifiedName },
     #[error(transparent)]
     Route(#[from] RouteError),
+}
+
+impl From<tokio_postgres::Error> for LayoutError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        LayoutError::Sql(e)
+    }
 }
 
 /// One value's binary wire bytes, whatever its type: what binary COPY carries

@@ -13,6 +13,7 @@ pub mod load;
 pub mod local;
 pub mod migrate;
 pub mod partman;
+mod privilege;
 pub mod retention;
 pub mod retry;
 pub mod schema;

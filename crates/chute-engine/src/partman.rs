@@ -101,6 +101,9 @@ impl PartitionManager {
         let (policy, existing, snap) = self.resolve_create(req, now).await?;
         let plan = planner::plan_create(&policy, &existing, &snap, now)?;
         if !dry_run {
+            if let Some(missing) = crate::privilege::policies_missing(&self.client).await? {
+                return Err(PartmanError::Refused(missing));
+            }
             schema::ensure(&self.client).await?;
             // An existing table is changed under the lock maintain, just in
             // time creation and undo take; a new one has no oid to lock yet,

@@ -11,10 +11,18 @@ pub const SCHEMA_VERSION: i32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
-    #[error("creating the chute schema: {0}")]
-    Sql(#[from] tokio_postgres::Error),
+    #[error("creating the chute schema: {}", crate::exec::describe(.0))]
+    /// Not `#[source]`: `describe` already shows the server's message, which a
+    /// printed error chain would repeat.
+    Sql(tokio_postgres::Error),
     #[error("the chute schema in this database is version {found}, newer than this chute understands ({SCHEMA_VERSION}): upgrade chute")]
     TooNew { found: i32 },
+}
+
+impl From<tokio_postgres::Error> for SchemaError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        SchemaError::Sql(e)
+    }
 }
 
 const BOOTSTRAP: &str = "

@@ -51,6 +51,8 @@ pub(crate) struct BatchPart {
     pub journal_target: String,
     pub sql: String,
     pub text: bool,
+    /// Set when these rows go in as INSERTs, not COPY (see `insert`).
+    pub insert: Option<Arc<super::insert::InsertPlan>>,
     /// The encoded rows, shared with every COPY attempt without copying.
     pub body: Bytes,
     /// Row boundaries, original records and positions (`seg.data` is moved into `body`).
@@ -331,6 +333,9 @@ async fn lock_targets(txn: &Transaction<'_>, batch: &Batch) -> Result<Vec<usize>
 }
 
 pub(crate) async fn copy_once(client: &Transaction<'_>, batch: &BatchPart, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {
+    if let Some(plan) = &batch.insert {
+        return super::insert::insert_rows(client, plan, batch, a, b).await;
+    }
     let sink = client.copy_in::<_, Bytes>(batch.sql.as_str()).await?;
     futures_util::pin_mut!(sink);
     let body = batch.body.slice(row_start(&batch.seg, a)..row_start(&batch.seg, b));

@@ -62,7 +62,7 @@ pub(crate) async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejec
                     window = AFTER_ERROR_WINDOW;
                 }
             }
-            Err(e) if is_data_error(&e) => {
+            Err(e) if is_data_error(&e) || refused_by_policy(part, &e) => {
                 sp.rollback().await?;
                 if end - pos == 1 {
                     rejected.push(reject_row(part, pos, crate::exec::describe(&e)));
@@ -134,6 +134,13 @@ fn parse_copy_line(ctx: &str) -> Option<(usize, Option<&str>)> {
 }
 
 /// Errors caused by the rows themselves: splitting the batch isolates them.
+/// Under row-level security (rows going in as INSERTs) 42501 is a policy's
+/// `WITH CHECK` refusing a row: the role's privileges on the table were
+/// checked before the load began (see `routing::build`).
+fn refused_by_policy(part: &BatchPart, e: &tokio_postgres::Error) -> bool {
+    part.insert.is_some() && e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE)
+}
+
 fn is_data_error(e: &tokio_postgres::Error) -> bool {
     e.code().is_some_and(|c| {
         let c = c.code();

@@ -106,6 +106,11 @@ pub(crate) async fn open(
     n_inputs: usize,
     owner: &str,
 ) -> Result<Committed, LoadError> {
+    let missing =
+        crate::privilege::journal_missing(client).await.map_err(|e| LoadError::sql("reading the role's privileges on schema chute", &e))?;
+    if let Some(missing) = missing {
+        return Err(LoadError::Setup(missing));
+    }
     crate::schema::ensure(client).await.map_err(|e| LoadError::Setup(e.to_string()))?;
     client
         .execute(

@@ -17,6 +17,7 @@ mod claim;
 mod copy;
 mod gen_source;
 mod identity;
+mod insert;
 mod isolate;
 pub mod journal;
 mod oversized;

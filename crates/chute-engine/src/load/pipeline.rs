@@ -1275,6 +1275,7 @@ impl Coordinator {
         self.accum_bytes -= a.seg.data.len();
         let table = &self.tables[usize::from(target.table)];
         let name = table.name(target.leaf);
+        let insert = table.insert.clone();
         let sql = if target.text {
             format!("COPY {} {} FROM STDIN", name.quoted(), table.copy_list)
         } else {
@@ -1295,6 +1296,7 @@ impl Coordinator {
             journal_target: super::journal::target_key(&name.to_string(), target.text),
             sql,
             text: target.text,
+            insert,
             body,
             seg,
         };

@@ -130,6 +130,9 @@ pub(crate) struct Routing {
     registry: RwLock<Vec<QualifiedName>>,
     /// What earlier runs of this load committed, per (leaf, text) and input.
     committed: std::sync::OnceLock<std::collections::HashMap<(LeafRef, bool), Vec<super::journal::RangeSet>>>,
+    /// Set when rows go through the parent as INSERTs (row-level security
+    /// that applies to the loading role refuses COPY; see `insert`).
+    pub insert: Option<Arc<super::insert::InsertPlan>>,
 }
 
 /// Per-chunk routing state: the tree version in use and a scratch buffer.
@@ -148,11 +151,19 @@ impl Routing {
             mode: RouteMode::Single,
             registry: RwLock::new(vec![name]),
             committed: Default::default(),
+            insert: None,
         }
     }
 
     pub(crate) fn via_parent(name: QualifiedName, copy_list: String) -> Routing {
-        Routing { parent: name, copy_list, mode: RouteMode::Parent, registry: RwLock::new(vec![]), committed: Default::default() }
+        Routing {
+            parent: name,
+            copy_list,
+            mode: RouteMode::Parent,
+            registry: RwLock::new(vec![]),
+            committed: Default::default(),
+            insert: None,
+        }
     }
 
     fn tree(
@@ -176,6 +187,7 @@ impl Routing {
             })),
             registry: RwLock::new(names),
             committed: Default::default(),
+            insert: None,
         }
     }
 
@@ -420,6 +432,28 @@ pub(crate) async fn build(
         progress.notice(&format!("loading {} through the parent: {reason}", info.name));
         Ok((Routing::via_parent(info.name.clone(), plan.copy_list.clone()), Some(reason)))
     };
+    let access = crate::privilege::table_access(control, info.oid, info.relkind == 'p')
+        .await
+        .map_err(|e| LoadError::sql(format!("reading the privileges on {}", info.name), &e))?;
+    if !access.insert {
+        return Err(LoadError::Setup(format!(
+            "role {} may not insert into {} (SQLSTATE 42501): as its owner run {}; then run the load again",
+            access.role,
+            info.name,
+            access.insert_grant(&info.name)
+        )));
+    }
+    if access.rls_active {
+        let reason = format!(
+            "row-level security on {} applies to role {}, and PostgreSQL refuses COPY there (SQLSTATE 0A000): rows go in as batched INSERTs \
+             that its policies check (slower than COPY; a role the policies do not apply to, such as the owner, loads with COPY)",
+            info.name, access.role
+        );
+        progress.notice(&format!("loading {} through the parent: {reason}", info.name));
+        let mut routing = Routing::via_parent(info.name.clone(), plan.copy_list.clone());
+        routing.insert = Some(Arc::new(super::insert::InsertPlan::new(control, &info.name.quoted(), info.oid, plan).await?));
+        return Ok((routing, Some(reason)));
+    }
     if spec.via_parent {
         return Ok((Routing::via_parent(info.name.clone(), plan.copy_list.clone()), Some("--via-parent was given".into())));
     }
@@ -437,18 +471,37 @@ pub(crate) async fn build(
         }
         Err(e) => return Err(LoadError::Setup(format!("reading the partitions of {}: {e}", info.name))),
     };
+    if access.leaves_denied > 0 {
+        return parent(
+            format!(
+                "role {} may insert into {} but not directly into {} of its partitions (such as {}); PostgreSQL routes what is inserted through the parent",
+                access.role,
+                info.name,
+                access.leaves_denied,
+                access.leaf_example.as_deref().unwrap_or("?")
+            ),
+            progress,
+        );
+    }
     if let Some(pos) = tree.key_positions().iter().find(|p| plan.table_to_target.get(**p).copied().flatten().is_none()) {
         return parent(
             format!("the partition key column at position {} is not among the loaded columns; the server fills its default", pos + 1),
             progress,
         );
     }
-    let jit = jit_for(spec, info, &tree, plan).await?;
+    let jit = jit_for(spec, info, &tree, plan, access.owns, progress).await?;
     Ok((Routing::tree(info.name.clone(), plan.copy_list.clone(), tree, plan.table_to_target.clone(), jit, spec.no_create_partitions), None))
 }
 
 /// The table's policy, when it has one whose key is the tree's top-level range key.
-async fn jit_for(spec: &LoadSpec, info: &TableInfo, tree: &PartitionTree, plan: &ColumnPlan) -> Result<Option<Jit>, LoadError> {
+async fn jit_for(
+    spec: &LoadSpec,
+    info: &TableInfo,
+    tree: &PartitionTree,
+    plan: &ColumnPlan,
+    owns: bool,
+    progress: &mut dyn LoadProgress,
+) -> Result<Option<Jit>, LoadError> {
     let mgr = PartitionManager::connect(&spec.target, Default::default()).await?;
     let policy = match mgr.policies().await {
         Ok(ps) => ps.into_iter().find(|p| p.parent == info.name),
@@ -462,6 +515,17 @@ async fn jit_for(spec: &LoadSpec, info: &TableInfo, tree: &PartitionTree, plan: 
         return Ok(None);
     }
     let Some(key_field) = plan.table_to_target.get(top.columns[0].position).copied().flatten() else { return Ok(None) };
+    if !owns {
+        // ATTACH PARTITION needs the parent's owner (and reading the newest
+        // key needs SELECT on the partitions): rather than fail on a
+        // partition unrelated to the row, make none.
+        progress.notice(&format!(
+            "the loading role does not own {0}, and only its owner may create and attach partitions: rows with no partition yet are \
+             rejected instead of created just in time; make partitions ahead as the owner (chute partition maintain {0}) or load as the owner",
+            info.name
+        ));
+        return Ok(None);
+    }
     let key_cast: String = mgr
         .client()
         .query_one(
