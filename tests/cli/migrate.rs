@@ -370,6 +370,8 @@ async fn a_failure_before_the_swap_leaves_the_table_as_it_was() {
     );
     tx.rollback().await.unwrap();
     assert!(err.contains("could not get its locks"), "{err}");
+    // The last error is named, with its SQLSTATE.
+    assert!(err.contains("last error: canceling statement due to lock timeout (SQLSTATE 55P03)"), "{err}");
     assert!(err.contains("the table is as it was before the migration: removed: the new parent public.ev_chute_new"), "{err}");
     let row = c
         .query_one(

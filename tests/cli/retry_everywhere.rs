@@ -305,3 +305,31 @@ async fn a_leaf_dropped_between_routing_and_copy_is_routed_again() {
     assert_eq!(text.matches("42P01").count(), 50, "{text}");
     assert_eq!(count(&c, "SELECT count(*) FROM v WHERE n >= 1000").await, 100, "{out}");
 }
+
+#[tokio::test]
+async fn when_retries_run_out_the_last_error_is_named() {
+    let cluster = TestCluster::start();
+    let db = cluster.fresh_db("retry_last_error").await;
+    let url = db.url();
+    let c = db.client().await;
+    c.batch_execute("CREATE TABLE g (id int)").await.unwrap();
+    let mut child = chute()
+        .args(["--url", &url, "load", "g", "-", "--flush-every", "200ms", "--retry-for", "3s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"1\n2\n").unwrap();
+    stdin.flush().unwrap();
+    wait_for("the first rows", Duration::from_secs(30), || async { count(&c, "SELECT count(*) FROM g").await == 2 }).await;
+    drop(c);
+    // The server goes away for good: the next batch retries for 3 s, then gives up.
+    cluster.cluster.stop(StopMode::Fast).unwrap();
+    stdin.write_all(b"3\n4\n").unwrap();
+    drop(stdin);
+    let (code, out) = finish(child);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("could not be reached again within --retry-for 3s (last error: "), "{out}");
+}

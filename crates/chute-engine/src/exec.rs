@@ -45,16 +45,16 @@ pub enum ExecError {
         lost: bool,
     },
     #[error(
-        "step {index} ({description}) could not get its locks within {waited:?} of retries (lock_timeout {lock_timeout:?}): a long transaction holds the table; retry later or raise --lock-timeout"
+        "step {index} ({description}) could not get its locks within {waited:?} of retries (lock_timeout {lock_timeout:?}; last error: {last}): a long transaction holds the table; retry later or raise --lock-timeout"
     )]
-    LockRetriesExhausted { index: usize, description: String, waited: Duration, lock_timeout: Duration },
+    LockRetriesExhausted { index: usize, description: String, waited: Duration, lock_timeout: Duration, last: String, code: String },
 }
 
 impl ExecError {
     pub fn sqlstate(&self) -> Option<&str> {
         match self {
             ExecError::Step { code, .. } => code.as_deref(),
-            ExecError::LockRetriesExhausted { .. } => Some("55P03"),
+            ExecError::LockRetriesExhausted { code, .. } => Some(code),
         }
     }
 }
@@ -133,6 +133,8 @@ async fn run_step(
                         description: step.description.clone(),
                         waited: backoff.elapsed(),
                         lock_timeout: settings.lock_timeout,
+                        last: describe(&e),
+                        code: e.code().map_or("55P03", |c| c.code()).to_owned(),
                     });
                 }
             },

@@ -188,16 +188,18 @@ async fn commit_with_retries(
 
 /// Connects again, pausing as `backoff` says, until its `retry_for` is over.
 async fn reconnect(ctx: &WorkerCtx, backoff: &mut Backoff) -> Result<Client, LoadError> {
+    let mut last = None;
     loop {
         if !backoff.wait().await {
             return Err(LoadError::Setup(format!(
-                "the server could not be reached again within --retry-for {:?}: check it is up, then run the same command again to load the rest",
-                ctx.retry_for
+                "the server could not be reached again within --retry-for {:?}{}: check it is up, then run the same command again to load the rest",
+                ctx.retry_for,
+                last.map(|e: crate::ConnectError| format!(" (last error: {e})")).unwrap_or_default()
             )));
         }
         match ctx.target.connect().await {
             Ok(c) => return Ok(c),
-            Err(e) if e.connection_lost() => {}
+            Err(e) if e.connection_lost() => last = Some(e),
             Err(e) => return Err(e.into()),
         }
     }
