@@ -47,14 +47,14 @@ pub enum ExecError {
     #[error(
         "step {index} ({description}) could not get its locks within {waited:?} of retries (lock_timeout {lock_timeout:?}; last error: {last}): a long transaction holds the table; retry later or raise --lock-timeout"
     )]
-    LockRetriesExhausted { index: usize, description: String, waited: Duration, lock_timeout: Duration, last: String, code: String },
+    LockRetriesExhausted { index: usize, description: String, waited: Duration, lock_timeout: Duration, last: Box<str>, code: &'static str },
 }
 
 impl ExecError {
     pub fn sqlstate(&self) -> Option<&str> {
         match self {
             ExecError::Step { code, .. } => code.as_deref(),
-            ExecError::LockRetriesExhausted { code, .. } => Some(code),
+            ExecError::LockRetriesExhausted { code, .. } => Some(*code),
         }
     }
 }
@@ -69,6 +69,15 @@ pub enum StepEvent {
         pause: Duration,
     },
     Done,
+}
+
+/// The SQLSTATE of a retryable error (see `retryable`).
+fn retry_code(e: &tokio_postgres::Error) -> &'static str {
+    match e.code() {
+        Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED => "40P01",
+        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE => "40001",
+        _ => "55P03",
+    }
 }
 
 fn retryable(e: &tokio_postgres::Error) -> bool {
@@ -133,8 +142,8 @@ async fn run_step(
                         description: step.description.clone(),
                         waited: backoff.elapsed(),
                         lock_timeout: settings.lock_timeout,
-                        last: describe(&e),
-                        code: e.code().map_or("55P03", |c| c.code()).to_owned(),
+                        last: describe(&e).into(),
+                        code: retry_code(&e),
                     });
                 }
             },
