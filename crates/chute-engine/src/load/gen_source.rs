@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use chute_core::generate::Workload;
 
-use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, Filed, Prepared, Routing, RowPos};
+use super::format::Prepared;
+use super::model::{Chunk, ChunkOut, ChunkProcessor, Filed, RowPos};
+use super::routing::Routing;
 use super::target;
 use super::{LoadError, LoadProgress, LoadSpec};
 

@@ -18,7 +18,6 @@ use tokio_postgres::Transaction;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
 use super::LoadError;
-use super::copy::BatchPart;
 use super::target::ColumnPlan;
 
 /// The statements for one table, made once per load.
@@ -193,11 +192,22 @@ fn push_text_row(row: &[u8], arrays: &mut Arrays, scratch: &mut Vec<u8>) -> Resu
     Ok(())
 }
 
-/// Inserts rows `a..b` of `part` in one statement; returns the rows inserted.
+/// Rows for one INSERT: encoded as the COPY sink would send them.
+pub(crate) struct Rows<'a> {
+    /// The rows one after another; row `i` ends at `row_ends[i]`.
+    pub body: &'a [u8],
+    pub row_ends: &'a [u32],
+    /// COPY text rows rather than binary ones.
+    pub text: bool,
+    /// The target, for a message.
+    pub target: &'a str,
+}
+
+/// Inserts rows `a..b` in one statement; returns the rows inserted.
 pub(crate) async fn insert_rows(
     txn: &Transaction<'_>,
     plan: &InsertPlan,
-    part: &BatchPart,
+    part: Rows<'_>,
     a: usize,
     b: usize,
 ) -> Result<u64, tokio_postgres::Error> {
@@ -206,11 +216,11 @@ pub(crate) async fn insert_rows(
     let mut arrays = Arrays::new(types, b - a);
     let mut scratch = Vec::new();
     for i in a..b {
-        let start = if i == 0 { 0 } else { part.seg.row_ends[i - 1] as usize };
-        let row = &part.body[start..part.seg.row_ends[i] as usize];
+        let start = if i == 0 { 0 } else { part.row_ends[i - 1] as usize };
+        let row = &part.body[start..part.row_ends[i] as usize];
         let split = if part.text { push_text_row(row, &mut arrays, &mut scratch) } else { push_binary_row(row, &mut arrays) };
         // chute wrote these rows itself: a malformed one is a bug, not bad input.
-        split.unwrap_or_else(|e| panic!("row {i} of a batch for {}: {e}", part.target_name));
+        split.unwrap_or_else(|e| panic!("row {i} of a batch for {}: {e}", part.target));
     }
     let params = arrays.finish();
     let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();

@@ -13,16 +13,21 @@
 //! reader waits behind them, and the input is read only as fast as the server
 //! takes rows.
 
+mod budget;
 mod claim;
-mod copy;
+mod coordinator;
+mod format;
 mod gen_source;
 mod identity;
+mod input;
 mod insert;
-mod isolate;
 pub mod journal;
+mod model;
 mod oversized;
 mod pipeline;
+mod rejects;
 mod routing;
+mod sink;
 pub mod source;
 pub mod target;
 mod text_route;

@@ -10,20 +10,11 @@
 
 use chute_core::parse::{Format, count_lines};
 
-use super::pipeline::{ChunkOut, Reject};
+use super::model::{ChunkOut, Oversized, Reject};
 
 /// The longest record a load holds under a memory budget of `budget` bytes.
 pub(crate) fn max_record(budget: usize) -> usize {
     (budget / 4).max(1 << 20)
-}
-
-/// A record too large to hold, skipped whole: where it is and how long.
-pub(crate) struct Oversized {
-    pub line: u64,
-    pub offset: u64,
-    pub len: u64,
-    /// The longest record the budget allows.
-    pub max: usize,
 }
 
 impl Oversized {

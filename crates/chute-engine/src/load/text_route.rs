@@ -19,25 +19,9 @@ use chute_core::rowenc::RowEncoder;
 use chute_core::value::ValueError;
 use tokio_postgres::types::{FromSql, Type};
 
-use super::pipeline::{Filed, LeafRef, PendingPart, Reject, Routed, Routing, RowPos, Target};
+use super::model::{Filed, PendingPart, Reject, RowPos, ServerKeyed, Target};
 use super::routing::RouteCtx;
-
-/// A text row whose key only the server can parse.
-pub(crate) struct ServerKeyed {
-    /// The key's text.
-    pub key: Vec<u8>,
-    /// The row in COPY text format.
-    pub row: Vec<u8>,
-    pub raw: Vec<u8>,
-    pub at: RowPos,
-}
-
-impl ServerKeyed {
-    /// Its share of the memory budget (the row and its record, as a pending row counts them).
-    pub(crate) fn bytes(&self) -> usize {
-        self.row.len() + self.raw.len()
-    }
-}
+use super::routing::{LeafRef, Routed, Routing};
 
 /// Files a text row (already written to `row`) of table 0: routed on its key
 /// when the table has a policy, else to the parent as before.

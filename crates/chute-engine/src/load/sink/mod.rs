@@ -25,7 +25,12 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Transaction};
 
 use super::LoadError;
-use super::pipeline::{Budget, Segment};
+
+mod isolate;
+
+use super::budget::Budget;
+use super::insert::{self, InsertPlan};
+use super::model::Segment;
 use crate::ConnectOptions;
 use crate::retry::{self, Backoff, Lost};
 
@@ -52,7 +57,7 @@ pub(crate) struct BatchPart {
     pub sql: String,
     pub text: bool,
     /// Set when these rows go in as INSERTs, not COPY (see `insert`).
-    pub insert: Option<Arc<super::insert::InsertPlan>>,
+    pub insert: Option<Arc<InsertPlan>>,
     /// The encoded rows, shared with every COPY attempt without copying.
     pub body: Bytes,
     /// Row boundaries, original records and positions (`seg.data` is moved into `body`).
@@ -112,7 +117,7 @@ pub(crate) struct WorkerCtx {
     pub budget: Arc<Budget>,
     /// Shared with the coordinator: a worker writes its rejects itself, so it
     /// never waits for the coordinator (which may be waiting for workers).
-    pub rejects: Arc<std::sync::Mutex<super::pipeline::RejectWriter>>,
+    pub rejects: Arc<std::sync::Mutex<super::rejects::RejectWriter>>,
 }
 
 /// Why one attempt at a batch failed.
@@ -250,9 +255,9 @@ async fn commit_batch(
             // Nothing of it is journaled: its rows are routed again.
             continue;
         }
-        let rows = super::isolate::load_part(&mut txn, part, &mut rejected).await.map_err(|e| match e {
-            super::isolate::PartError::Pg(e) => AttemptError::Pg(e),
-            super::isolate::PartError::Mismatch(e) => AttemptError::Stop(e),
+        let rows = isolate::load_part(&mut txn, part, &mut rejected).await.map_err(|e| match e {
+            isolate::PartError::Pg(e) => AttemptError::Pg(e),
+            isolate::PartError::Mismatch(e) => AttemptError::Stop(e),
         })?;
         loaded += rows;
         if let Some(load_id) = &ctx.load_id {
@@ -277,7 +282,7 @@ async fn commit_batch(
                 .into_iter()
                 .filter(|r| {
                     written.insert((r.input, r.line))
-                        && w.add(super::pipeline::Reject {
+                        && w.add(super::model::Reject {
                             input: r.input,
                             line: r.line,
                             raw: r.raw.clone(),
@@ -336,7 +341,8 @@ async fn lock_targets(txn: &Transaction<'_>, batch: &Batch) -> Result<Vec<usize>
 
 pub(crate) async fn copy_once(client: &Transaction<'_>, batch: &BatchPart, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {
     if let Some(plan) = &batch.insert {
-        return super::insert::insert_rows(client, plan, batch, a, b).await;
+        let rows = insert::Rows { body: &batch.body, row_ends: &batch.seg.row_ends, text: batch.text, target: &batch.target_name };
+        return insert::insert_rows(client, plan, rows, a, b).await;
     }
     let sink = client.copy_in::<_, Bytes>(batch.sql.as_str()).await?;
     futures_util::pin_mut!(sink);

@@ -7,17 +7,20 @@
 
 use tokio_postgres::Client;
 
+use super::super::format::Prepared;
 use super::super::journal::{self, Committed};
+use super::super::model::{Filed, Reject, Segment, Target, TargetMap};
+use super::super::routing::Routed;
 use super::super::routing::reread_tree;
-use super::{
-    BatchPart, Coordinator, Filed, InputFormat, LoadError, LoadProgress, LoadSpec, Prepared, Reject, Routed, Segment, Target, TargetMap,
-};
+use super::super::sink::BatchPart;
+use super::super::{InputFormat, LoadError, LoadProgress, LoadSpec};
+use super::Coordinator;
 use crate::retry::{self, Backoff, Lost};
 
 /// Connects and prepares the load (tables, columns, routing, policies),
 /// starting over on a new connection while the server is unreachable or
 /// restarting: preparing only reads, or creates with `IF NOT EXISTS`.
-pub(super) async fn set_up(spec: &LoadSpec, progress: &mut dyn LoadProgress) -> Result<(Client, Prepared), LoadError> {
+pub(crate) async fn set_up(spec: &LoadSpec, progress: &mut dyn LoadProgress) -> Result<(Client, Prepared), LoadError> {
     let mut backoff = Backoff::reconnect(spec.retry_for);
     loop {
         let attempt = async {
@@ -25,7 +28,7 @@ pub(super) async fn set_up(spec: &LoadSpec, progress: &mut dyn LoadProgress) -> 
             let prepared = match (&spec.generator, spec.format) {
                 (Some((workload, _)), _) => super::super::gen_source::prepare(spec, workload.clone(), &control, progress).await?,
                 (None, InputFormat::Tsbs) => super::super::tsbs::prepare(spec, &control, progress).await?,
-                (None, _) => super::prepare_single(spec, &control, progress).await?,
+                (None, _) => super::super::format::prepare_single(spec, &control, progress).await?,
             };
             Ok::<_, LoadError>((control, prepared))
         };
@@ -40,7 +43,7 @@ pub(super) async fn set_up(spec: &LoadSpec, progress: &mut dyn LoadProgress) -> 
 /// Takes the load's lock (see `claim`), registers the load in the journal
 /// and reads what earlier runs committed, reconnecting `control` when the
 /// connection is lost.
-pub(super) async fn open_journal(
+pub(crate) async fn open_journal(
     spec: &LoadSpec,
     control: &mut Client,
     id: &str,
@@ -83,7 +86,7 @@ impl Coordinator {
     /// The control connection, made again if the server dropped it.
     /// The load's lock went with the old connection: taken again on the new
     /// one, or this run stops if another run holds it now.
-    pub(super) async fn control(&mut self) -> Result<&Client, LoadError> {
+    pub(crate) async fn control(&mut self) -> Result<&Client, LoadError> {
         if self.control.is_closed() {
             self.control = retry::connect(&self.target, self.retry_for, |_| {}).await?;
             if let Some(id) = &self.load_id {
@@ -96,7 +99,7 @@ impl Coordinator {
     /// Gives rows of new tag sets their tag ids (tsbs), on a new control
     /// connection if the server dropped it; rows done before a lost
     /// connection are not done again.
-    pub(super) async fn resolve_tags(&mut self, pending: Vec<super::super::tsbs::PendingRow>) -> Result<Filed, LoadError> {
+    pub(crate) async fn resolve_tags(&mut self, pending: Vec<super::super::model::PendingRow>) -> Result<Filed, LoadError> {
         let mut pending = std::collections::VecDeque::from(pending);
         let mut filed = Filed::default();
         let mut backoff = Backoff::reconnect(self.retry_for);
@@ -112,7 +115,7 @@ impl Coordinator {
     }
 
     /// Marks the load finished (or how it ended) in the journal.
-    pub(super) async fn close_journal(&mut self, id: &str, status: &str) -> Result<(), LoadError> {
+    pub(crate) async fn close_journal(&mut self, id: &str, status: &str) -> Result<(), LoadError> {
         let mut backoff = Backoff::reconnect(self.retry_for);
         loop {
             let result = match self.control().await {
@@ -132,7 +135,7 @@ impl Coordinator {
     /// the leaf). A row whose partition is simply gone is refused rather than
     /// given a new one in this run; it is not journaled, so running the same
     /// command again loads it into a new partition.
-    pub(super) async fn reroute_vanished(&mut self) -> Result<(), LoadError> {
+    pub(crate) async fn reroute_vanished(&mut self) -> Result<(), LoadError> {
         let parts = std::mem::take(&mut self.vanished);
         let mut tables: Vec<u16> = parts.iter().map(|p| p.table).collect();
         tables.sort_unstable();
@@ -158,7 +161,7 @@ impl Coordinator {
         Ok(())
     }
 
-    async fn reroute(&mut self, part: BatchPart) {
+    pub(crate) async fn reroute(&mut self, part: BatchPart) {
         let routing = self.tables[usize::from(part.table)].clone();
         let mut ctx = routing.ctx();
         let mut segments: TargetMap<Segment> = TargetMap::default();

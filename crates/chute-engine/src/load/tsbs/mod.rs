@@ -16,9 +16,8 @@
 //! lock, so a `tags` table whose unique index treats NULLs as distinct still
 //! gets one row per tag set.
 
-use std::collections::HashMap;
 use std::io::Read;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use chute_core::encode::PG_EPOCH_OFFSET_MICROS;
 use chute_core::ident::{QualifiedName, quote_ident};
@@ -26,114 +25,20 @@ use chute_core::parse::tsbs::{TsbsHeader, TsbsParser, TsbsRecord, parse_tsbs_hea
 use chute_core::parse::{Fields, RecordError, RecordPos};
 use chute_core::value::{EncodeContext, PgType, ValueError, encode_text};
 use tokio_postgres::Client;
-use tokio_postgres::types::ToSql;
 
-use super::pipeline::{Chunk, ChunkOut, ChunkProcessor, Filed, Prepared, Reject, Routing, RowPos};
-use super::routing::RouteCtx;
+use super::format::Prepared;
+use super::model::{Chunk, ChunkOut, ChunkProcessor, Filed, PendingRow, Reject, RowPos};
+use super::routing::Routing;
 use super::source::{self, InputSpec};
 use super::{LoadError, LoadProgress, LoadSpec};
 
+pub(crate) mod tags;
+
+use tags::{TagCache, TagResolver};
+
 /// Where the int4 `tags_id` value sits in an encoded row: after the field
 /// count (2), the time field (4 + 8) and tags_id's length word (4).
-const TAGS_ID_AT: usize = 2 + 12 + 4;
-
-/// A row whose tag set has no id yet.
-pub(crate) struct PendingRow {
-    table: u16,
-    key: Vec<u8>,
-    tags: Vec<Option<String>>,
-    row: Vec<u8>,
-    raw: Vec<u8>,
-    at: RowPos,
-    /// The tree version the rest of its chunk was routed with: routed with a
-    /// newer one, it could go to a leaf its chunk's other rows still wait
-    /// for, and a batch would claim the chunk for that leaf without them.
-    route: RouteCtx,
-}
-
-impl PendingRow {
-    pub(crate) fn bytes(&self) -> usize {
-        self.row.len() + self.raw.len()
-    }
-}
-
-/// Tag set ids, shared copy-on-write: a parse thread takes the current map
-/// once per chunk (an `Arc` clone, not a copy of the map); the coordinator
-/// replaces it when it learns new ids, which happens only for new tag sets.
-type TagCache = Arc<RwLock<Arc<HashMap<Vec<u8>, i32>>>>;
-
-/// Inserts new tag sets and hands out their ids.
-pub(crate) struct TagResolver {
-    cache: TagCache,
-    /// Finds a tag set (`IS NOT DISTINCT FROM` on every tag) or inserts it.
-    sql: String,
-    /// The tags table's oid: the second key of the advisory lock that
-    /// serializes lookups-then-inserts across loads and sessions.
-    lock_key: i32,
-}
-
-impl TagResolver {
-    pub(crate) async fn resolve(
-        &mut self,
-        client: &Client,
-        pending: &mut std::collections::VecDeque<PendingRow>,
-        tables: &[Arc<Routing>],
-        out: &mut Filed,
-    ) -> Result<(), LoadError> {
-        // A row leaves `pending` only once it has its id: after an error the
-        // rest can be resolved again (on a new connection; the session's
-        // advisory lock ends with the old one).
-        let new: Vec<&PendingRow> = {
-            let cache = self.cache.read().expect("tag cache");
-            let mut seen = std::collections::HashSet::new();
-            pending.iter().filter(|p| !cache.contains_key(&p.key) && seen.insert(p.key.as_slice())).collect()
-        };
-        if !new.is_empty() {
-            let lock = client.execute("SELECT pg_advisory_lock($1, $2)", &[&crate::schema::LOCK_CLASS, &self.lock_key]).await;
-            lock.map_err(|e| LoadError::sql("locking the tags table's tag sets", &e))?;
-            let mut found = Vec::with_capacity(new.len());
-            let mut result = Ok(());
-            for p in &new {
-                match self.find_or_add(client, &p.tags).await {
-                    Ok(id) => found.push((p.key.clone(), id)),
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            let unlock = client.execute("SELECT pg_advisory_unlock($1, $2)", &[&crate::schema::LOCK_CLASS, &self.lock_key]).await;
-            result?;
-            unlock.map_err(|e| LoadError::sql("unlocking the tags table's tag sets", &e))?;
-            Arc::make_mut(&mut self.cache.write().expect("tag cache")).extend(found);
-        }
-        let cache = self.cache.read().expect("tag cache").clone();
-        while let Some(mut p) = pending.pop_front() {
-            let id = *cache.get(&p.key).expect("every tag set was found or added above");
-            p.row[TAGS_ID_AT..TAGS_ID_AT + 4].copy_from_slice(&id.to_be_bytes());
-            let table = &tables[usize::from(p.table)];
-            let routed = table.route(&mut p.route, &p.row);
-            out.file(table, routed, p.table, &p.row, &p.raw, p.at);
-        }
-        Ok(())
-    }
-
-    /// The id of a tag set, inserted if no row has it. Runs under the lock;
-    /// a row another writer inserted meanwhile (a conflict, so nothing
-    /// returned) is found by the next try's new snapshot.
-    async fn find_or_add(&self, client: &Client, tags: &[Option<String>]) -> Result<i32, LoadError> {
-        let params: Vec<&(dyn ToSql + Sync)> = tags.iter().map(|t| t as &(dyn ToSql + Sync)).collect();
-        for _ in 0..3 {
-            let row = client.query_opt(&self.sql, &params).await.map_err(|e| LoadError::sql("adding a tag set to tags", &e))?;
-            if let Some(row) = row {
-                return Ok(row.get(0));
-            }
-        }
-        Err(LoadError::Setup(format!(
-            "the tag set {tags:?} is neither found in nor added to tags (a writer outside chute keeps changing it?): run the load again"
-        )))
-    }
-}
+pub(crate) const TAGS_ID_AT: usize = 2 + 12 + 4;
 
 /// Reads the header of a tsbs file.
 fn read_header(spec: &InputSpec) -> Result<TsbsHeader, LoadError> {

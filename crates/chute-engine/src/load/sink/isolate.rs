@@ -13,8 +13,8 @@
 use tokio_postgres::Transaction;
 use tokio_postgres::error::SqlState;
 
-use super::LoadError;
-use super::copy::{BatchPart, RejectedRow, copy_once};
+use super::super::LoadError;
+use super::{BatchPart, RejectedRow, copy_once};
 
 /// Why a target's rows could not be loaded, isolated or rejected.
 pub(crate) enum PartError {

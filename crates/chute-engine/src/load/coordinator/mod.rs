@@ -1,0 +1,506 @@
+//! The coordinator: one task that takes what the parse threads made of each
+//! chunk, writes rejects, holds rows until their partition exists (made just
+//! in time, and ahead of sorted input), gathers rows per target into batches
+//! and hands them to the sink, then counts what the sink committed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chute_core::ident::QualifiedName;
+
+use super::budget::Budget;
+use super::model::{ChunkOut, Filed, PendingPart, Reject, Segment, Target, TargetMap};
+use super::rejects::RejectWriter;
+use super::routing::{JitCreator, Routed, Routing};
+use super::sink::{Batch, BatchPart, CopyOutcome};
+use super::{LoadError, LoadStats};
+
+pub(super) mod recover;
+
+/// Rows waiting for a target to fill a batch.
+#[derive(Default)]
+pub(crate) struct Accum {
+    seg: Segment,
+    budget: usize,
+    /// When its first row arrived (for --flush-every).
+    since: Option<Instant>,
+}
+
+pub(crate) struct Coordinator {
+    pub(crate) tables: Vec<Arc<Routing>>,
+    pub(crate) batch_bytes: usize,
+    pub(crate) accum: TargetMap<Accum>,
+    pub(crate) accum_bytes: usize,
+    pub(crate) batch_tx: Option<flume::Sender<Batch>>,
+    pub(crate) budget: Arc<Budget>,
+    pub(crate) stats: LoadStats,
+    pub(crate) touched: HashSet<QualifiedName>,
+    pub(crate) rejects: Arc<std::sync::Mutex<RejectWriter>>,
+    pub(crate) max_rejects: Option<u64>,
+    pub(crate) limit_hit: bool,
+    pub(crate) tags: Option<super::tsbs::tags::TagResolver>,
+    pub(crate) control: tokio_postgres::Client,
+    /// The partition creator; `None` while a creation task has it.
+    pub(crate) jit: Option<JitCreator>,
+    pub(crate) jit_done: flume::Sender<JitDone>,
+    /// Rows whose partition is being (or is about to be) created.
+    pub(crate) waiting: Vec<PendingPart>,
+    /// Partitions to make ahead of the rows: the policy's premake intervals
+    /// past the newest one rows needed or reached, made one at a time while
+    /// no row waits, so sorted input finds the next interval ready instead
+    /// of waiting for it (each creation takes a few hundred milliseconds on
+    /// a busy server: an hour of rows at a million rows a second).
+    pub(crate) ahead: Vec<(u16, i64)>,
+    /// Starts already asked for ahead (not asked again).
+    pub(crate) made_ahead: HashSet<(u16, i64)>,
+    /// Partitions made ahead that no batch has gone to yet: the first batch
+    /// into one moves the frontier on.
+    pub(crate) ahead_leaves: HashMap<QualifiedName, (u16, i64)>,
+    /// Every chunk is in: nothing more is made ahead.
+    pub(crate) input_done: bool,
+    /// Rows keep their records by position (see `Filed::by_ref`).
+    pub(crate) by_ref: bool,
+    pub(crate) target: crate::ConnectOptions,
+    /// Makes batch ids unique across runs.
+    pub(crate) batch_prefix: String,
+    /// Messages for the user, shown by the main loop.
+    pub(crate) notices: Vec<String>,
+    /// How long lost connections are retried (`--retry-for`).
+    pub(crate) retry_for: Duration,
+    /// Batches sent to the workers and not answered yet.
+    pub(crate) in_flight: usize,
+    /// Batch parts whose leaf vanished, waiting to be routed again.
+    pub(crate) vanished: Vec<BatchPart>,
+    /// The journaled load whose lock the control connection holds (see `claim`).
+    pub(crate) load_id: Option<String>,
+}
+
+/// One segment per target (a chunk may have produced several).
+fn combine(segments: Vec<(Target, Segment)>) -> TargetMap<Segment> {
+    let mut out: TargetMap<Segment> = TargetMap::with_capacity_and_hasher(segments.len(), Default::default());
+    for (t, s) in segments {
+        match out.get_mut(&t) {
+            Some(have) => append(have, &s),
+            None => {
+                out.insert(t, s);
+            }
+        }
+    }
+    out
+}
+
+fn append(into: &mut Segment, seg: &Segment) {
+    let rebase_data = into.data.len() as u32;
+    let rebase_raw = into.raw_ends.last().copied().unwrap_or(0);
+    into.data.extend_from_slice(&seg.data);
+    into.row_ends.extend(seg.row_ends.iter().map(|e| e + rebase_data));
+    into.raw.extend_from_slice(&seg.raw);
+    into.raw_ends.extend(seg.raw_ends.iter().map(|e| e + rebase_raw));
+    into.offsets.extend_from_slice(&seg.offsets);
+    into.lines.extend_from_slice(&seg.lines);
+    into.inputs.extend_from_slice(&seg.inputs);
+    for r in &seg.ranges {
+        super::journal::push_range(&mut into.ranges, *r);
+    }
+}
+
+/// (input, start, end): a chunk's place in its input.
+type ChunkRange = (u32, u64, u64);
+
+pub(crate) type JitDone = (JitCreator, Result<JitMade, LoadError>);
+
+/// What one creation task made.
+#[derive(Default)]
+pub(crate) struct JitMade {
+    created: usize,
+    /// (table, start) rows asked for: rows still without a partition there are refused.
+    asked: Vec<(u16, i64)>,
+    /// Partitions made ahead of the rows, by name, with their interval.
+    ahead: Vec<(QualifiedName, u16, i64)>,
+}
+
+/// Intervals made ahead of the rows at most, whatever the policy's premake.
+const MAX_AHEAD: u32 = 8;
+
+impl Coordinator {
+    pub(crate) async fn merge(&mut self, mut out: ChunkOut) -> Result<(), LoadError> {
+        for r in std::mem::take(&mut out.rejects) {
+            self.reject(r);
+        }
+        // On file before any of this chunk's rows can commit (a resume skips them).
+        self.rejects.lock().expect("reject file lock").flush_pending()?;
+        self.budget.release(out.reject_bytes);
+        self.stats.rows_skipped += out.skipped;
+        if !out.pending_tags.is_empty() {
+            let filed = self.resolve_tags(std::mem::take(&mut out.pending_tags)).await?;
+            out.pending_parts.extend(filed.pending);
+            for r in filed.rejects {
+                self.reject(r);
+            }
+            self.stats.rows_skipped += filed.skipped;
+            for (t, mut seg) in filed.segments {
+                seg.ranges.push(out.range);
+                out.segments.push((t, seg));
+            }
+        }
+        if !out.server_keys.is_empty() {
+            let mut filed = Filed::default();
+            super::text_route::resolve(&self.control, &self.tables[0], std::mem::take(&mut out.server_keys), &mut filed).await;
+            out.pending_parts.extend(filed.pending);
+            for r in filed.rejects {
+                self.reject(r);
+            }
+            self.rejects.lock().expect("reject file lock").flush_pending()?;
+            self.stats.rows_skipped += filed.skipped;
+            for (t, mut seg) in filed.segments {
+                seg.ranges.push(out.range);
+                out.segments.push((t, seg));
+            }
+        }
+        // Rows waiting for a partition carry their own share of the budget.
+        let waiting_bytes: usize = out.pending_parts.iter().map(PendingPart::bytes).sum();
+        self.waiting.extend(std::mem::take(&mut out.pending_parts));
+        let segment_budget = out.budget.saturating_sub(waiting_bytes + out.reject_bytes);
+        self.accumulate(combine(out.segments), segment_budget).await;
+        self.start_jit();
+        Ok(())
+    }
+
+    /// Appends a chunk's rows to the accumulators, all of one target at
+    /// once, then sends the accumulators that are full.
+    pub(crate) async fn accumulate(&mut self, segments: TargetMap<Segment>, budget: usize) {
+        if segments.is_empty() {
+            self.budget.release(budget);
+            return;
+        }
+        let per_segment = budget / segments.len();
+        self.budget.release(budget - per_segment * segments.len());
+        let mut full = Vec::new();
+        for (target, seg) in segments {
+            let a = self.accum.entry(target).or_default();
+            a.since.get_or_insert_with(Instant::now);
+            append(&mut a.seg, &seg);
+            a.budget += per_segment;
+            self.accum_bytes += seg.data.len();
+            if a.seg.data.len() >= self.batch_bytes {
+                full.push(target);
+            }
+        }
+        for t in full {
+            self.dispatch(t).await;
+        }
+    }
+
+    /// Starts creating the partitions waiting rows need, unless a creation
+    /// runs already; rows with existing partitions keep flowing meanwhile.
+    /// With no row waiting, makes the partitions due ahead instead (best
+    /// effort: a failure there only means rows will wait for them later).
+    pub(crate) fn start_jit(&mut self) {
+        if self.jit.is_none() {
+            return;
+        }
+        let ahead = self.waiting.is_empty();
+        let wanted: Vec<(u16, i64)> = if !ahead {
+            self.waiting.iter().map(|p| (p.table, p.start)).collect()
+        } else if !self.input_done && !self.ahead.is_empty() {
+            // One at a time, nearest first: rows that reach the next interval
+            // while the ones after it are made wait for one creation at most.
+            vec![self.ahead.remove(0)]
+        } else {
+            Vec::new()
+        };
+        if wanted.is_empty() {
+            return;
+        }
+        let mut by_table: HashMap<u16, Vec<i64>> = HashMap::new();
+        for (table, start) in wanted {
+            by_table.entry(table).or_default().push(start);
+        }
+        let mut creator = self.jit.take().expect("checked above");
+        let (tables, target, done) = (self.tables.clone(), self.target.clone(), self.jit_done.clone());
+        tokio::spawn(async move {
+            let mut result = Ok(JitMade::default());
+            for (table, mut starts) in by_table {
+                starts.sort_unstable();
+                starts.dedup();
+                match creator.create(&target, &tables[usize::from(table)], &starts).await {
+                    Ok(names) => {
+                        if let Ok(made) = &mut result {
+                            made.created += names.len();
+                            if ahead {
+                                // Made ahead, no row asked: none may be refused for it.
+                                made.ahead.extend(names.into_iter().map(|n| (n, table, starts[0])));
+                            } else {
+                                made.asked.extend(starts.into_iter().map(|s| (table, s)));
+                            }
+                        }
+                    }
+                    Err(_) if ahead => {}
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            let _ = done.send((creator, result));
+        });
+    }
+
+    /// Queues the partitions of the policy's premake intervals after the
+    /// newest interval rows asked for.
+    pub(crate) fn plan_ahead(&mut self, asked: &[(u16, i64)]) {
+        let mut newest: HashMap<u16, i64> = HashMap::new();
+        for &(table, start) in asked {
+            let n = newest.entry(table).or_insert(start);
+            *n = (*n).max(start);
+        }
+        for (table, start) in newest {
+            let Some(j) = self.tables[usize::from(table)].jit() else { continue };
+            let Ok(tz) = j.policy.zone() else { continue };
+            let mut at = start;
+            for _ in 0..j.policy.premake.min(MAX_AHEAD) {
+                let Ok(next) = j.policy.interval.next(at, &tz) else { break };
+                if j.limits().keys.max_key.is_some_and(|max| next > max) {
+                    break;
+                }
+                if self.made_ahead.insert((table, next)) {
+                    self.ahead.push((table, next));
+                }
+                at = next;
+            }
+        }
+    }
+
+    /// A creation finished: route the rows that waited for it.
+    pub(crate) async fn jit_finished(&mut self, creator: JitCreator, result: Result<JitMade, LoadError>) -> Result<(), LoadError> {
+        self.jit = Some(creator);
+        let JitMade { created, asked, ahead } = match result {
+            Ok(r) => r,
+            Err(e) => {
+                for p in std::mem::take(&mut self.waiting) {
+                    self.budget.release(p.bytes());
+                }
+                return Err(e);
+            }
+        };
+        self.stats.partitions_created += created;
+        self.plan_ahead(&asked);
+        self.ahead_leaves.extend(ahead.into_iter().map(|(name, table, start)| (name, (table, start))));
+        // Grouped by target and chunk: a batch may hold a chunk's rows for a
+        // leaf only whole (see `journal`), but rows that waited can fill many
+        // batches, and must, or one worker gets them all.
+        let mut groups: rustc_hash::FxHashMap<(Target, ChunkRange), (Segment, usize)> = Default::default();
+        let mut still = Vec::new();
+        let mut rejects = Vec::new();
+        // One routing context per table: the tree as just re-read, the limits as of now.
+        let mut ctxs: Vec<_> = self.tables.iter().map(|t| t.ctx()).collect();
+        for p in std::mem::take(&mut self.waiting) {
+            let routing = &self.tables[usize::from(p.table)];
+            let text = p.key.is_some();
+            let ctx = &mut ctxs[usize::from(p.table)];
+            let routed = match &p.key {
+                Some(key) => routing.route_key(ctx, Some(key)),
+                None => routing.route(ctx, &p.row),
+            };
+            match routed {
+                Routed::To(leaf) if routing.is_committed(leaf, text, p.range.0 as usize, p.offset) => {
+                    self.stats.rows_skipped += 1;
+                    self.budget.release(p.bytes());
+                }
+                Routed::To(leaf) => {
+                    let (seg, budget) = groups.entry((Target { table: p.table, leaf, text }, p.range)).or_default();
+                    if self.by_ref && !text {
+                        seg.push_ref(&p.row, p.offset, p.raw.len(), p.line, p.range.0 as usize);
+                    } else {
+                        seg.push(&p.row, &p.raw, p.line, p.range.0 as usize);
+                    }
+                    if seg.ranges.is_empty() {
+                        seg.ranges.push(p.range);
+                    }
+                    *budget += p.bytes();
+                }
+                Routed::Missing { start } if asked.contains(&(p.table, start)) => {
+                    self.budget.release(p.bytes());
+                    rejects.push(Reject {
+                        input: p.range.0 as usize,
+                        line: p.line,
+                        raw: p.raw,
+                        reason: "its partition could not be created (it overlaps a partition made by hand?)".into(),
+                        at: None,
+                    });
+                }
+                Routed::Missing { .. } => still.push(p),
+                Routed::Reject(reason) => {
+                    self.budget.release(p.bytes());
+                    rejects.push(Reject { input: p.range.0 as usize, line: p.line, raw: p.raw, reason, at: None });
+                }
+            }
+        }
+        for r in rejects {
+            self.reject(r);
+        }
+        self.waiting = still;
+        let mut groups: Vec<_> = groups.into_iter().collect();
+        groups.sort_unstable_by_key(|((_, range), _)| *range);
+        for ((target, _), (seg, budget)) in groups {
+            self.accumulate(TargetMap::from_iter([(target, seg)]), budget).await;
+        }
+        self.start_jit();
+        Ok(())
+    }
+
+    /// No partition is being created and no row waits for one.
+    pub(crate) fn jit_idle(&self) -> bool {
+        self.jit.is_some() && self.waiting.is_empty()
+    }
+
+    pub(crate) fn reject(&mut self, r: Reject) {
+        // A resumed load, or a retried batch, does not repeat a reject line.
+        if !self.rejects.lock().expect("reject file lock").add(r) {
+            return;
+        }
+        self.stats.rows_rejected += 1;
+        if self.max_rejects.is_some_and(|m| self.stats.rows_rejected > m) {
+            self.limit_hit = true;
+        }
+    }
+
+    /// Takes a target's accumulated rows out as one batch part.
+    pub(crate) fn take_part(&mut self, target: Target) -> Option<(BatchPart, usize)> {
+        let a = self.accum.remove(&target)?;
+        if a.seg.row_ends.is_empty() {
+            self.budget.release(a.budget);
+            return None;
+        }
+        self.accum_bytes -= a.seg.data.len();
+        let table = &self.tables[usize::from(target.table)];
+        let name = table.name(target.leaf);
+        let insert = table.insert.clone();
+        let sql = if target.text {
+            format!("COPY {} {} FROM STDIN", name.quoted(), table.copy_list)
+        } else {
+            format!("COPY {} {} FROM STDIN (FORMAT binary)", name.quoted(), table.copy_list)
+        };
+        self.touched.insert(name.clone());
+        // The first rows into a partition made ahead: keep premake more ahead of them.
+        if let Some((table, start)) = self.ahead_leaves.remove(&name) {
+            self.plan_ahead(&[(table, start)]);
+            self.start_jit();
+        }
+        let mut seg = a.seg;
+        let body = bytes::Bytes::from(std::mem::take(&mut seg.data));
+        let part = BatchPart {
+            table: target.table,
+            target_name: name.to_string(),
+            quoted_name: name.quoted(),
+            journal_target: super::journal::target_key(&name.to_string(), target.text),
+            sql,
+            text: target.text,
+            insert,
+            body,
+            seg,
+        };
+        Some((part, a.budget))
+    }
+
+    pub(crate) async fn send(&mut self, parts: Vec<BatchPart>, budget: usize) {
+        if parts.is_empty() {
+            return;
+        }
+        let batch = Batch { parts, budget, batch_id: format!("{}-{}", self.batch_prefix, self.stats.batches) };
+        self.stats.batches += 1;
+        self.in_flight += 1;
+        if let Some(tx) = &self.batch_tx
+            && tx.send_async(batch).await.is_err()
+        {
+            // The workers are gone; their error is reported.
+        }
+    }
+
+    pub(crate) async fn dispatch(&mut self, target: Target) {
+        if let Some((part, budget)) = self.take_part(target) {
+            self.send(vec![part], budget).await;
+        }
+    }
+
+    /// Sends several targets' rows, packed into batches of about
+    /// `batch_bytes` each: many small per-leaf buffers share a commit.
+    pub(crate) async fn dispatch_packed(&mut self, targets: Vec<Target>) {
+        let (mut parts, mut budget, mut bytes) = (Vec::new(), 0, 0);
+        for t in targets {
+            let Some((part, b)) = self.take_part(t) else { continue };
+            bytes += part.body.len();
+            budget += b;
+            parts.push(part);
+            if bytes >= self.batch_bytes {
+                self.send(std::mem::take(&mut parts), std::mem::take(&mut budget)).await;
+                bytes = 0;
+            }
+        }
+        self.send(parts, budget).await;
+    }
+
+    pub(crate) async fn flush_all(&mut self) {
+        let targets: Vec<Target> = self.accum.keys().copied().collect();
+        self.dispatch_packed(targets).await;
+    }
+
+    /// --flush-every: send the accumulators whose first row has waited `age`.
+    pub(crate) async fn flush_stale(&mut self, age: Duration) {
+        let stale: Vec<Target> = self.accum.iter().filter(|(_, a)| a.since.is_some_and(|t| t.elapsed() >= age)).map(|(t, _)| *t).collect();
+        if !stale.is_empty() {
+            self.dispatch_packed(stale).await;
+        }
+    }
+
+    /// Under budget pressure: send the fullest accumulators now, partial or not.
+    pub(crate) async fn flush_largest(&mut self) {
+        let mut sizes: Vec<(usize, Target)> = self.accum.iter().map(|(t, a)| (a.seg.data.len(), *t)).collect();
+        sizes.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
+        let goal = self.accum_bytes / 2;
+        let mut freed = 0;
+        let mut chosen = Vec::new();
+        for (size, t) in sizes {
+            if self.accum_bytes - freed <= goal {
+                break;
+            }
+            freed += size;
+            chosen.push(t);
+        }
+        self.dispatch_packed(chosen).await;
+    }
+
+    pub(crate) fn absorb(&mut self, o: CopyOutcome, error: &mut Option<LoadError>) {
+        match o {
+            CopyOutcome::Loaded { rows, bytes } => {
+                self.in_flight = self.in_flight.saturating_sub(1);
+                self.stats.rows_loaded += rows;
+                self.stats.bytes_sent += bytes;
+            }
+            CopyOutcome::Rejected { new } => {
+                self.stats.rows_rejected += new;
+                if self.max_rejects.is_some_and(|m| self.stats.rows_rejected > m) {
+                    self.limit_hit = true;
+                }
+            }
+            CopyOutcome::Failed(e) => {
+                self.in_flight = self.in_flight.saturating_sub(1);
+                error.get_or_insert(e);
+            }
+            CopyOutcome::Retrying { message } => self.notices.push(message),
+            CopyOutcome::Vanished(parts) => self.vanished.extend(parts),
+        }
+    }
+
+    /// Forgets rows not yet sent (an interrupted load); a resume makes them again.
+    pub(crate) fn drop_unsent(&mut self) {
+        for (_, a) in self.accum.drain() {
+            self.budget.release(a.budget);
+        }
+        self.accum_bytes = 0;
+        for p in std::mem::take(&mut self.waiting) {
+            self.budget.release(p.bytes());
+        }
+    }
+}

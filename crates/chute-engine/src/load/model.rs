@@ -1,0 +1,281 @@
+//! The load's data model: what moves between its stages. A chunk of input
+//! (`Chunk`) becomes, on a parse thread, rows encoded for targets
+//! (`Segment`s keyed by `Target`), rejects and rows waiting for a partition
+//! or for the server (`ChunkOut`); the coordinator gathers segments into
+//! batches for the sink. Nothing here does I/O.
+
+use rustc_hash::FxHashMap;
+
+use super::routing::{LeafRef, RouteCtx, Routed, Routing};
+
+/// Where a row goes: a leaf of one of the load's tables, or that table's
+/// parent (the server routes), in binary or (for values the server must
+/// parse) text format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Target {
+    pub table: u16,
+    pub leaf: LeafRef,
+    pub text: bool,
+}
+
+/// Maps keyed by target are on the per-row path; a target is a few small
+/// integers, which rustc-hash's Fx hash handles at a fraction of SipHash's cost.
+pub(crate) type TargetMap<V> = FxHashMap<Target, V>;
+
+/// A piece of input cut at a record end.
+pub(crate) struct Chunk {
+    pub input: usize,
+    pub data: Vec<u8>,
+    pub first_line: u64,
+    pub base_offset: u64,
+    /// Generated input: the sequence numbers of the rows to make.
+    pub seq: Option<(u64, u64)>,
+    /// A record too large for the memory budget, skipped by the reader
+    /// (`data` is empty): it becomes a reject, never rows.
+    pub oversized: Option<Oversized>,
+}
+
+/// Rows of one chunk for one target, encoded.
+#[derive(Default)]
+pub(crate) struct Segment {
+    pub data: Vec<u8>,
+    /// End of each row in `data`.
+    pub row_ends: Vec<u32>,
+    /// The original records, for reject files (copies; empty when records
+    /// are kept by position, see `offsets`).
+    pub raw: Vec<u8>,
+    /// End of each record, as if the records were in `raw` one after another.
+    pub raw_ends: Vec<u32>,
+    /// Where each record starts in its input, when records are kept by
+    /// position only (plain files: a reject file reads them back from there).
+    pub offsets: Vec<u64>,
+    pub lines: Vec<u64>,
+    /// The input each row came from.
+    pub inputs: Vec<u16>,
+    /// The input ranges whose rows for this target are all here (see `journal`).
+    pub ranges: Vec<(u32, u64, u64)>,
+}
+
+impl Segment {
+    pub(crate) fn push(&mut self, row: &[u8], raw: &[u8], line: u64, input: usize) {
+        self.inputs.push(input as u16);
+        self.data.extend_from_slice(row);
+        self.row_ends.push(self.data.len() as u32);
+        self.raw.extend_from_slice(raw);
+        self.raw_ends.push(self.raw.len() as u32);
+        self.lines.push(line);
+    }
+
+    /// [`Segment::push`] for a record kept by position: `len` bytes at `offset` of its input.
+    pub(crate) fn push_ref(&mut self, row: &[u8], offset: u64, len: usize, line: u64, input: usize) {
+        self.inputs.push(input as u16);
+        self.data.extend_from_slice(row);
+        self.row_ends.push(self.data.len() as u32);
+        let end = self.raw_ends.last().copied().unwrap_or(0) + len as u32;
+        self.raw_ends.push(end);
+        self.offsets.push(offset);
+        self.lines.push(line);
+    }
+
+    /// Row `i`'s original record: a copy, or where it is in its input.
+    pub(crate) fn record(&self, i: usize) -> (Vec<u8>, Option<(u64, u32)>) {
+        let from = if i == 0 { 0 } else { self.raw_ends[i - 1] };
+        match self.offsets.get(i) {
+            Some(&offset) => (Vec::new(), Some((offset, self.raw_ends[i] - from))),
+            None => (self.raw[from as usize..self.raw_ends[i] as usize].to_vec(), None),
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.data.len() + self.raw.len() + self.row_ends.len() * 16 + self.offsets.len() * 8
+    }
+}
+
+/// A rejected record with where it came from.
+pub(crate) struct Reject {
+    pub input: usize,
+    pub line: u64,
+    pub raw: Vec<u8>,
+    pub reason: String,
+    /// With `raw` empty: the record is `len` bytes at `offset` of its input file.
+    pub at: Option<(u64, u32)>,
+}
+
+impl Reject {
+    /// Its share of the memory budget while it waits to be written.
+    pub(crate) fn bytes(&self) -> usize {
+        std::mem::size_of::<Reject>() + self.raw.len() + self.reason.len() + 32
+    }
+}
+
+/// What a parse thread made of one chunk.
+#[derive(Default)]
+pub(crate) struct ChunkOut {
+    pub segments: Vec<(Target, Segment)>,
+    pub rejects: Vec<Reject>,
+    /// Rows whose tag set has no id yet (tsbs): resolved by the coordinator.
+    pub pending_tags: Vec<PendingRow>,
+    /// Rows whose time partition does not exist yet.
+    pub pending_parts: Vec<PendingPart>,
+    pub budget: usize,
+    /// The chunk's input range: (input, start, end) in bytes or sequence numbers.
+    pub range: (u32, u64, u64),
+    /// Rows an earlier run of this load committed already.
+    pub skipped: u64,
+    /// The part of `budget` that `rejects` take: given back once they are
+    /// written (a chunk of short bad rows is mostly rejects).
+    pub reject_bytes: usize,
+    /// Text rows whose key the server must parse before they are routed.
+    pub server_keys: Vec<ServerKeyed>,
+}
+
+/// A row waiting for its partition to be created.
+pub(crate) struct PendingPart {
+    pub table: u16,
+    pub start: i64,
+    pub row: Vec<u8>,
+    pub raw: Vec<u8>,
+    pub line: u64,
+    /// The row's position (for the journal) and its chunk's range.
+    pub offset: u64,
+    pub range: (u32, u64, u64),
+    /// `Some`: a text row the server parses, routed on this key's wire value.
+    pub key: Option<Vec<u8>>,
+}
+
+impl PendingPart {
+    /// Its share of the memory budget.
+    pub(crate) fn bytes(&self) -> usize {
+        self.row.len() + self.raw.len()
+    }
+}
+
+/// Where a row came from, for journal, resume and reject file.
+#[derive(Clone, Copy)]
+pub(crate) struct RowPos {
+    pub input: usize,
+    pub line: u64,
+    pub offset: u64,
+    pub range: (u32, u64, u64),
+}
+
+/// What one chunk's rows became.
+#[derive(Default)]
+pub(crate) struct Filed {
+    pub segments: TargetMap<Segment>,
+    pub pending: Vec<PendingPart>,
+    pub rejects: Vec<Reject>,
+    pub skipped: u64,
+    /// Keep rows' records by position instead of copying them (plain files).
+    pub by_ref: bool,
+    pub server_keys: Vec<ServerKeyed>,
+}
+
+impl Filed {
+    /// Files a routed row: into its segment, the pending list or the rejects,
+    /// or nowhere when an earlier run committed it.
+    pub(crate) fn file(&mut self, routing: &Routing, routed: Routed, table: u16, row: &[u8], raw: &[u8], at: RowPos) {
+        match routed {
+            Routed::To(leaf) => {
+                if routing.is_committed(leaf, false, at.input, at.offset) {
+                    self.skipped += 1;
+                } else {
+                    let seg = self.segments.entry(Target { table, leaf, text: false }).or_default();
+                    if self.by_ref {
+                        seg.push_ref(row, at.offset, raw.len(), at.line, at.input);
+                    } else {
+                        seg.push(row, raw, at.line, at.input);
+                    }
+                }
+            }
+            Routed::Missing { start } => self.pending.push(PendingPart {
+                table,
+                start,
+                row: row.to_vec(),
+                raw: raw.to_vec(),
+                line: at.line,
+                offset: at.offset,
+                range: at.range,
+                key: None,
+            }),
+            Routed::Reject(reason) => self.rejects.push(Reject { input: at.input, line: at.line, raw: raw.to_vec(), reason, at: None }),
+        }
+    }
+
+    /// Packs the chunk's results with the budget they take.
+    pub(crate) fn finish(mut self, range: (u32, u64, u64)) -> ChunkOut {
+        self.rejects.sort_by_key(|r| r.line);
+        let mut segments: Vec<(Target, Segment)> = self.segments.into_iter().collect();
+        for (_, s) in &mut segments {
+            s.ranges.push(range);
+        }
+        let reject_bytes = self.rejects.iter().map(Reject::bytes).sum::<usize>();
+        let budget = segments.iter().map(|(_, s)| s.bytes()).sum::<usize>()
+            + self.pending.iter().map(PendingPart::bytes).sum::<usize>()
+            + self.server_keys.iter().map(ServerKeyed::bytes).sum::<usize>()
+            + reject_bytes;
+        ChunkOut {
+            reject_bytes,
+            segments,
+            rejects: self.rejects,
+            pending_tags: Vec::new(),
+            pending_parts: self.pending,
+            budget,
+            range,
+            skipped: self.skipped,
+            server_keys: self.server_keys,
+        }
+    }
+}
+
+/// Turns a chunk of input into rows for targets: the per-format part of a
+/// load. Called from several parse threads at once.
+pub(crate) trait ChunkProcessor: Send + Sync {
+    fn process(&self, chunk: &Chunk) -> ChunkOut;
+}
+
+/// A text row whose key only the server can parse.
+pub(crate) struct ServerKeyed {
+    /// The key's text.
+    pub key: Vec<u8>,
+    /// The row in COPY text format.
+    pub row: Vec<u8>,
+    pub raw: Vec<u8>,
+    pub at: RowPos,
+}
+
+impl ServerKeyed {
+    /// Its share of the memory budget (the row and its record, as a pending row counts them).
+    pub(crate) fn bytes(&self) -> usize {
+        self.row.len() + self.raw.len()
+    }
+}
+
+/// A row whose tag set has no id yet.
+pub(crate) struct PendingRow {
+    pub table: u16,
+    pub key: Vec<u8>,
+    pub tags: Vec<Option<String>>,
+    pub row: Vec<u8>,
+    pub raw: Vec<u8>,
+    pub at: RowPos,
+    /// The tree version the rest of its chunk was routed with: routed with a
+    /// newer one, it could go to a leaf its chunk's other rows still wait
+    /// for, and a batch would claim the chunk for that leaf without them.
+    pub route: RouteCtx,
+}
+
+impl PendingRow {
+    pub(crate) fn bytes(&self) -> usize {
+        self.row.len() + self.raw.len()
+    }
+}
+
+/// A record too large to hold, skipped whole: where it is and how long.
+pub(crate) struct Oversized {
+    pub line: u64,
+    pub offset: u64,
+    pub len: u64,
+    /// The longest record the budget allows.
+    pub max: usize,
+}

@@ -1,0 +1,166 @@
+//! The reject file: each rejected record as a `# input:line: reason` line
+//! followed by the record exactly as it was in the input (read back from
+//! the file for records kept by position). Shared by the coordinator and
+//! the sink's workers behind a mutex; a resume appends without repeating.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use super::LoadError;
+use super::model::Reject;
+use super::source::{self, InputSpec};
+
+/// Copies `len` bytes at `offset` of a plain input file (a record kept by
+/// position) to `out` in pieces, so a large record is never held whole.
+/// Returns the last byte copied. `Err(Ok(e))`: the input failed; `Err(Err(e))`: `out` did.
+fn copy_record(
+    path: &std::path::Path,
+    offset: u64,
+    len: u32,
+    out: &mut impl Write,
+) -> Result<Option<u8>, Result<std::io::Error, std::io::Error>> {
+    use std::io::Seek;
+    let mut f = std::fs::File::open(path).map_err(Ok)?;
+    f.seek(std::io::SeekFrom::Start(offset)).map_err(Ok)?;
+    let mut f = f.take(u64::from(len));
+    let mut piece = vec![0u8; (len as usize).min(64 << 10)];
+    let (mut left, mut last) = (len as usize, None);
+    while left > 0 {
+        let n = f.read(&mut piece).map_err(Ok)?;
+        if n == 0 {
+            return Err(Ok(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        out.write_all(&piece[..n]).map_err(Err)?;
+        last = Some(piece[n - 1]);
+        left -= n;
+    }
+    Ok(last)
+}
+
+/// Writes rejected records: a comment line with where and why, then the
+/// record exactly as it was in the input.
+pub(crate) struct RejectWriter {
+    /// Generated input keeps no raw records: they are made again from their
+    /// sequence number (the line number minus one).
+    workload: Option<Arc<dyn chute_core::generate::Workload>>,
+    path: Option<std::path::PathBuf>,
+    names: Vec<String>,
+    /// Plain input files, by input index, to read records kept by position from.
+    files: Vec<Option<std::path::PathBuf>>,
+    pending: Vec<Reject>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    written: bool,
+    /// (input, line) of the rejects an earlier run of this load wrote to the
+    /// file, so a resume does not write them again; each is forgotten once
+    /// met again, since a resume reads every row once. Within a run no row is
+    /// rejected twice (a retried batch filters its own, see `copy`), so
+    /// nothing else is remembered and memory stays flat however many rows
+    /// are rejected.
+    seen: HashSet<(usize, u64)>,
+    /// Resuming: append to the file (after reading what it holds); otherwise
+    /// start it afresh.
+    append: bool,
+}
+
+impl RejectWriter {
+    pub(crate) fn new(
+        path: Option<std::path::PathBuf>,
+        inputs: &[InputSpec],
+        workload: Option<Arc<dyn chute_core::generate::Workload>>,
+        resuming: bool,
+    ) -> Self {
+        let path = match &workload {
+            Some(_) => path.or_else(|| Some("generated.rejects".into())),
+            None => path.or_else(|| inputs.first().map(|i| i.default_reject_file())),
+        };
+        let names: Vec<String> =
+            if workload.is_some() { vec!["generated row".into()] } else { inputs.iter().map(|i| i.display_name()).collect() };
+        let mut seen = HashSet::new();
+        if resuming && let Some(text) = path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
+            for line in text.lines().filter_map(|l| l.strip_prefix("# ")) {
+                for (i, n) in names.iter().enumerate() {
+                    if let Some(rest) = line.strip_prefix(n.as_str()).and_then(|r| r.strip_prefix(':'))
+                        && let Some(num) = rest.split(':').next().and_then(|d| d.parse::<u64>().ok())
+                    {
+                        seen.insert((i, num));
+                    }
+                }
+            }
+        }
+        // Only a plain file is read back: a compressed one's offsets are not its file's.
+        let files = inputs
+            .iter()
+            .map(|i| {
+                if let InputSpec::File(p) = i
+                    && source::is_plain_file(p)
+                {
+                    Some(p.clone())
+                } else {
+                    None
+                }
+            })
+            .collect();
+        RejectWriter { workload, path, names, files, pending: Vec::new(), file: None, written: false, seen, append: resuming }
+    }
+
+    /// Queues a reject; `false` when the file already has it.
+    pub(crate) fn add(&mut self, r: Reject) -> bool {
+        if !self.seen.is_empty() && self.seen.remove(&(r.input, r.line)) {
+            return false;
+        }
+        self.pending.push(r);
+        true
+    }
+
+    pub(crate) fn flush_pending(&mut self) -> Result<(), LoadError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let Some(path) = self.path.clone() else { return Ok(()) };
+        let err = |e: std::io::Error| LoadError::RejectFile { path: path.display().to_string(), message: e.to_string() };
+        if self.file.is_none() {
+            let f =
+                std::fs::OpenOptions::new().create(true).append(self.append).write(true).truncate(!self.append).open(&path).map_err(err)?;
+            self.file = Some(std::io::BufWriter::new(f));
+        }
+        let f = self.file.as_mut().expect("opened above");
+        for mut r in self.pending.drain(..) {
+            if r.raw.is_empty()
+                && let Some(w) = &self.workload
+            {
+                w.write_csv(r.line.saturating_sub(1), &mut r.raw);
+            }
+            let name = self.names.get(r.input).map(String::as_str).unwrap_or("input");
+            // A record kept by position in an input that cannot be read back (an oversized one from stdin).
+            let lost = if r.raw.is_empty() && r.at.is_some() && !matches!(self.files.get(r.input), Some(Some(_))) {
+                " (the record is not copied here: only an uncompressed file is read back)"
+            } else {
+                ""
+            };
+            writeln!(f, "# {name}:{}: {}{lost}", r.line, r.reason.replace('\n', " ")).map_err(err)?;
+            let last = match (r.at, self.files.get(r.input)) {
+                (Some((offset, len)), Some(Some(input))) if r.raw.is_empty() => {
+                    copy_record(input, offset, len, f).map_err(|e| match e {
+                        Ok(e) => LoadError::Input { input: input.display().to_string(), message: e.to_string() },
+                        Err(e) => err(e),
+                    })?
+                }
+                _ => {
+                    f.write_all(&r.raw).map_err(err)?;
+                    r.raw.last().copied()
+                }
+            };
+            if last != Some(b'\n') {
+                f.write_all(b"\n").map_err(err)?;
+            }
+        }
+        f.flush().map_err(err)?;
+        self.written = true;
+        Ok(())
+    }
+
+    pub(crate) fn path_if_written(&self) -> Option<String> {
+        self.written.then(|| self.path.as_ref().map(|p| p.display().to_string())).flatten()
+    }
+}
