@@ -1,4 +1,5 @@
 use super::*;
+use super::tls::key_file_too_open;
 
 #[test]
 fn url_wins_over_environment() {
