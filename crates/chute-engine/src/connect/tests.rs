@@ -1,5 +1,5 @@
-use super::*;
 use super::tls::key_file_too_open;
+use super::*;
 
 #[test]
 fn url_wins_over_environment() {

@@ -1,0 +1,221 @@
+//! The flags of `chute gen` and `chute load`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// What to generate.
+    #[arg(value_enum)]
+    pub workload: GenArg,
+    /// Write to FILE instead of stdout (plain; compress through a pipe).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Output format [default: csv for conditions, lineitem and accounts; tsbs for iot and devops].
+    #[arg(long, value_enum)]
+    pub format: Option<GenFormatArg>,
+    #[command(flatten)]
+    pub options: GenOptions,
+    /// Time between readings of one device (conditions, iot, devops) [default: 10s].
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// csv: first write a line with the column names.
+    #[arg(long)]
+    pub header: bool,
+    /// Print a CREATE TABLE statement for a table the rows fit, instead of
+    /// the rows; the table is TABLE ([schema.]name) or named after the workload
+    /// (accounts: pgbench_accounts, as pgbench names it).
+    #[arg(long, value_name = "TABLE", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub create: Option<String>,
+}
+
+/// What a generated workload looks like: shared by `chute gen` and `chute load --gen`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GenOptions {
+    /// Rows [default: 1000000]; iot and devops stop after N rows (without
+    /// --rows, `chute gen` runs them until --to).
+    #[arg(long, value_name = "N")]
+    pub rows: Option<u64>,
+    /// The seed: the same seed gives the same data [default: 42].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Size: trucks (iot, default 10), hosts (devops, default 10), TPC-H scale
+    /// factor (lineitem; default: enough for --rows), devices (conditions).
+    #[arg(long, value_name = "N")]
+    pub scale: Option<u32>,
+    /// conditions: devices reporting at each time step [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub devices: Option<u32>,
+    /// conditions: float8 columns data1..dataN [default: 5].
+    #[arg(long, value_name = "N")]
+    pub fields: Option<u16>,
+    /// The first timestamp (conditions, iot, devops) [default: 2021-06-01T00:00:00Z].
+    #[arg(long, value_name = "TIMESTAMP")]
+    pub from: Option<String>,
+    /// iot, devops: where the series end, exclusive [default: one day after
+    /// --from, or no end with --rows].
+    #[arg(long, value_name = "TIMESTAMP")]
+    pub to: Option<String>,
+}
+
+impl GenOptions {
+    /// Which options were given, by flag, for "does not apply" errors.
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (set, flag) in [
+            (self.rows.is_some(), "--rows"),
+            (self.seed.is_some(), "--seed"),
+            (self.scale.is_some(), "--scale"),
+            (self.devices.is_some(), "--devices"),
+            (self.fields.is_some(), "--fields"),
+            (self.from.is_some(), "--from"),
+            (self.to.is_some(), "--to"),
+        ] {
+            if set {
+                v.push(flag);
+            }
+        }
+        v
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GenFormatArg {
+    Csv,
+    /// Time Series Benchmark Suite files (iot, devops).
+    Tsbs,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// The table to load ([schema.]name). With --format tsbs every
+    /// positional argument is a file: the tables come from the file.
+    #[arg(required_unless_present_any = ["status", "forget", "forget_done_before", "generate"])]
+    pub table: Option<String>,
+    /// Input files (plain, .gz or .zst); `-` or nothing reads stdin.
+    #[arg(conflicts_with = "generate")]
+    pub files: Vec<String>,
+    /// Input format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Csv)]
+    pub format: FormatArg,
+    /// The first line is a header (csv, text).
+    #[arg(long)]
+    pub header: bool,
+    /// Field delimiter (csv: `,`; text: tab).
+    #[arg(long, value_name = "CHAR")]
+    pub delimiter: Option<char>,
+    /// The string that means NULL (csv: an unquoted empty field; text: \N).
+    #[arg(long, value_name = "STRING")]
+    pub null: Option<String>,
+    /// Input fields map to these columns, in order; other columns get their defaults.
+    #[arg(long, value_delimiter = ',', value_name = "A,B,C")]
+    pub columns: Option<Vec<String>>,
+    /// Bare numbers in time columns are Unix time in this unit.
+    #[arg(long, value_enum, value_name = "UNIT")]
+    pub epoch: Option<EpochArg>,
+    /// COPY connections (default: the number of cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Threads that parse, encode and route (default: half the cores).
+    #[arg(long)]
+    pub parse_threads: Option<usize>,
+    /// Target size of one COPY batch, in MiB.
+    #[arg(long, default_value_t = 4)]
+    pub batch_mb: usize,
+    /// Memory for rows in flight, in MiB (queues and per-partition buffers).
+    #[arg(long, default_value_t = 160)]
+    pub memory_mb: usize,
+    /// Send every row through the parent table and let the server route.
+    #[arg(long)]
+    pub via_parent: bool,
+    /// Reject rows whose time partition does not exist instead of creating it.
+    #[arg(long)]
+    pub no_create_partitions: bool,
+    /// Where rejected rows go (default: <input file name>.rejects in the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub reject_file: Option<std::path::PathBuf>,
+    /// Stop with exit code 2 once more than N rows were rejected.
+    #[arg(long, value_name = "N")]
+    pub max_rejects: Option<u64>,
+    /// Without a terminal: print a progress line this often (tsbs style).
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub report_every: String,
+    /// Write the periodic figures (time, rows, rows/s) to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    pub rates_csv: Option<std::path::PathBuf>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Name the load for its journal (default: derived from the table and
+    /// the inputs' path, size and modification time). Needed to resume stdin.
+    #[arg(long, value_name = "ID")]
+    pub load_id: Option<String>,
+    /// When the same load is already running (same id), wait for it to
+    /// finish and then load what it left, instead of refusing (exit 2).
+    #[arg(long)]
+    pub wait: bool,
+    /// Show what loads have committed (all, or the one named) and exit.
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
+    pub status: Option<String>,
+    /// Forget a load's journal (the same command then loads everything again) and exit.
+    #[arg(long, value_name = "ID")]
+    pub forget: Option<String>,
+    /// Forget every load that finished more than DURATION ago (e.g. 30d) and
+    /// exit; unfinished loads stay, so they can still be resumed.
+    #[arg(long, value_name = "DURATION", conflicts_with_all = ["status", "forget"])]
+    pub forget_done_before: Option<String>,
+    /// Keep retrying a lost connection or a restarted server this long.
+    #[arg(long, default_value = "5min", value_name = "DURATION")]
+    pub retry_for: String,
+    /// tsbs: partition each measurement table by time with this interval.
+    #[arg(long, value_name = "INTERVAL")]
+    pub interval: Option<String>,
+    /// Send rows that have waited this long without filling a batch (a live
+    /// stream's rows reach the table while it waits for more); `off` waits
+    /// for full batches [default: 1s when reading stdin, off for files].
+    #[arg(long, value_name = "DURATION|off")]
+    pub flush_every: Option<String>,
+    /// Load generated data instead of files (no file is written): rows of
+    /// TABLE, or for iot and devops the tsbs tables themselves (no TABLE).
+    #[arg(long = "gen", value_enum, value_name = "WORKLOAD")]
+    pub generate: Option<GenArg>,
+    /// With --gen iot or devops: the schema their tables go in (made if
+    /// missing) [default: the connection's current schema].
+    #[arg(long, value_name = "NAME")]
+    pub schema: Option<String>,
+    /// With --gen: the workload's options, as for chute gen.
+    #[command(flatten)]
+    pub gen_options: GenOptions,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GenArg {
+    /// time timestamptz, dev_id int, data1..dataN float8; every device every 10 s.
+    Conditions,
+    /// TPC-H lineitem, 7 columns: l_orderkey, l_partkey, l_suppkey, l_linenumber bigint, l_shipdate, l_commitdate date, l_comment char(25).
+    Lineitem,
+    /// pgbench_accounts: aid, bid, abalance int, filler char(84).
+    Accounts,
+    /// tsbs iot: trucks' readings and diagnostics, as a tsbs file (tables tags, readings, diagnostics).
+    Iot,
+    /// tsbs cpu-only: hosts' cpu usage, as a tsbs file (tables tags, cpu).
+    Devops,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    Csv,
+    Text,
+    Jsonl,
+    /// Time Series Benchmark Suite files (tags + one table per measurement).
+    Tsbs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EpochArg {
+    S,
+    Ms,
+    Us,
+    Ns,
+}
