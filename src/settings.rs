@@ -35,3 +35,17 @@ pub fn target(conn: &ConnArgs) -> anyhow::Result<ConnectOptions> {
 pub fn local_server(data_dir: Option<PathBuf>) -> anyhow::Result<LocalServer> {
     Ok(LocalServer::new(data_dir)?)
 }
+
+/// Checks an interval flag (`1h`, `1d`, `1mon`, or a plain number for
+/// integer keys) before anything connects, naming the flag when it is wrong.
+pub fn check_interval(flag: &str, value: &str) -> anyhow::Result<()> {
+    chute_core::partman::interval::Span::parse(value).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+    Ok(())
+}
+
+/// Checks a time zone flag (an IANA name such as `Europe/Berlin`, or `UTC`)
+/// before anything connects.
+pub fn check_zone(flag: &str, value: &str) -> anyhow::Result<()> {
+    chute_core::partman::interval::zone(value).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+    Ok(())
+}

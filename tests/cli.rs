@@ -45,6 +45,8 @@ mod retry_everywhere;
 mod route_values;
 #[path = "cli/routing.rs"]
 mod routing;
+#[path = "cli/settings.rs"]
+mod settings;
 #[path = "cli/setup_scripts.rs"]
 mod setup_scripts;
 #[path = "cli/tsbs.rs"]

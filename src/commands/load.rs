@@ -12,6 +12,10 @@ use crate::progress::LoadReporter;
 use crate::settings;
 
 pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
+    // Flags are checked before a server is chosen, started or connected to.
+    if let Some(i) = &a.interval {
+        settings::check_interval("--interval", i)?;
+    }
     if a.status.is_some() || a.forget.is_some() || a.forget_done_before.is_some() {
         return journal(&settings::target(conn)?, &a).await;
     }

@@ -13,6 +13,12 @@ use crate::args::{ConnArgs, MigrateArgs};
 use crate::settings;
 
 pub async fn run(conn: &ConnArgs, a: MigrateArgs) -> anyhow::Result<Outcome> {
+    // Flags are checked before a server is chosen, started or connected to.
+    if let Some(i) = &a.interval {
+        settings::check_interval("--interval", i)?;
+    }
+    settings::check_zone("--tz", &a.tz)?;
+    exec_settings(&a.lock)?;
     let opts = settings::target(conn)?;
     let table = QualifiedName::parse(&a.table)?;
     let mut m = Migrator::connect(&opts, exec_settings(&a.lock)?).await?;

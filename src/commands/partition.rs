@@ -17,6 +17,11 @@ use crate::args::{ConnArgs, LockArgs, PartitionCommand, PartitionCreateArgs, Par
 use crate::settings;
 
 pub async fn run(conn: &ConnArgs, cmd: PartitionCommand) -> anyhow::Result<Outcome> {
+    // Flags are checked before a server is chosen, started or connected to.
+    if let PartitionCommand::Create(a) = &cmd {
+        settings::check_interval("--interval", &a.interval)?;
+        settings::check_zone("--tz", &a.tz)?;
+    }
     let opts = settings::target(conn)?;
     match cmd {
         PartitionCommand::Create(a) => create(&opts, a).await,
