@@ -217,6 +217,9 @@ pub enum LoadError {
     /// be redone on a new one.
     #[error("{context}: {message}")]
     Lost { context: String, message: String },
+    /// Several workers or stages failed: the first error, then the others.
+    #[error("{first} (also: {})", also.join("; "))]
+    Several { first: Box<LoadError>, also: Vec<String> },
     #[error("cannot write the reject file {path}: {message}")]
     RejectFile { path: String, message: String },
 }
@@ -228,6 +231,42 @@ impl LoadError {
     }
 }
 
+/// The errors of a load's many workers and stages: the first decides how
+/// the load ends (and whether it is retried); the others are reported with
+/// it rather than dropped.
+#[derive(Debug, Default)]
+pub(crate) struct Errors {
+    first: Option<LoadError>,
+    also: Vec<String>,
+}
+
+impl Errors {
+    pub(crate) fn add(&mut self, e: LoadError) {
+        match &self.first {
+            None => self.first = Some(e),
+            Some(first) => {
+                let text = e.to_string();
+                if text != first.to_string() && !self.also.contains(&text) {
+                    self.also.push(text);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn any(&self) -> bool {
+        self.first.is_some()
+    }
+
+    /// The first error, with the others' messages after it.
+    pub(crate) fn into_error(self) -> Option<LoadError> {
+        let first = self.first?;
+        if self.also.is_empty() {
+            return Some(first);
+        }
+        Some(LoadError::Several { first: Box::new(first), also: self.also })
+    }
+}
+
 impl crate::retry::Lost for crate::load::LoadError {
     fn connection_lost(&self) -> bool {
         use crate::load::LoadError as L;
@@ -236,6 +275,7 @@ impl crate::retry::Lost for crate::load::LoadError {
             L::Catalog(e) => e.connection_lost(),
             L::Partition(e) => e.connection_lost(),
             L::Lost { .. } => true,
+            L::Several { first, .. } => first.connection_lost(),
             _ => false,
         }
     }

@@ -14,9 +14,9 @@ use super::input::{Cutting, read_inputs};
 use super::model::{Chunk, ChunkOut, TargetMap};
 use super::rejects::RejectWriter;
 use super::routing::JitCreator;
-use super::sink::{self, Batch, CopyOutcome, WorkerCtx};
+use super::sink::{Batch, CopyOutcome, CopySink, Sink, WorkerCtx};
 use super::source::{self, InputSpec};
-use super::{InputFormat, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats};
+use super::{Errors, InputFormat, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats};
 
 /// Runs a load to the end (or to the reject limit).
 pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<LoadReport, LoadError> {
@@ -62,8 +62,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let (batch_tx, batch_rx) = flume::bounded::<Batch>(spec.workers * 2);
     let (outcome_tx, outcome_rx) = flume::unbounded::<CopyOutcome>();
 
-    // COPY workers.
-    let mut workers = Vec::new();
+    // The sink: COPY workers, one connection each.
     let rejects = Arc::new(std::sync::Mutex::new(RejectWriter::new(
         spec.reject_file.clone(),
         &names,
@@ -78,13 +77,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         budget: budget.clone(),
         rejects: rejects.clone(),
     });
-    for _ in 0..spec.workers.max(1) {
-        let client = crate::retry::connect(&spec.target, spec.retry_for, |_| {}).await?;
-        let (rx, tx, ctx) = (batch_rx.clone(), outcome_tx.clone(), worker_ctx.clone());
-        workers.push(tokio::spawn(sink::worker(client, rx, tx, ctx)));
-    }
-    drop(batch_rx);
-    drop(outcome_tx);
+    let sink = CopySink { ctx: worker_ctx, workers: spec.workers.max(1), retry_for: spec.retry_for };
+    let workers = sink.start(batch_rx, outcome_tx).await?;
 
     // The reader.
     let reader = {
@@ -164,7 +158,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         load_id: load_id.clone(),
     };
     let mut last_report = Instant::now();
-    let mut error: Option<LoadError> = None;
+    let mut error = Errors::default();
     let mut parsing_done = false;
     let mut out_rx = Some(out_rx);
     let mut interrupted = false;
@@ -181,11 +175,11 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         }
         co.input_done = parsing_done;
         // Once every chunk is in and no row waits for a partition, send the rest.
-        if parsing_done && co.batch_tx.is_some() && (co.jit_idle() || error.is_some()) {
+        if parsing_done && co.batch_tx.is_some() && (co.jit_idle() || error.any()) {
             co.flush_all().await;
             // Rows of a batch whose leaf vanished come back to be routed
             // again: the queue stays open until every batch has answered.
-            if co.in_flight == 0 || error.is_some() {
+            if co.in_flight == 0 || error.any() {
                 co.batch_tx = None;
             }
         }
@@ -200,13 +194,13 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         } else {
             tokio::select! {
                 out = async { out_rx.as_ref().expect("receiving").recv_async().await }, if !parsing_done => match out {
-                    Ok(out) => if let Err(e) = co.merge(out).await { error.get_or_insert(e); },
+                    Ok(out) => if let Err(e) = co.merge(out).await { error.add(e); },
                     Err(_) => parsing_done = true,
                 },
                 j = jit_rx.recv_async() => if let Ok((creator, result)) = j
                     && let Err(e) = co.jit_finished(creator, result).await
                 {
-                    error.get_or_insert(e);
+                    error.add(e);
                 },
                 o = outcome_rx.recv_async() => if let Ok(o) = o { co.absorb(o, &mut error) },
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
@@ -215,12 +209,12 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         if !co.vanished.is_empty()
             && let Err(e) = co.reroute_vanished().await
         {
-            error.get_or_insert(e);
+            error.add(e);
         }
         if let Err(e) = co.rejects.lock().expect("reject file lock").flush_pending() {
-            error.get_or_insert(e);
+            error.add(e);
         }
-        if (error.is_some() || co.limit_hit) && !cancel.load(Ordering::Relaxed) {
+        if (error.any() || co.limit_hit) && !cancel.load(Ordering::Relaxed) {
             cancel.store(true, Ordering::Relaxed);
         }
         if !parsing_done && (budget.used() * 4 > budget.limit * 3 || budget.has_waiters()) {
@@ -244,30 +238,30 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         match w.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                error.get_or_insert(e);
+                error.add(e);
             }
             Err(e) => {
-                error.get_or_insert(LoadError::Setup(format!("a COPY worker failed: {e}")));
+                error.add(LoadError::Setup(format!("a COPY worker failed: {e}")));
             }
         }
     }
     match reader.join() {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
-            error.get_or_insert(e);
+            error.add(e);
         }
         Err(_) => {
-            error.get_or_insert(LoadError::Setup("the reader thread panicked".into()));
+            error.add(LoadError::Setup("the reader thread panicked".into()));
         }
     }
     for p in parsers {
         if p.join().is_err() {
-            error.get_or_insert(LoadError::Setup("a parse thread panicked".into()));
+            error.add(LoadError::Setup("a parse thread panicked".into()));
         }
     }
     co.rejects.lock().expect("reject file lock").flush_pending()?;
     if let Some(id) = &load_id {
-        let status = if error.is_some() {
+        let status = if error.any() {
             "failed"
         } else if interrupted {
             "interrupted"
@@ -277,7 +271,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         // A lost control connection must not hide the load's own outcome.
         let _ = co.close_journal(id, status).await;
     }
-    if let Some(e) = error {
+    if let Some(e) = error.into_error() {
         return Err(e);
     }
     let mut stats = co.stats;

@@ -17,6 +17,8 @@ use super::sink::{Batch, BatchPart, CopyOutcome};
 use super::{LoadError, LoadStats};
 
 pub(super) mod recover;
+#[cfg(test)]
+mod tests;
 
 /// Rows waiting for a target to fill a batch.
 #[derive(Default)]
@@ -471,7 +473,7 @@ impl Coordinator {
         self.dispatch_packed(chosen).await;
     }
 
-    pub(crate) fn absorb(&mut self, o: CopyOutcome, error: &mut Option<LoadError>) {
+    pub(crate) fn absorb(&mut self, o: CopyOutcome, error: &mut super::Errors) {
         match o {
             CopyOutcome::Loaded { rows, bytes } => {
                 self.in_flight = self.in_flight.saturating_sub(1);
@@ -486,7 +488,7 @@ impl Coordinator {
             }
             CopyOutcome::Failed(e) => {
                 self.in_flight = self.in_flight.saturating_sub(1);
-                error.get_or_insert(e);
+                error.add(e);
             }
             CopyOutcome::Retrying { message } => self.notices.push(message),
             CopyOutcome::Vanished(parts) => self.vanished.extend(parts),

@@ -135,7 +135,55 @@ impl From<tokio_postgres::Error> for AttemptError {
     }
 }
 
-pub(crate) async fn worker(
+/// Where the coordinator's batches go: PostgreSQL, through one or more
+/// connections (the COPY sink below), or later several servers at once.
+///
+/// Contract. `pipeline::run` calls `start` once per load, on the tokio
+/// runtime, before any batch exists. `start` opens what the sink needs
+/// (failing the load if it cannot, after retrying as `--retry-for` allows)
+/// and spawns its workers. Workers pull batches from `batches`, a bounded
+/// queue the coordinator fills, so a slow server slows the coordinator
+/// instead of growing memory; they run until the coordinator drops its
+/// sender (the end of the load, or a stop). Every batch is answered on
+/// `outcomes`: any number of `Retrying`, `Rejected` or `Vanished`, then
+/// exactly one `Loaded` (its rows are committed, with their journal entries
+/// in the same transaction) or `Failed` (nothing of it is committed; the
+/// worker stops). A worker gives the batch's bytes back to the load's
+/// budget once the batch is done either way. The handles end when the
+/// workers do; an `Err` from one is reported with the load's other errors.
+pub(crate) trait Sink {
+    async fn start(
+        &self,
+        batches: flume::Receiver<Batch>,
+        outcomes: flume::Sender<CopyOutcome>,
+    ) -> Result<Vec<tokio::task::JoinHandle<Result<(), LoadError>>>, LoadError>;
+}
+
+/// The sink of a load into one server: `workers` connections, each COPYing
+/// (or, under row-level security, INSERTing) whole batches into their
+/// targets, one transaction per batch.
+pub(crate) struct CopySink {
+    pub ctx: Arc<WorkerCtx>,
+    pub workers: usize,
+    pub retry_for: Duration,
+}
+
+impl Sink for CopySink {
+    async fn start(
+        &self,
+        batches: flume::Receiver<Batch>,
+        outcomes: flume::Sender<CopyOutcome>,
+    ) -> Result<Vec<tokio::task::JoinHandle<Result<(), LoadError>>>, LoadError> {
+        let mut handles = Vec::with_capacity(self.workers);
+        for _ in 0..self.workers {
+            let client = crate::retry::connect(&self.ctx.target, self.retry_for, |_| {}).await?;
+            handles.push(tokio::spawn(worker(client, batches.clone(), outcomes.clone(), self.ctx.clone())));
+        }
+        Ok(handles)
+    }
+}
+
+async fn worker(
     mut client: Client,
     rx: flume::Receiver<Batch>,
     tx: flume::Sender<CopyOutcome>,

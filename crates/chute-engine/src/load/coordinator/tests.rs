@@ -1,0 +1,96 @@
+//! The coordinator's pure parts, without a database: which input ranges a
+//! batch claims, what a resume skips, and how the errors of many workers
+//! are reported.
+
+use std::collections::HashMap;
+
+use chute_core::ident::QualifiedName;
+
+use super::super::journal::{Committed, RangeSet};
+use super::super::model::{Filed, RowPos, Segment, Target};
+use super::super::routing::{LeafRef, Routed, Routing};
+use super::super::{Errors, LoadError};
+use super::combine;
+
+fn seg(rows: &[&[u8]], range: (u32, u64, u64)) -> Segment {
+    let mut s = Segment::default();
+    for (i, r) in rows.iter().enumerate() {
+        s.push(r, r, i as u64 + 1, range.0 as usize);
+    }
+    s.ranges.push(range);
+    s
+}
+
+fn target(leaf: u32) -> Target {
+    Target { table: 0, leaf: LeafRef::Leaf(leaf), text: false }
+}
+
+#[test]
+fn a_batch_claims_the_ranges_of_the_chunks_whose_rows_it_holds_for_its_target() {
+    // Two chunks, next to each other in input 0, with rows for leaf 1; the
+    // second also has rows for leaf 2.
+    let out = combine(vec![
+        (target(1), seg(&[b"a", b"b"], (0, 0, 100))),
+        (target(2), seg(&[b"x"], (0, 100, 200))),
+        (target(1), seg(&[b"c"], (0, 100, 200))),
+    ]);
+    let one = &out[&target(1)];
+    assert_eq!(one.row_ends.len(), 3);
+    assert_eq!(one.data, b"abc");
+    // Adjacent ranges of one input are claimed as one.
+    assert_eq!(one.ranges, vec![(0, 0, 200)]);
+    assert_eq!(out[&target(2)].ranges, vec![(0, 100, 200)]);
+    // A segment's records and lines move with its rows.
+    assert_eq!(one.lines, vec![1, 2, 1]);
+    assert_eq!(one.record(2).0, b"c");
+}
+
+#[test]
+fn ranges_of_different_inputs_or_with_a_gap_stay_apart() {
+    let out = combine(vec![(target(1), seg(&[b"a"], (0, 0, 100))), (target(1), seg(&[b"b"], (1, 0, 50)))]);
+    assert_eq!(out[&target(1)].ranges, vec![(0, 0, 100), (1, 0, 50)]);
+}
+
+#[test]
+fn a_resume_skips_exactly_the_rows_in_ranges_committed_for_their_leaf() {
+    let name = QualifiedName { schema: Some("public".into()), name: "t".into() };
+    let routing = Routing::single(name.clone(), "(\"a\")".into());
+    let mut by_target = HashMap::new();
+    // Input 0: bytes [0, 100) and [300, 400) committed into public.t.
+    by_target.insert(name.to_string(), vec![RangeSet::from_ranges(vec![(0, 100), (300, 400)])]);
+    // One table: it is both leaf 0 and the parent.
+    assert_eq!(routing.set_committed(&Committed { by_target, rows: 7 }), 2);
+    let mut filed = Filed::default();
+    for offset in [0u64, 99, 100, 250, 300, 399, 400] {
+        let at = RowPos { input: 0, line: offset + 1, offset, range: (0, 0, 500) };
+        filed.file(&routing, Routed::To(LeafRef::Leaf(0)), 0, b"row", b"raw", at);
+    }
+    // 0, 99, 300 and 399 were committed; 100, 250 and 400 load.
+    assert_eq!(filed.skipped, 4);
+    let seg = &filed.segments[&target(0)];
+    assert_eq!(seg.lines, vec![101, 251, 401]);
+    // The same rows as text (values the server parses) were never committed as text.
+    assert!(!routing.is_committed(LeafRef::Leaf(0), true, 0, 0));
+    // Another input's rows are not skipped.
+    assert!(!routing.is_committed(LeafRef::Leaf(0), false, 1, 0));
+}
+
+#[test]
+fn the_first_error_decides_and_the_others_are_reported_with_it() {
+    let mut errors = Errors::default();
+    assert!(!errors.any());
+    assert!(Errors::default().into_error().is_none());
+    errors.add(LoadError::Setup("worker 1: disk full".into()));
+    errors.add(LoadError::Setup("worker 1: disk full".into()));
+    errors.add(LoadError::Lost { context: "COPY into t".into(), message: "connection reset".into() });
+    errors.add(LoadError::Setup("worker 3: out of memory".into()));
+    assert!(errors.any());
+    let e = errors.into_error().unwrap();
+    let text = e.to_string();
+    assert!(text.starts_with("worker 1: disk full (also: "), "{text}");
+    assert!(text.contains("COPY into t: connection reset") && text.contains("worker 3: out of memory"), "{text}");
+    assert_eq!(text.matches("disk full").count(), 1, "{text}");
+    // Whether the load is retried follows the first error.
+    use crate::retry::Lost;
+    assert!(!e.connection_lost());
+}
