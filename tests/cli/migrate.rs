@@ -108,6 +108,26 @@ async fn refuses_a_primary_key_without_the_key_then_extends_it_and_dry_run_chang
         .unwrap()
         .get(0);
     assert!(view_on_parent, "the dependent view reads the new parent");
+    // The new parent's indexes carry the names the table's had, so what names
+    // an index or constraint keeps working; the old table's are renamed away.
+    let names = |table: &'static str| {
+        let c = &c;
+        async move {
+            let rows = c
+                .query("SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = $1::text::regclass ORDER BY 1", &[&table])
+                .await
+                .unwrap();
+            rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<String>>()
+        }
+    };
+    assert_eq!(names("orders").await, ["orders_pkey", "orders_time_idx"]);
+    assert_eq!(names("orders_chute_old").await, ["orders_chute_pk", "orders_pkey_co", "orders_time_idx_co"]);
+    let pk: String = c
+        .query_one("SELECT conname::text FROM pg_constraint WHERE conrelid = 'orders'::regclass AND contype = 'p'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(pk, "orders_pkey");
     let before: String = c.query_one(CATALOG_HASH, &[]).await.unwrap().get(0);
     let (plan, _) = run_expect(chute().args(["--url", &url, "migrate", "orders", "--split", "--dry-run"]), 0);
     assert!(plan.contains("CREATE TRIGGER chute_sync AFTER INSERT OR UPDATE OR DELETE ON \"public\".\"orders_chute_old\""), "{plan}");

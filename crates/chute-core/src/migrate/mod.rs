@@ -68,11 +68,13 @@ pub struct Facts {
     pub key_not_null: bool,
     /// Columns of the primary key, in order.
     pub primary_key: Option<Vec<String>>,
+    /// The primary key constraint's (and its index's) name.
+    pub primary_key_name: Option<String>,
     /// Unique constraints and indexes other than the primary key: name and columns.
     pub unique: Vec<(String, Vec<String>)>,
-    /// Indexes that are neither the primary key nor unique: the part of
-    /// `pg_get_indexdef` from `USING` on.
-    pub plain_indexes: Vec<String>,
+    /// Indexes that are neither the primary key nor unique: their name and
+    /// the part of `pg_get_indexdef` from `USING` on.
+    pub plain_indexes: Vec<(String, String)>,
     /// Foreign keys of other tables that point here: "constraint on table".
     pub referencing_fks: Vec<String>,
     /// Views that select from the table: name and `pg_get_viewdef` text,
@@ -128,6 +130,30 @@ impl Names {
             sync_function: table.with_name(n("sync")?),
         })
     }
+
+    /// The name the new parent's copy of the old table's index `name` has
+    /// until the swap gives it `name` itself, so applications and tools that
+    /// name an index or constraint keep working.
+    pub fn new_index(&self, name: &str) -> String {
+        index_name(name, "cn")
+    }
+
+    /// The name the old table's index `name` takes in the swap.
+    pub fn old_index(&self, name: &str) -> String {
+        index_name(name, "co")
+    }
+}
+
+/// `name_tag`, or a hashed name of the same meaning when that would pass
+/// PostgreSQL's 63-byte limit.
+fn index_name(name: &str, tag: &str) -> String {
+    let s = format!("{name}_{tag}");
+    if check_length(&s).is_ok() {
+        return s;
+    }
+    // FNV-1a: stable across runs and versions, so a re-run finds the same name.
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("chute_{tag}_{hash:016x}")
 }
 
 /// What stands in the way of migrating `facts.table` on `key`.

@@ -97,14 +97,19 @@ pub fn plan_swap(
         let mut sql = vec![format!("CREATE TABLE {np} (LIKE {t} INCLUDING ALL EXCLUDING INDEXES) PARTITION BY RANGE ({key})")];
         if !new_pk.is_empty() {
             let cols = new_pk.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ");
-            sql.push(format!("ALTER TABLE {np} ADD PRIMARY KEY ({cols})"));
+            match &facts.primary_key_name {
+                Some(name) => {
+                    sql.push(format!("ALTER TABLE {np} ADD CONSTRAINT {} PRIMARY KEY ({cols})", quote_ident(&names.new_index(name))))
+                }
+                None => sql.push(format!("ALTER TABLE {np} ADD PRIMARY KEY ({cols})")),
+            }
         }
-        for (_, cols) in &facts.unique {
+        for (name, cols) in &facts.unique {
             let cols = cols.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ");
-            sql.push(format!("CREATE UNIQUE INDEX ON {np} ({cols})"));
+            sql.push(format!("CREATE UNIQUE INDEX {} ON {np} ({cols})", quote_ident(&names.new_index(name))));
         }
-        for tail in &facts.plain_indexes {
-            sql.push(format!("CREATE INDEX ON {np} {}", tail.trim()));
+        for (name, tail) in &facts.plain_indexes {
+            sql.push(format!("CREATE INDEX {} ON {np} {}", quote_ident(&names.new_index(name)), tail.trim()));
         }
         sql.extend(grant_sql(&facts.grants, &names.new_parent));
         if let Some(c) = &facts.comment {
@@ -153,6 +158,14 @@ pub fn plan_swap(
     sql.push(format!("ALTER TABLE {} RENAME TO {}", names.new_parent.quoted(), quote_ident(&names.table.name)));
     sql.push(format!("ALTER TABLE {t} ATTACH PARTITION {} FOR VALUES FROM (MINVALUE) TO ({hi_lit})", names.old.quoted()));
     sql.push(format!("ALTER TABLE {} DROP CONSTRAINT {rc}", names.old.quoted()));
+    // The new parent's indexes take the old table's index names (renaming an
+    // index renames its constraint too).
+    let pk_name = facts.primary_key_name.iter().filter(|_| !new_pk.is_empty());
+    let index_names = pk_name.chain(facts.unique.iter().map(|(n, _)| n)).chain(facts.plain_indexes.iter().map(|(n, _)| n));
+    for name in index_names {
+        sql.push(format!("ALTER INDEX {} RENAME TO {}", table.with_name(name.clone()).quoted(), quote_ident(&names.old_index(name))));
+        sql.push(format!("ALTER INDEX {} RENAME TO {}", table.with_name(names.new_index(name)).quoted(), quote_ident(name)));
+    }
     for (seq, col) in &facts.owned_sequences {
         sql.push(format!("ALTER SEQUENCE {} OWNED BY {t}.{}", seq.quoted(), quote_ident(col)));
     }

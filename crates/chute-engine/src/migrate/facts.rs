@@ -24,10 +24,14 @@ pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts,
         .await?;
     let index_cols = "array(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n)
                             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.n)";
-    let pk = client
-        .query_opt(&format!("SELECT {index_cols} FROM pg_index i WHERE i.indrelid = $1 AND i.indisprimary"), &[&oid])
-        .await?
-        .map(|r| r.get::<_, Vec<String>>(0));
+    let pk_row = client
+        .query_opt(
+            &format!("SELECT {index_cols}, ci.relname::text FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid WHERE i.indrelid = $1 AND i.indisprimary"),
+            &[&oid],
+        )
+        .await?;
+    let pk = pk_row.as_ref().map(|r| r.get::<_, Vec<String>>(0));
+    let primary_key_name = pk_row.as_ref().map(|r| r.get::<_, String>(1));
     let unique = client
         .query(
             &format!(
@@ -40,15 +44,17 @@ pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts,
         .into_iter()
         .map(|r| (r.get::<_, String>(0), r.get::<_, Vec<String>>(1)))
         .collect();
-    let plain_indexes = strings(
-        client
-            .query(
-                "SELECT substring(pg_get_indexdef(i.indexrelid) FROM ' USING .*$') FROM pg_index i
-                 WHERE i.indrelid = $1 AND NOT i.indisunique ORDER BY i.indexrelid",
-                &[&oid],
-            )
-            .await?,
-    );
+    let plain_indexes = client
+        .query(
+            "SELECT ci.relname::text, substring(pg_get_indexdef(i.indexrelid) FROM ' USING .*$') FROM pg_index i
+             JOIN pg_class ci ON ci.oid = i.indexrelid
+             WHERE i.indrelid = $1 AND NOT i.indisunique ORDER BY i.indexrelid",
+            &[&oid],
+        )
+        .await?
+        .into_iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+        .collect();
     let referencing_fks = strings(
         client
             .query(
@@ -102,6 +108,7 @@ pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts,
         key_type: row.get(3),
         key_not_null: row.get(4),
         primary_key: pk,
+        primary_key_name,
         unique,
         plain_indexes,
         referencing_fks,
