@@ -37,7 +37,7 @@ pub async fn run(conn: &ConnArgs, a: MigrateArgs) -> anyhow::Result<Outcome> {
                 Some(r) => println!("rate          {r:.0} rows/s"),
                 None => println!("rate          -"),
             }
-            println!("longest lock  {} ms (swap or cutover step, retries included)", s.longest_lock_ms);
+            println!("longest lock  {} ms (the longest single attempt of the swap or the cutover)", s.longest_lock_ms);
             println!("old partition {}", s.old_partition);
         }
         return Ok(Outcome::Ok);

@@ -132,7 +132,9 @@ async fn refuses_a_primary_key_without_the_key_then_extends_it_and_dry_run_chang
     let (plan, _) = run_expect(chute().args(["--url", &url, "migrate", "orders", "--split", "--dry-run"]), 0);
     assert!(plan.contains("CREATE TRIGGER chute_sync AFTER INSERT OR UPDATE OR DELETE ON \"public\".\"orders_chute_old\""), "{plan}");
     assert!(
-        plan.contains("FOR SHARE ON CONFLICT DO NOTHING") && plan.contains("DETACH PARTITION \"public\".\"orders_chute_old\""),
+        plan.contains("FOR SHARE), copied AS (INSERT INTO")
+            && plan.contains("ON CONFLICT DO NOTHING")
+            && plan.contains("DETACH PARTITION \"public\".\"orders_chute_old\""),
         "{plan}"
     );
     let after: String = c.query_one(CATALOG_HASH, &[]).await.unwrap().get(0);

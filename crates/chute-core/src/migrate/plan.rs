@@ -286,7 +286,9 @@ pub fn plan_split_setup(
 
 /// One copy batch: rows of the old partition with key in `[from, to)`
 /// (`to` = `None`: to the end), locked FOR SHARE so an application update of
-/// the same row is ordered before or after it.
+/// the same row is ordered before or after it. Every row of the range counts
+/// as moved, whether this batch copied it or the sync trigger carried it
+/// first (then the insert skips it).
 pub fn plan_copy_batch(policy: &Policy, names: &Names, from: Option<i64>, to: Option<i64>) -> Result<Plan, PlanError> {
     let key = policy.key_sql();
     let mut conds = vec![];
@@ -303,10 +305,11 @@ pub fn plan_copy_batch(policy: &Policy, names: &Names, from: Option<i64>, to: Op
     };
     let done = if to.is_none() { ", copy_done = true" } else { "" };
     let sql = format!(
-        "WITH copied AS (INSERT INTO {} SELECT * FROM {} WHERE {cond} FOR SHARE ON CONFLICT DO NOTHING RETURNING 1) \
-         UPDATE chute.migrations SET rows_moved = rows_moved + (SELECT count(*) FROM copied), copied_to = {reached}{done}, updated_at = now() WHERE {}",
-        names.staging.quoted(),
+        "WITH batch AS (SELECT * FROM {} WHERE {cond} FOR SHARE), \
+              copied AS (INSERT INTO {} SELECT * FROM batch ON CONFLICT DO NOTHING) \
+         UPDATE chute.migrations SET rows_moved = rows_moved + (SELECT count(*) FROM batch), copied_to = {reached}{done}, updated_at = now() WHERE {}",
         names.old.quoted(),
+        names.staging.quoted(),
         migration_filter(&names.table)
     );
     let mut plan = Plan::default();

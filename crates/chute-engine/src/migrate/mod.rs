@@ -121,7 +121,7 @@ pub struct MigrationStatus {
     pub rows_total: Option<i64>,
     /// Rows copied per second since the split began.
     pub rate_rows_per_s: Option<f64>,
-    /// The longest a swap or cutover step took, retries included (ms).
+    /// The longest single attempt of a swap or cutover step (ms): what writers waited at most.
     pub longest_lock_ms: i64,
     pub old_partition: String,
 }
@@ -295,16 +295,23 @@ impl Migrator {
         MigrateError::Aborted { cause: Box::new(cause), report: lines.join("; ") }
     }
 
-    /// Runs a plan, recording how long each swap or cutover step took.
+    /// Runs a plan, recording the longest single attempt of a swap or
+    /// cutover step: what writers wait at most (a retried step waits once
+    /// per attempt, each under `lock_timeout`, and lets writers through in
+    /// its pauses).
     async fn run_timed(&mut self, table: &QualifiedName, plan: &Plan, report: StepReporter<'_>) -> Result<(), MigrateError> {
         let mut longest = Duration::ZERO;
         let mut began = Instant::now();
         let result = exec::run_plan(&mut self.client, plan, self.settings, |i, step, e| {
+            let locking = matches!(&step.kind, StepKind::Migrate { phase, .. } if phase == "swap" || phase == "cutover");
             match e {
                 StepEvent::Started => began = Instant::now(),
-                StepEvent::Done if matches!(&step.kind, StepKind::Migrate { phase, .. } if phase == "swap" || phase == "cutover") => {
-                    longest = longest.max(began.elapsed())
+                StepEvent::Retrying { pause, .. } if locking => {
+                    longest = longest.max(began.elapsed());
+                    // The next attempt starts after the pause.
+                    began = Instant::now() + pause;
                 }
+                StepEvent::Done if locking => longest = longest.max(began.elapsed()),
                 _ => {}
             }
             report(i, step, e)

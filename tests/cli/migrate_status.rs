@@ -1,0 +1,119 @@
+//! What `chute migrate --status` reports: rows moved counts every row of the
+//! old partition that reached its interval partition, also those the sync
+//! trigger carried before the copy reached them; the longest lock is the
+//! longest single attempt, not the attempts and pauses of a retried step.
+
+use std::time::{Duration, Instant};
+
+use chute_testkit::shared;
+use tokio_postgres::Client;
+
+use crate::common::{chute, run_expect};
+
+async fn make_orders(c: &Client, rows: i64) {
+    c.batch_execute(&format!(
+        "CREATE TABLE orders (id bigint NOT NULL, time timestamptz NOT NULL, status int NOT NULL DEFAULT 0, PRIMARY KEY (id, time));
+         INSERT INTO orders SELECT i, now() - interval '1 hour' - i * interval '1 minute', 0 FROM generate_series(1, {rows}) i"
+    ))
+    .await
+    .unwrap();
+}
+
+fn status(url: &str) -> serde_json::Value {
+    let (out, _) = run_expect(chute().args(["--url", url, "migrate", "--status", "orders", "--json"]), 0);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_the_trigger_carried_count_as_moved() {
+    const ROWS: i64 = 6_000;
+    let db = shared().fresh_db("cli_migrate_status_moved").await;
+    let url = db.url();
+    let c = db.client().await;
+    make_orders(&c, ROWS).await;
+    run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d"]), 0);
+    // A paced split (about 4 s): the copy goes from the oldest key up.
+    let split = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            run_expect(chute().args(["--url", &url, "migrate", "orders", "--split", "--batch-rows", "500", "--rows-per-s", "1500"]), 0)
+        })
+    };
+    // Once the sync trigger exists, update the newest rows, which the copy has not reached.
+    let began = Instant::now();
+    loop {
+        let n: i64 = c.query_one("SELECT count(*) FROM pg_trigger WHERE tgname = 'chute_sync'", &[]).await.unwrap().get(0);
+        if n > 0 {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(30), "the split never set up its trigger");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let updated = c.execute("UPDATE orders SET status = 1 WHERE id <= 1000", &[]).await.unwrap();
+    assert_eq!(updated, 1000);
+    split.join().unwrap();
+    let s = status(&url);
+    assert_eq!(s["rows_moved"], ROWS, "{s}");
+    assert_eq!(s["rows_total"], ROWS, "{s}");
+    let (n, carried): (i64, i64) = {
+        let r = c.query_one("SELECT count(*), count(*) FILTER (WHERE status = 1) FROM orders", &[]).await.unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!((n, carried), (ROWS, 1000));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_longest_lock_is_one_attempt_not_the_retries() {
+    let db = shared().fresh_db("cli_migrate_status_lock").await;
+    let url = db.url();
+    let c = db.client().await;
+    make_orders(&c, 1_000).await;
+    run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d"]), 0);
+    // A paced split (about 0.7 s of copying); its cutover needs the staging parent alone.
+    let split = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            run_expect(
+                chute().args([
+                    "--url",
+                    &url,
+                    "migrate",
+                    "orders",
+                    "--split",
+                    "--batch-rows",
+                    "100",
+                    "--rows-per-s",
+                    "1500",
+                    "--lock-timeout",
+                    "200ms",
+                    "--retry-for",
+                    "30s",
+                ]),
+                0,
+            )
+        })
+    };
+    let began = Instant::now();
+    loop {
+        let staged: bool = c.query_one("SELECT to_regclass('orders_chute_split') IS NOT NULL", &[]).await.unwrap().get(0);
+        if staged {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(30), "the split never made its staging parent");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A reader of the staging parent for 2.5 s: the cutover's attempts (200 ms each) time out and are retried.
+    let mut blocker = db.client().await;
+    let tx = blocker.transaction().await.unwrap();
+    tx.query("SELECT count(*) FROM orders_chute_split", &[]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tx.rollback().await.unwrap();
+    let (_, err) = split.join().unwrap();
+    assert!(err.contains("retry"), "the cutover was retried:\n{err}");
+    let s = status(&url);
+    let ms = s["longest_lock_ms"].as_i64().unwrap_or_else(|| panic!("{s}"));
+    // One attempt waits at most lock_timeout (200 ms) plus the cutover's own catalog work.
+    assert!(ms < 1_000, "longest lock {ms} ms, over about 2 s of retries: {s}");
+    let n: i64 = c.query_one("SELECT count(*) FROM orders", &[]).await.unwrap().get(0);
+    assert_eq!(n, 1_000);
+}
