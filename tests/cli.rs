@@ -27,6 +27,8 @@ mod local;
 mod maintainer;
 #[path = "cli/migrate.rs"]
 mod migrate;
+#[path = "cli/migrate_columns.rs"]
+mod migrate_columns;
 #[path = "cli/migrate_status.rs"]
 mod migrate_status;
 #[path = "cli/partition.rs"]

@@ -85,7 +85,10 @@ pub struct Facts {
     pub publications: Vec<String>,
     /// Inheritance parents and children.
     pub inheritance: Vec<String>,
+    /// Identity columns: carried over (the new parent's sequence continues
+    /// from the old one's value in the swap).
     pub identity_columns: Vec<String>,
+    /// Generated columns: carried by `LIKE … INCLUDING ALL`; the split never writes them.
     pub generated_columns: Vec<String>,
     pub owned_sequences: Vec<(QualifiedName, String)>,
     pub grants: Grants,
@@ -243,21 +246,6 @@ pub fn check(facts: &Facts, key: &str, extend_primary_key: bool) -> Vec<Problem>
         p(
             format!("{} takes part in inheritance with {i}", facts.table),
             "detach it (ALTER TABLE … NO INHERIT) first: a partition cannot inherit".into(),
-        );
-    }
-    for c in &facts.identity_columns {
-        p(
-            format!("the column {c:?} is an identity column"),
-            format!(
-                "chute does not carry identity sequences over yet: turn it into a serial-style default first (ALTER TABLE {t} ALTER COLUMN {} DROP IDENTITY, then a sequence and DEFAULT nextval())",
-                crate::ident::quote_ident(c)
-            ),
-        );
-    }
-    for c in &facts.generated_columns {
-        p(
-            format!("the column {c:?} is generated"),
-            "chute's split copies whole rows and cannot write generated columns; migrate by hand".into(),
         );
     }
     if facts.primary_key.is_none() && !facts.unique.iter().any(|(_, cols)| cols.iter().any(|c| c == key)) {

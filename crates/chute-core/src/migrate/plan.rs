@@ -169,6 +169,16 @@ pub fn plan_swap(
     for (seq, col) in &facts.owned_sequences {
         sql.push(format!("ALTER SEQUENCE {} OWNED BY {t}.{}", seq.quoted(), quote_ident(col)));
     }
+    // Identity columns: the new parent's sequence goes on from the old one's
+    // value (writers wait on the lock, so it cannot move meanwhile).
+    for c in &facts.identity_columns {
+        let seq_of = |table: &QualifiedName| format!("pg_get_serial_sequence({}, {})", quote_literal(&table.quoted()), quote_literal(c));
+        sql.push(format!(
+            "SELECT setval({}, v) FROM (SELECT pg_sequence_last_value({}::regclass) AS v) s WHERE v IS NOT NULL",
+            seq_of(table),
+            seq_of(&names.old)
+        ));
+    }
     for (view, def) in &facts.views {
         sql.push(format!("CREATE OR REPLACE VIEW {view} AS {}", def.trim_end().trim_end_matches(';')));
     }
@@ -233,12 +243,32 @@ pub fn split_leaves(policy: &Policy, min_key: i64, hi: i64) -> Result<Vec<Leaf>,
     Ok(out)
 }
 
+/// The columns the split writes: every column but generated ones (the
+/// server computes those), and whether an identity column is `GENERATED
+/// ALWAYS` (then the rows' own ids go in with `OVERRIDING SYSTEM VALUE`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SplitColumns {
+    pub names: Vec<String>,
+    pub identity_always: bool,
+}
+
+impl SplitColumns {
+    fn list(&self) -> String {
+        self.names.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ")
+    }
+
+    fn overriding(&self) -> &'static str {
+        if self.identity_always { " OVERRIDING SYSTEM VALUE" } else { "" }
+    }
+}
+
 /// The staging parent, its leaves and the sync trigger, in one transaction.
 pub fn plan_split_setup(
     policy: &Policy,
     names: &Names,
     leaves: &[Leaf],
     id_cols: &[String],
+    columns: &SplitColumns,
     grants: &crate::partman::Grants,
 ) -> Result<Plan, PlanError> {
     let t = names.table.quoted();
@@ -260,11 +290,14 @@ pub fn plan_split_setup(
     sql.push(format!(
         "CREATE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $chute$ BEGIN \
          IF TG_OP IN ('UPDATE', 'DELETE') THEN DELETE FROM {st} WHERE ({}) = ({}); END IF; \
-         IF TG_OP IN ('INSERT', 'UPDATE') THEN INSERT INTO {st} SELECT NEW.*; END IF; \
+         IF TG_OP IN ('INSERT', 'UPDATE') THEN INSERT INTO {st} ({}){} VALUES ({}); END IF; \
          RETURN NULL; END $chute$",
         names.sync_function.quoted(),
         cols.join(", "),
-        old_cols.join(", ")
+        old_cols.join(", "),
+        columns.list(),
+        columns.overriding(),
+        columns.names.iter().map(|c| format!("NEW.{}", quote_ident(c))).collect::<Vec<_>>().join(", ")
     ));
     sql.push(format!(
         "CREATE TRIGGER chute_sync AFTER INSERT OR UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {}()",
@@ -289,7 +322,13 @@ pub fn plan_split_setup(
 /// the same row is ordered before or after it. Every row of the range counts
 /// as moved, whether this batch copied it or the sync trigger carried it
 /// first (then the insert skips it).
-pub fn plan_copy_batch(policy: &Policy, names: &Names, from: Option<i64>, to: Option<i64>) -> Result<Plan, PlanError> {
+pub fn plan_copy_batch(
+    policy: &Policy,
+    names: &Names,
+    columns: &SplitColumns,
+    from: Option<i64>,
+    to: Option<i64>,
+) -> Result<Plan, PlanError> {
     let key = policy.key_sql();
     let mut conds = vec![];
     if let Some(f) = from {
@@ -304,12 +343,14 @@ pub fn plan_copy_batch(policy: &Policy, names: &Names, from: Option<i64>, to: Op
         None => "NULL".into(),
     };
     let done = if to.is_none() { ", copy_done = true" } else { "" };
+    let cols = columns.list();
     let sql = format!(
         "WITH batch AS (SELECT * FROM {} WHERE {cond} FOR SHARE), \
-              copied AS (INSERT INTO {} SELECT * FROM batch ON CONFLICT DO NOTHING) \
+              copied AS (INSERT INTO {} ({cols}){} SELECT {cols} FROM batch ON CONFLICT DO NOTHING) \
          UPDATE chute.migrations SET rows_moved = rows_moved + (SELECT count(*) FROM batch), copied_to = {reached}{done}, updated_at = now() WHERE {}",
         names.old.quoted(),
         names.staging.quoted(),
+        columns.overriding(),
         migration_filter(&names.table)
     );
     let mut plan = Plan::default();

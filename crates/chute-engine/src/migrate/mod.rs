@@ -295,6 +295,21 @@ impl Migrator {
         MigrateError::Aborted { cause: Box::new(cause), report: lines.join("; ") }
     }
 
+    /// The columns the split copies (not generated ones) and whether an
+    /// identity column is `GENERATED ALWAYS`.
+    async fn split_columns(&self, old: &QualifiedName) -> Result<mplan::SplitColumns, MigrateError> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT coalesce(array_agg(attname::text ORDER BY attnum) FILTER (WHERE attgenerated = ''), '{}'),
+                        coalesce(bool_or(attidentity = 'a'), false)
+                 FROM pg_attribute WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped",
+                &[&old.quoted()],
+            )
+            .await?;
+        Ok(mplan::SplitColumns { names: row.get(0), identity_always: row.get(1) })
+    }
+
     /// Runs a plan, recording the longest single attempt of a swap or
     /// cutover step: what writers wait at most (a retried step waits once
     /// per attempt, each under `lock_timeout`, and lets writers through in
@@ -373,11 +388,12 @@ impl Migrator {
             }
         };
         let leaves = mplan::split_leaves(&policy, split_from, hi)?;
+        let columns = self.split_columns(&names.old).await?;
         if phase == "swapped" {
             let info = catalog::require_table(&self.client, &table).await?;
             let parent = facts::read(&self.client, &info, &policy.key).await?;
             let id_cols = migrate::identity_columns(&parent, &policy.key);
-            let setup = mplan::plan_split_setup(&policy, &names, &leaves, &id_cols, &info.grants)?;
+            let setup = mplan::plan_split_setup(&policy, &names, &leaves, &id_cols, &columns, &info.grants)?;
             if !req.dry_run {
                 let total: i64 = self.client.query_one(&format!("SELECT count(*) FROM {}", names.old.quoted()), &[]).await?.get(0);
                 self.client
@@ -416,7 +432,7 @@ impl Migrator {
                 Some(c) if n <= c => c + 1,
                 _ => n,
             });
-            let batch = mplan::plan_copy_batch(&policy, &names, cursor, to)?;
+            let batch = mplan::plan_copy_batch(&policy, &names, &columns, cursor, to)?;
             if req.dry_run {
                 all.extend(batch);
                 all.notes.push(format!("the copy runs in batches of {} rows by {}, resumable after each", req.batch_rows, policy.key));
