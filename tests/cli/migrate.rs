@@ -327,8 +327,30 @@ async fn kill_9_at_random_moments_then_rerun_completes() {
     let stop = Arc::new(AtomicBool::new(false));
     let w = tokio::spawn(writer(db.client().await, ROWS, stop.clone()));
 
-    // Kill points (ms after start): three during the swap phase, then
-    // (after a run that finishes the swap) three during the split.
+    // Kill points (ms after start), drawn at random: three during the swap
+    // phase, then (after a run that finishes the swap) three during the
+    // split. CHUTE_TEST_SEED=N replays a run; the seed is printed (and shown
+    // when the test fails).
+    let seed: u64 = std::env::var("CHUTE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
+    println!("kill points from CHUTE_TEST_SEED={seed}");
+    let mut state = seed | 1;
+    let mut draw = |lo: u64, hi: u64| {
+        // xorshift64: enough to spread kill points, and replayable.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        lo + state % (hi - lo)
+    };
+    // The first swap-phase kill comes early enough to land in the first run
+    // (which takes about 100 ms here); the reruns finish sooner.
+    let mut swap_points: Vec<u64> = vec![draw(5, 40), draw(5, 150), draw(5, 150)];
+    let mut split_points: Vec<u64> = (0..3).map(|_| draw(100, 1500)).collect();
+    swap_points.sort();
+    split_points.sort();
+    println!("kill points: swap phase {swap_points:?} ms, split {split_points:?} ms");
     let mut killed = 0;
     let kill_at = |args: &'static [&'static str], after: u64, url: String| async move {
         let mut child = chute().args(["--url", &url]).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
@@ -341,16 +363,16 @@ async fn kill_9_at_random_moments_then_rerun_completes() {
         let _ = child.wait();
         running
     };
-    for after in [40, 150, 400] {
+    for after in swap_points {
         killed += kill_at(&MIGRATE, after, url.clone()).await as u32;
     }
     let mut cmd = chute();
     cmd.args(["--url", &url]).args(MIGRATE);
     spawn_blocking_run(cmd).await.unwrap();
-    for after in [200, 600, 1200] {
+    for after in split_points {
         killed += kill_at(&SPLIT_PACED, after, url.clone()).await as u32;
     }
-    assert!(killed >= 4, "only {killed} runs were killed before they finished");
+    assert!(killed >= 4, "only {killed} runs were killed before they finished (CHUTE_TEST_SEED={seed})");
     let mut cmd = chute();
     cmd.args(["--url", &url]).args(SPLIT);
     let out = tokio::task::spawn_blocking(move || {
