@@ -3,6 +3,8 @@
 #[path = "cli/common.rs"]
 mod common;
 
+#[path = "cli/acks.rs"]
+mod acks;
 #[path = "cli/basics.rs"]
 mod basics;
 #[path = "cli/bench.rs"]

@@ -139,6 +139,9 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
             None => "stdin without --load-id cannot be resumed".to_owned(),
         };
         eprintln!("chute: stopped: {} rows committed in this run; {how}", report.stats.rows_loaded);
+        for t in &report.committed_through {
+            eprintln!("chute: {}: every row before line {} is committed (or rejected)", t.input, t.line);
+        }
         if a.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
@@ -247,6 +250,12 @@ async fn journal(opts: &chute_engine::ConnectOptions, a: &LoadArgs) -> anyhow::R
                 "{:<24} {:<24} {:<12} {:>12} {:>8}  {:<26} {}",
                 l.load_id, l.table, l.status, l.rows_committed, l.batches, l.started_at, l.inputs
             );
+            // Where a load that did not finish got to, input by input.
+            if l.status != "done" && l.status != "running" {
+                for t in l.committed_through.iter().flatten() {
+                    println!("    {}: every row before line {} is committed", t.input, t.line);
+                }
+            }
         }
     }
     Ok(Outcome::Ok)

@@ -34,16 +34,11 @@ impl Default for ExecSettings {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
-    #[error("step {index} ({description}) failed: {message}")]
-    Step {
-        index: usize,
-        description: String,
-        message: String,
-        code: Option<String>,
-        /// The connection was lost (`retry::connection_lost`): a caller that
-        /// can reconnect may plan again and rerun.
-        lost: bool,
-    },
+    /// A step's statement failed. When its connection was lost
+    /// (`SqlError::connection_lost`), a caller that can reconnect may plan
+    /// again and rerun.
+    #[error("step {index} ({description}) failed: {source}")]
+    Step { index: usize, description: String, source: crate::error::SqlError },
     #[error(
         "step {index} ({description}) could not get its locks within {waited:?} of retries (lock_timeout {lock_timeout:?}; last error: {last}): a long transaction holds the table; retry later or raise --lock-timeout"
     )]
@@ -53,7 +48,7 @@ pub enum ExecError {
 impl ExecError {
     pub fn sqlstate(&self) -> Option<&str> {
         match self {
-            ExecError::Step { code, .. } => code.as_deref(),
+            ExecError::Step { source, .. } => source.code().map(|c| c.code()),
             ExecError::LockRetriesExhausted { code, .. } => Some(*code),
         }
     }
@@ -84,22 +79,7 @@ fn retryable(e: &tokio_postgres::Error) -> bool {
     matches!(e.code(), Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE || *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE)
 }
 
-/// Describes a database error with its detail and hint, for one line.
-pub fn describe(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => {
-            let mut s = format!("{} (SQLSTATE {})", db.message(), db.code().code());
-            if let Some(d) = db.detail() {
-                s.push_str(&format!("; {d}"));
-            }
-            if let Some(h) = db.hint() {
-                s.push_str(&format!("; hint: {h}"));
-            }
-            s
-        }
-        None => e.to_string(),
-    }
-}
+pub use crate::error::describe;
 
 /// Runs every step of `plan` in order.
 pub async fn run_plan(
@@ -148,13 +128,7 @@ async fn run_step(
                 }
             },
             Err(e) => {
-                return Err(ExecError::Step {
-                    index,
-                    description: step.description.clone(),
-                    message: describe(&e),
-                    code: e.code().map(|c| c.code().to_owned()),
-                    lost: crate::retry::connection_lost(&e),
-                });
+                return Err(ExecError::Step { index, description: step.description.clone(), source: e.into() });
             }
         }
     }
@@ -187,6 +161,6 @@ pub fn quiet(_: usize, _: &Step, _: StepEvent) {}
 
 impl crate::retry::Lost for crate::exec::ExecError {
     fn connection_lost(&self) -> bool {
-        matches!(self, crate::exec::ExecError::Step { lost: true, .. })
+        matches!(self, crate::exec::ExecError::Step { source, .. } if source.connection_lost())
     }
 }

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod connect;
 pub mod demo;
 pub mod doctor;
+pub mod error;
 pub mod exec;
 pub mod layout;
 pub mod load;

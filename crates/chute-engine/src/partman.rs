@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
 
 use crate::catalog::{self, CatalogError, TableInfo};
 use crate::exec::{self, ExecError, ExecSettings, StepEvent};
@@ -35,18 +36,16 @@ pub enum PartmanError {
     Exec(#[from] ExecError),
     #[error(transparent)]
     Schema(#[from] SchemaError),
-    #[error("{0}")]
-    Sql(String),
-    /// A statement failed because the connection was lost.
-    #[error("{0}")]
-    Lost(String),
+    /// A statement failed (a lost connection among them: see `connection_lost`).
+    #[error(transparent)]
+    Sql(#[from] crate::error::SqlError),
     #[error("{0}")]
     Refused(String),
 }
 
 impl From<tokio_postgres::Error> for PartmanError {
     fn from(e: tokio_postgres::Error) -> Self {
-        if crate::retry::connection_lost(&e) { PartmanError::Lost(exec::describe(&e)) } else { PartmanError::Sql(exec::describe(&e)) }
+        PartmanError::Sql(e.into())
     }
 }
 
@@ -303,7 +302,7 @@ impl PartitionManager {
         loop {
             match exec::run_plan(&mut self.client, &plan, self.settings, &mut *report).await {
                 Ok(()) => break,
-                Err(e) if e.sqlstate() == Some("55000") && replans < 3 => {
+                Err(e) if e.sqlstate() == Some(SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE.code()) && replans < 3 => {
                     replans += 1;
                     done.steps.append(&mut plan.steps);
                     plan = self.plan_maintain(info, policy, now).await?;
@@ -570,7 +569,7 @@ impl crate::retry::Lost for crate::partman::PartmanError {
             P::Catalog(e) => e.connection_lost(),
             P::Exec(e) => e.connection_lost(),
             P::Schema(e) => e.connection_lost(),
-            P::Lost(_) => true,
+            P::Sql(e) => e.connection_lost(),
             _ => false,
         }
     }

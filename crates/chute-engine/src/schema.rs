@@ -7,7 +7,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this chute writes and understands.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -68,7 +68,10 @@ ALTER TABLE chute.load_journal ADD COLUMN IF NOT EXISTS rel oid, ADD COLUMN IF N
 UPDATE chute.load_journal j SET rel = c.oid, relfilenode = c.relfilenode
 FROM pg_class c
 WHERE j.rel IS NULL AND c.oid = to_regclass(regexp_replace(j.target, ' [(]text[)]$', ''));
-INSERT INTO chute.meta VALUES ('schema_version', '3') ON CONFLICT (key) DO UPDATE SET value = '3';
+-- Version 4: how far each input of a load is committed when it ended (its
+-- acknowledgements), for `chute load --status`.
+ALTER TABLE chute.loads ADD COLUMN IF NOT EXISTS committed_through jsonb;
+INSERT INTO chute.meta VALUES ('schema_version', '4') ON CONFLICT (key) DO UPDATE SET value = '4';
 ";
 
 /// Creates the schema when missing or older (every statement is idempotent,

@@ -41,7 +41,7 @@ pub async fn read(client: &Client, tables: Option<&[u32]>) -> Result<Vec<IndexFa
          ORDER BY i.indrelid, i.indexrelid",
     );
     let tables: Option<Vec<u32>> = tables.map(|t| t.to_vec());
-    let rows = client.query(&sql, &[&tables]).await.map_err(|e| DoctorError::sql("reading the indexes", &e))?;
+    let rows = client.query(&sql, &[&tables]).await.map_err(|e| DoctorError::sql("reading the indexes", e))?;
     Ok(rows
         .iter()
         .map(|r| IndexFacts {

@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::ConnectOptions;
 use crate::catalog;
-use crate::exec::{self, ExecSettings};
+use crate::exec::ExecSettings;
 use crate::load::journal::{self, LoadRecord};
 use crate::partman::{PartitionManager, PartmanError};
 
@@ -35,15 +35,15 @@ const USER_SCHEMAS: &str = "n.nspname NOT IN ('pg_catalog', 'information_schema'
 pub enum DoctorError {
     #[error(transparent)]
     Partman(#[from] PartmanError),
-    #[error("{what}: {detail}")]
-    Sql { what: String, detail: String },
+    #[error(transparent)]
+    Sql(#[from] crate::error::SqlError),
     #[error("{0}")]
     Other(String),
 }
 
 impl DoctorError {
-    fn sql(what: &str, e: &tokio_postgres::Error) -> Self {
-        DoctorError::Sql { what: what.to_owned(), detail: exec::describe(e) }
+    fn sql(what: &str, e: tokio_postgres::Error) -> Self {
+        DoctorError::Sql(crate::error::SqlError::new(what, e))
     }
 }
 

@@ -71,7 +71,7 @@ pub async fn managed(
             fix: maintain_fix(t),
         });
     }
-    let last = last_maintained(client, t).await.map_err(|e| DoctorError::sql("reading the last maintenance", &e))?;
+    let last = last_maintained(client, t).await.map_err(|e| DoctorError::sql("reading the last maintenance", e))?;
     let (last_micros, last_text) = match &last {
         Some((m, text)) => (*m, text.clone()),
         None => policy_updated(client, t).await?,
@@ -165,7 +165,7 @@ async fn policy_updated(client: &Client, t: &QualifiedName) -> Result<(i64, Stri
             &[&t.schema.clone().unwrap_or_default(), &t.name],
         )
         .await
-        .map_err(|e| DoctorError::sql("reading chute.partition_config", &e))?;
+        .map_err(|e| DoctorError::sql("reading chute.partition_config", e))?;
     Ok((r.get(0), r.get(1)))
 }
 
@@ -190,7 +190,7 @@ async fn strays(client: &Client, policy: &Policy) -> Result<Vec<Finding>, Doctor
             &[&schema, &t.name],
         )
         .await
-        .map_err(|e| DoctorError::sql("looking for partition-named tables", &e))?;
+        .map_err(|e| DoctorError::sql("looking for partition-named tables", e))?;
     let mut out = Vec::new();
     for r in rows {
         let name = t.with_name(r.get::<_, String>(0));
@@ -201,7 +201,7 @@ async fn strays(client: &Client, policy: &Policy) -> Result<Vec<Finding>, Doctor
         let empty: bool = client
             .query_one(&format!("SELECT NOT EXISTS (SELECT 1 FROM {})", name.quoted()), &[])
             .await
-            .map_err(|e| DoctorError::sql("reading a partition-named table", &e))?
+            .map_err(|e| DoctorError::sql("reading a partition-named table", e))?
             .get(0);
         let fix = if empty {
             vec![format!("DROP TABLE {};", name.quoted())]
@@ -234,7 +234,7 @@ pub async fn unmanaged_pending_detach(client: &Client, managed: &[QualifiedName]
             &[],
         )
         .await
-        .map_err(|e| DoctorError::sql("reading pg_inherits", &e))?;
+        .map_err(|e| DoctorError::sql("reading pg_inherits", e))?;
     Ok(rows
         .iter()
         .filter_map(|r| {
@@ -275,7 +275,7 @@ pub async fn unpartitioned(client: &Client, min_bytes: i64, tables: Option<&[u32
          ORDER BY 3 DESC"
     );
     let tables: Option<Vec<u32>> = tables.map(|t| t.to_vec());
-    let rows = client.query(&sql, &[&min_bytes, &tables]).await.map_err(|e| DoctorError::sql("looking for large plain tables", &e))?;
+    let rows = client.query(&sql, &[&min_bytes, &tables]).await.map_err(|e| DoctorError::sql("looking for large plain tables", e))?;
     let mut out = Vec::new();
     for r in rows {
         let t = QualifiedName::new(r.get::<_, String>(0), r.get::<_, String>(1));
@@ -319,7 +319,7 @@ async fn interval_for(client: &Client, t: &QualifiedName, col: &str, bytes: i64)
             &[],
         )
         .await
-        .map_err(|e| DoctorError::sql("reading the key's span", &e))?
+        .map_err(|e| DoctorError::sql("reading the key's span", e))?
         .get(0);
     let per_day = bytes as f64 / days.unwrap_or(1.0).max(1.0);
     Ok(if per_day >= 10.0 * 1073741824.0 {

@@ -35,17 +35,17 @@ pub async fn check(client: &Client, policy: &Policy, req: &SampleRequest<'_>) ->
     client
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {q} CASCADE; CREATE SCHEMA {q}"))
         .await
-        .map_err(|e| DoctorError::sql("creating the scratch schema", &e))?;
+        .map_err(|e| DoctorError::sql("creating the scratch schema", e))?;
     let result = run(client, policy, req, &scratch).await;
     let dropped = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {q} CASCADE")).await;
     let finding = result?;
-    dropped.map_err(|e| DoctorError::sql(&format!("removing the scratch schema {scratch}"), &e))?;
+    dropped.map_err(|e| DoctorError::sql(&format!("removing the scratch schema {scratch}"), e))?;
     Ok(finding)
 }
 
 async fn run(client: &Client, policy: &Policy, req: &SampleRequest<'_>, scratch: &str) -> Result<Option<Finding>, DoctorError> {
     let target = &policy.parent;
-    let sql = |what: &'static str| move |e: tokio_postgres::Error| DoctorError::sql(what, &e);
+    let sql = |what: &'static str| move |e: tokio_postgres::Error| DoctorError::sql(what, e);
     let columns: Vec<String> = client
         .query(
             "SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
@@ -109,10 +109,10 @@ async fn copy_sample(client: &Client, raw: &str, cols: &str, req: &SampleRequest
         lines.extend_from_slice(&line);
     }
     let copy = format!("COPY {raw} ({cols}) FROM STDIN (FORMAT csv, HEADER {})", req.header);
-    let sink = client.copy_in::<_, Bytes>(copy.as_str()).await.map_err(|e| DoctorError::sql("loading the sample", &e))?;
+    let sink = client.copy_in::<_, Bytes>(copy.as_str()).await.map_err(|e| DoctorError::sql("loading the sample", e))?;
     futures_util::pin_mut!(sink);
-    sink.send(Bytes::from(lines)).await.map_err(|e| DoctorError::sql("loading the sample", &e))?;
-    sink.finish().await.map_err(|e| DoctorError::sql("loading the sample (is it CSV in the table's column order?)", &e))?;
+    sink.send(Bytes::from(lines)).await.map_err(|e| DoctorError::sql("loading the sample", e))?;
+    sink.finish().await.map_err(|e| DoctorError::sql("loading the sample (is it CSV in the table's column order?)", e))?;
     Ok(())
 }
 
@@ -126,7 +126,7 @@ async fn trial_load(
     cols: &str,
     starts: &[i64],
 ) -> Result<TrialTimes, DoctorError> {
-    let sql = |what: &'static str| move |e: tokio_postgres::Error| DoctorError::sql(what, &e);
+    let sql = |what: &'static str| move |e: tokio_postgres::Error| DoctorError::sql(what, e);
     let zone = policy.zone().map_err(|e| DoctorError::Other(e.to_string()))?;
     let mut ddl = format!(
         "CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING INDEXES) PARTITION BY RANGE ({});",

@@ -34,7 +34,7 @@ pub async fn version(client: &Client) -> Result<(String, i32), DoctorError> {
     let r = client
         .query_one("SELECT current_setting('server_version'), current_setting('server_version_num')::int4", &[])
         .await
-        .map_err(|e| DoctorError::sql("reading the server version", &e))?;
+        .map_err(|e| DoctorError::sql("reading the server version", e))?;
     Ok((r.get(0), r.get(1)))
 }
 
@@ -45,7 +45,7 @@ pub async fn settings(client: &Client) -> Result<(Settings, BTreeMap<String, Str
     let rows = client
         .query("SELECT name::text, setting::text, unit::text, current_setting(name)::text FROM pg_settings WHERE name = ANY($1)", &[&names])
         .await
-        .map_err(|e| DoctorError::sql("reading pg_settings", &e))?;
+        .map_err(|e| DoctorError::sql("reading pg_settings", e))?;
     let rules = rows.iter().map(|r| (r.get::<_, String>(0), (r.get::<_, String>(1), r.get::<_, Option<String>>(2)))).collect();
     let shown = rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, String>(3))).collect();
     Ok((rules, shown))
@@ -56,7 +56,7 @@ pub async fn stats_since(client: &Client) -> Result<String, DoctorError> {
     let r: Option<String> = client
         .query_one("SELECT stats_reset::text FROM pg_stat_database WHERE datname = current_database()", &[])
         .await
-        .map_err(|e| DoctorError::sql("reading pg_stat_database", &e))?
+        .map_err(|e| DoctorError::sql("reading pg_stat_database", e))?
         .get(0);
     Ok(match r {
         Some(t) => format!("the statistics reset of {t}"),
@@ -71,7 +71,7 @@ fn lsn_sql() -> &'static str {
 /// Checkpoint counters and the WAL rate: the average since the WAL
 /// statistics start, or the rate over `sample` now, whichever is higher.
 pub async fn checkpoints(client: &Client, s: &Settings, sample: Duration) -> Result<CheckpointFacts, DoctorError> {
-    let err = |e: tokio_postgres::Error| DoctorError::sql("reading pg_stat_bgwriter and pg_stat_wal", &e);
+    let err = |e: tokio_postgres::Error| DoctorError::sql("reading pg_stat_bgwriter and pg_stat_wal", e);
     let b = client
         .query_one(
             "SELECT checkpoints_timed, checkpoints_req, coalesce(stats_reset::text, 'the server began (never reset)') FROM pg_stat_bgwriter",
@@ -119,7 +119,7 @@ pub async fn lock_demand(client: &Client) -> Result<Option<LockDemand>, DoctorEr
             &[],
         )
         .await
-        .map_err(|e| DoctorError::sql("counting partitions", &e))?;
+        .map_err(|e| DoctorError::sql("counting partitions", e))?;
     Ok(row.map(|r| LockDemand { table: QualifiedName::new(r.get::<_, String>(0), r.get::<_, String>(1)).to_string(), relations: r.get(2) }))
 }
 
@@ -128,7 +128,7 @@ pub async fn round_trip_ms(client: &Client, n: usize) -> Result<f64, DoctorError
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        client.simple_query("SELECT 1").await.map_err(|e| DoctorError::sql("measuring the round trip", &e))?;
+        client.simple_query("SELECT 1").await.map_err(|e| DoctorError::sql("measuring the round trip", e))?;
         times.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     times.sort_by(f64::total_cmp);

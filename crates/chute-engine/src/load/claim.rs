@@ -25,7 +25,7 @@ fn lock_key(load_id: &str) -> i64 {
 pub(crate) async fn acquire(client: &Client, load_id: &str, wait: bool, progress: &mut dyn LoadProgress) -> Result<(), LoadError> {
     let key = lock_key(load_id);
     let got: bool =
-        client.query_one("SELECT pg_try_advisory_lock($1)", &[&key]).await.map_err(|e| LoadError::sql("locking the load", &e))?.get(0);
+        client.query_one("SELECT pg_try_advisory_lock($1)", &[&key]).await.map_err(|e| LoadError::sql("locking the load", e))?.get(0);
     if got {
         return Ok(());
     }
@@ -39,7 +39,7 @@ pub(crate) async fn acquire(client: &Client, load_id: &str, wait: bool, progress
         )));
     }
     progress.notice(&format!("load {load_id} is already running ({who} holds its lock): waiting for it to finish"));
-    client.execute("SELECT pg_advisory_lock($1)", &[&key]).await.map_err(|e| LoadError::sql("waiting for the load's lock", &e))?;
+    client.execute("SELECT pg_advisory_lock($1)", &[&key]).await.map_err(|e| LoadError::sql("waiting for the load's lock", e))?;
     Ok(())
 }
 
@@ -47,11 +47,8 @@ pub(crate) async fn acquire(client: &Client, load_id: &str, wait: bool, progress
 /// took it with it); refuses when another run holds it now.
 pub(crate) async fn retake(client: &Client, load_id: &str) -> Result<(), LoadError> {
     let key = lock_key(load_id);
-    let got: bool = client
-        .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
-        .await
-        .map_err(|e| LoadError::sql("locking the load again", &e))?
-        .get(0);
+    let got: bool =
+        client.query_one("SELECT pg_try_advisory_lock($1)", &[&key]).await.map_err(|e| LoadError::sql("locking the load again", e))?.get(0);
     if got {
         return Ok(());
     }
@@ -75,7 +72,7 @@ async fn holder_pid(client: &Client, key: i64) -> Result<Option<i32>, LoadError>
             &[&high, &low],
         )
         .await
-        .map_err(|e| LoadError::sql("reading pg_locks", &e))?;
+        .map_err(|e| LoadError::sql("reading pg_locks", e))?;
     Ok(row.map(|r| r.get(0)))
 }
 

@@ -143,20 +143,19 @@ impl ChunkProcessor for GenericProcessor {
                 }
                 RowOutcome::Invalid { column, reason } => {
                     let reason = format!("column {}: {reason}", encoder.columns[column].name);
-                    filed.rejects.push(Reject { input: chunk.input, line: pos.line, raw: raw.to_vec(), reason, at: None })
+                    filed.rejects.push(Reject::new(chunk.input, pos.line, raw.to_vec(), reason))
                 }
-                RowOutcome::FieldCount { expected, found } => filed.rejects.push(Reject {
-                    input: chunk.input,
-                    line: pos.line,
-                    raw: raw.to_vec(),
-                    reason: format!("expected {expected} fields, found {found}"),
-                    at: None,
-                }),
+                RowOutcome::FieldCount { expected, found } => filed.rejects.push(Reject::new(
+                    chunk.input,
+                    pos.line,
+                    raw.to_vec(),
+                    format!("expected {expected} fields, found {found}"),
+                )),
             }
         };
         let mut on_error = |e: RecordError| {
             let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
-            parse_errors.push(Reject { input: chunk.input, line: e.pos.line, raw, reason: e.reason, at: None });
+            parse_errors.push(Reject::new(chunk.input, e.pos.line, raw, e.reason));
         };
         // The reader already cut the input at an end-of-data marker.
         let _: ChunkEnd = self.format.parse_chunk(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);

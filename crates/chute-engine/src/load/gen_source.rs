@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use chute_core::generate::Workload;
 
+use super::ack::{AckId, AckRef, Completion};
 use super::format::Prepared;
+use super::input::Source;
 use super::model::{Chunk, ChunkOut, ChunkProcessor, Filed, RowPos};
 use super::routing::Routing;
 use super::target;
@@ -17,15 +19,26 @@ use super::{LoadError, LoadProgress, LoadSpec};
 /// Rows per chunk of generated input.
 const ROWS_PER_CHUNK: u64 = 16_384;
 
-pub(crate) fn emit_ranges(rows: u64, tx: &flume::Sender<Chunk>, cancel: &AtomicBool) {
-    let mut at = 0;
-    while at < rows && !cancel.load(Ordering::Relaxed) {
-        let to = (at + ROWS_PER_CHUNK).min(rows);
-        if tx.send(Chunk { input: 0, data: Vec::new(), first_line: at + 1, base_offset: at, seq: Some((at, to)), oversized: None }).is_err()
-        {
-            return;
+/// Generated rows: chunks are ranges of sequence numbers, made by the parse threads.
+pub(crate) struct GenSource {
+    pub(crate) rows: u64,
+}
+
+impl Source for GenSource {
+    fn read(self: Box<Self>, tx: &flume::Sender<Chunk>, cancel: &AtomicBool, acks: &flume::Sender<Completion>) -> Result<(), LoadError> {
+        let mut at = 0;
+        while at < self.rows && !cancel.load(Ordering::Relaxed) {
+            let to = (at + ROWS_PER_CHUNK).min(self.rows);
+            let id = AckId { input: 0, start: at, end: to, first_line: at + 1, end_line: to + 1, tag: at / ROWS_PER_CHUNK };
+            let ack = Some(AckRef::new(id, acks.clone()));
+            let chunk =
+                Chunk { input: 0, data: Vec::new(), first_line: at + 1, base_offset: at, seq: Some((at, to)), oversized: None, ack };
+            if tx.send(chunk).is_err() {
+                break;
+            }
+            at = to;
         }
-        at = to;
+        Ok(())
     }
 }
 

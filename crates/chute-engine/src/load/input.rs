@@ -1,8 +1,12 @@
-//! The input side of a load: one reader thread reads every input in turn
-//! (files, stdin, generated streams behind `source::Input`) and cuts it into
-//! `Chunk`s at record ends for the parse threads, skipping a header (tsbs)
-//! and records too large for the memory budget (see `oversized`). It stops
-//! when the channel closes or `cancel` is set.
+//! The input side of a load, behind one trait: a [`Source`] runs on the
+//! load's reader thread and sends `Chunk`s, each with the acknowledgement
+//! that fires once its rows are committed. Files, stdin and generated
+//! streams behind `source::Input` are read here by [`FileSource`], which
+//! cuts them at record ends, skipping a header (tsbs) and records too large
+//! for the memory budget (see `oversized`); generated rows come from
+//! `gen_source::GenSource`. A network source (the ingest service) is one
+//! more implementation: each request becomes a chunk whose acknowledgement
+//! answers it.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,11 +15,56 @@ use std::time::{Duration, Instant};
 use chute_core::parse::{Format, count_lines};
 
 use super::LoadError;
+use super::ack::{AckId, AckRef, Completion};
 use super::format::SkipHeader;
 use super::model::Chunk;
 use super::source;
 
-/// Reads every input in turn and cuts it into chunks at record ends.
+/// Where a load's rows come from.
+///
+/// Contract. `pipeline::run` calls `read` once per load, on the load's own
+/// reader thread (a plain thread: reading may block; no async runtime is
+/// there). The source sends chunks on `out` in input order; `out` is a
+/// bounded queue the parse threads drain, so a source runs at most a few
+/// chunks ahead of parsing and the memory budget bounds the rest. Each chunk
+/// holds whole records (a chunk never ends inside one), its input's index,
+/// its first line and its offset (bytes, or sequence numbers for generated
+/// rows: what the journal records and a resume skips), and an
+/// acknowledgement (`AckRef`) made on `acks`, which fires once every row of
+/// the chunk is committed or rejected, or failed if the load ends first.
+/// `read` returns `Ok` at the end of its input or as soon as `cancel` is
+/// set or `out` is closed (the load is stopping); an `Err` fails the load.
+/// Returning closes the source's side: the parse threads finish what is
+/// queued and the load drains.
+pub(crate) trait Source: Send {
+    fn read(self: Box<Self>, out: &flume::Sender<Chunk>, cancel: &AtomicBool, acks: &flume::Sender<Completion>) -> Result<(), LoadError>;
+}
+
+/// Files and stdin (plain, gzip or zstd): read in turn, cut at record ends.
+pub(crate) struct FileSource {
+    pub(crate) inputs: Vec<source::Input>,
+    pub(crate) format: std::sync::Arc<dyn Format>,
+    pub(crate) skip: Option<SkipHeader>,
+    pub(crate) chunk_bytes: usize,
+    pub(crate) flush_every: Option<Duration>,
+    pub(crate) max_record: usize,
+    /// Input bytes read so far (before decompression), for progress.
+    pub(crate) bytes_read: std::sync::Arc<AtomicU64>,
+}
+
+impl Source for FileSource {
+    fn read(self: Box<Self>, out: &flume::Sender<Chunk>, cancel: &AtomicBool, acks: &flume::Sender<Completion>) -> Result<(), LoadError> {
+        let cut = Cutting {
+            format: self.format.as_ref(),
+            skip: self.skip,
+            chunk_bytes: self.chunk_bytes,
+            flush_every: self.flush_every,
+            max_record: self.max_record,
+        };
+        read_inputs(self.inputs, cut, out, cancel, &self.bytes_read, acks)
+    }
+}
+
 /// How the reader cuts its inputs into chunks.
 pub(crate) struct Cutting<'a> {
     pub(crate) format: &'a dyn Format,
@@ -28,15 +77,22 @@ pub(crate) struct Cutting<'a> {
     pub(crate) max_record: usize,
 }
 
-pub(crate) fn read_inputs(
+/// Reads every input in turn and cuts it into chunks at record ends.
+fn read_inputs(
     inputs: Vec<source::Input>,
     cut: Cutting<'_>,
     tx: &flume::Sender<Chunk>,
     cancel: &AtomicBool,
     bytes_read: &AtomicU64,
+    acks: &flume::Sender<Completion>,
 ) -> Result<(), LoadError> {
     let Cutting { format, skip, chunk_bytes, flush_every, max_record } = cut;
     let mut done_before = 0u64;
+    let mut tag = 0u64;
+    let mut ack = |input: usize, start: u64, end: u64, first_line: u64, end_line: u64| {
+        tag += 1;
+        AckRef::new(AckId { input: input as u32, start, end, first_line, end_line, tag }, acks.clone())
+    };
     for (index, mut input) in inputs.into_iter().enumerate() {
         let name = input.spec.display_name();
         let io_err = |e: std::io::Error| LoadError::Input { input: name.clone(), message: e.to_string() };
@@ -65,6 +121,10 @@ pub(crate) fn read_inputs(
                     Err(e) => return Err(io_err(e)),
                 };
                 buf.truncate(at + n.unwrap_or(0));
+                // A paused stream is waited for in pieces: a stop is heard between them.
+                if n.is_none() && cancel.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
                 match n {
                     Some(0) => eof = true,
                     Some(_) if flush_every.is_none_or(|f| filling.elapsed() < f) => {}
@@ -77,6 +137,8 @@ pub(crate) fn read_inputs(
                 match f(&buf).map_err(|message| LoadError::Input { input: name.clone(), message })? {
                     Some((bytes, lines)) => {
                         buf.drain(..bytes);
+                        // The header has no rows: acknowledged at once, so the committed prefix starts at 0.
+                        ack(index, offset, offset + bytes as u64, line, line + lines).settle();
                         offset += bytes as u64;
                         line += lines;
                         skipping = None;
@@ -88,6 +150,7 @@ pub(crate) fn read_inputs(
             if let Some(b) = big.as_mut() {
                 if let Some(whole) = b.advance(format, &mut buf, eof, &mut line, &mut offset) {
                     big = None;
+                    let ack = Some(ack(index, whole.offset, offset, whole.line, line));
                     if tx
                         .send(Chunk {
                             input: index,
@@ -96,6 +159,7 @@ pub(crate) fn read_inputs(
                             base_offset: whole.offset,
                             seq: None,
                             oversized: Some(whole),
+                            ack,
                         })
                         .is_err()
                     {
@@ -130,10 +194,11 @@ pub(crate) fn read_inputs(
             let rest = buf.split_off(end);
             let lines = count_lines(&buf);
             let data = std::mem::replace(&mut buf, rest);
-            if !data.is_empty()
-                && tx.send(Chunk { input: index, data, first_line: line, base_offset: offset, seq: None, oversized: None }).is_err()
-            {
-                return Ok(());
+            if !data.is_empty() {
+                let ack = Some(ack(index, offset, offset + end as u64, line, line + lines));
+                if tx.send(Chunk { input: index, data, first_line: line, base_offset: offset, seq: None, oversized: None, ack }).is_err() {
+                    return Ok(());
+                }
             }
             line += lines;
             offset += end as u64;

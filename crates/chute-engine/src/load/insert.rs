@@ -48,7 +48,7 @@ impl InsertPlan {
                 &[&oid, &names],
             )
             .await
-            .map_err(|e| LoadError::sql("reading column types for INSERT", &e))?;
+            .map_err(|e| LoadError::sql("reading column types for INSERT", e))?;
         if rows.len() != names.len() {
             return Err(LoadError::Setup(format!("the columns of {table} changed while the load started: run it again")));
         }

@@ -107,7 +107,7 @@ pub(crate) async fn open(
     owner: &str,
 ) -> Result<Committed, LoadError> {
     let missing =
-        crate::privilege::journal_missing(client).await.map_err(|e| LoadError::sql("reading the role's privileges on schema chute", &e))?;
+        crate::privilege::journal_missing(client).await.map_err(|e| LoadError::sql("reading the role's privileges on schema chute", e))?;
     if let Some(missing) = missing {
         return Err(LoadError::Setup(missing));
     }
@@ -119,14 +119,14 @@ pub(crate) async fn open(
             &[&load_id, &table, &inputs, &owner],
         )
         .await
-        .map_err(|e| LoadError::sql("registering the load in chute.loads", &e))?;
+        .map_err(|e| LoadError::sql("registering the load in chute.loads", e))?;
     client
         .execute(
             "DELETE FROM chute.load_journal j WHERE j.load_id = $1 AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = j.rel)",
             &[&load_id],
         )
         .await
-        .map_err(|e| LoadError::sql("pruning chute.load_journal", &e))?;
+        .map_err(|e| LoadError::sql("pruning chute.load_journal", e))?;
     let rows = client
         .query(
             "SELECT j.target, j.input, j.starts, j.ends, j.rows, j.relfilenode::int8, c.relfilenode::int8, c.relkind::text,
@@ -136,7 +136,7 @@ pub(crate) async fn open(
             &[&load_id],
         )
         .await
-        .map_err(|e| LoadError::sql("reading chute.load_journal", &e))?;
+        .map_err(|e| LoadError::sql("reading chute.load_journal", e))?;
     let mut raw: HashMap<String, Vec<Vec<(u64, u64)>>> = HashMap::new();
     let mut rewritten: Vec<String> = Vec::new();
     let mut parents: HashMap<String, String> = HashMap::new();
@@ -164,7 +164,7 @@ pub(crate) async fn open(
         let holds: bool = client
             .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {sql_name})"), &[])
             .await
-            .map_err(|e| LoadError::sql(format!("checking that {name} still holds its rows"), &e))?
+            .map_err(|e| LoadError::sql(format!("checking that {name} still holds its rows"), e))?
             .get(0);
         if !holds {
             rewritten.push(name.clone());
@@ -178,7 +178,7 @@ pub(crate) async fn open(
     client
         .execute("UPDATE chute.loads SET status = 'running', finished_at = NULL WHERE load_id = $1", &[&load_id])
         .await
-        .map_err(|e| LoadError::sql("updating chute.loads", &e))?;
+        .map_err(|e| LoadError::sql("updating chute.loads", e))?;
     let by_target = raw.into_iter().map(|(k, v)| (k, v.into_iter().map(RangeSet::from_ranges).collect())).collect();
     Ok(Committed { by_target, rows: total })
 }
@@ -195,11 +195,16 @@ fn rewritten_message(load_id: &str, tables: &[String]) -> String {
 }
 
 /// Marks the load finished (or how it ended).
-pub(crate) async fn close(client: &Client, load_id: &str, status: &str) -> Result<(), LoadError> {
+/// `through`: how far each input is committed (see `ack`).
+pub(crate) async fn close(client: &Client, load_id: &str, status: &str, through: &[super::CommittedThrough]) -> Result<(), LoadError> {
+    let through = serde_json::to_string(through).map_err(|e| LoadError::Setup(format!("recording how far the load got: {e}")))?;
     client
-        .execute("UPDATE chute.loads SET status = $2, finished_at = now() WHERE load_id = $1", &[&load_id, &status])
+        .execute(
+            "UPDATE chute.loads SET status = $2, finished_at = now(), committed_through = $3::text::jsonb WHERE load_id = $1",
+            &[&load_id, &status, &through],
+        )
         .await
-        .map_err(|e| LoadError::sql("updating chute.loads", &e))?;
+        .map_err(|e| LoadError::sql("updating chute.loads", e))?;
     Ok(())
 }
 
@@ -232,23 +237,27 @@ pub struct LoadRecord {
     pub rows_committed: i64,
     pub batches: i64,
     pub targets: i64,
+    /// When the load ended: how far each input was committed (see `ack`).
+    pub committed_through: Option<Vec<super::CommittedThrough>>,
 }
 
 pub async fn list(client: &Client, load_id: Option<&str>) -> Result<Vec<LoadRecord>, LoadError> {
-    if crate::schema::version(client).await.map_err(|e| LoadError::sql("reading chute.meta", &e))?.unwrap_or(0) < 2 {
+    if crate::schema::version(client).await.map_err(|e| LoadError::sql("reading chute.meta", e))?.unwrap_or(0) < 2 {
         return Ok(vec![]);
     }
     let rows = client
         .query(
             "SELECT l.load_id, l.table_name, l.inputs, l.status, l.started_at::text, l.finished_at::text,
-                    coalesce(sum(j.rows), 0)::int8, count(DISTINCT j.batch_id), count(DISTINCT j.target)
+                    coalesce(sum(j.rows), 0)::int8, count(DISTINCT j.batch_id), count(DISTINCT j.target),
+                    -- (a journal older than version 4 has no such column)
+                    (to_jsonb(l) -> 'committed_through')::text
              FROM chute.loads l LEFT JOIN chute.load_journal j USING (load_id)
              WHERE $1::text IS NULL OR l.load_id = $1
              GROUP BY l.load_id ORDER BY l.started_at",
             &[&load_id],
         )
         .await
-        .map_err(|e| LoadError::sql("reading chute.loads", &e))?;
+        .map_err(|e| LoadError::sql("reading chute.loads", e))?;
     Ok(rows
         .iter()
         .map(|r| LoadRecord {
@@ -261,6 +270,7 @@ pub async fn list(client: &Client, load_id: Option<&str>) -> Result<Vec<LoadReco
             rows_committed: r.get(6),
             batches: r.get(7),
             targets: r.get(8),
+            committed_through: r.get::<_, Option<String>>(9).and_then(|t| serde_json::from_str(&t).ok()),
         })
         .collect())
 }
@@ -268,13 +278,13 @@ pub async fn list(client: &Client, load_id: Option<&str>) -> Result<Vec<LoadReco
 /// `chute load --forget ID`: drops a load's journal (a later run of the same
 /// command loads everything again). Returns whether it existed.
 pub async fn forget(client: &Client, load_id: &str) -> Result<bool, LoadError> {
-    if crate::schema::version(client).await.map_err(|e| LoadError::sql("reading chute.meta", &e))?.unwrap_or(0) < 2 {
+    if crate::schema::version(client).await.map_err(|e| LoadError::sql("reading chute.meta", e))?.unwrap_or(0) < 2 {
         return Ok(false);
     }
     let n = client
         .execute("DELETE FROM chute.loads WHERE load_id = $1", &[&load_id])
         .await
-        .map_err(|e| LoadError::sql("deleting from chute.loads", &e))?;
+        .map_err(|e| LoadError::sql("deleting from chute.loads", e))?;
     Ok(n > 0)
 }
 
@@ -283,7 +293,7 @@ pub async fn forget(client: &Client, load_id: &str) -> Result<bool, LoadError> {
 /// ever; running, interrupted and failed loads stay, since they may still be
 /// resumed. Returns the forgotten loads' ids, oldest first.
 pub async fn forget_done_before(client: &Client, age: std::time::Duration) -> Result<Vec<String>, LoadError> {
-    if crate::schema::version(client).await.map_err(|e| LoadError::sql("reading chute.meta", &e))?.unwrap_or(0) < 2 {
+    if crate::schema::version(client).await.map_err(|e| LoadError::sql("reading chute.meta", e))?.unwrap_or(0) < 2 {
         return Ok(vec![]);
     }
     let seconds = age.as_secs_f64();
@@ -297,7 +307,7 @@ pub async fn forget_done_before(client: &Client, age: std::time::Duration) -> Re
             &[&seconds],
         )
         .await
-        .map_err(|e| LoadError::sql("deleting from chute.loads", &e))?;
+        .map_err(|e| LoadError::sql("deleting from chute.loads", e))?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 

@@ -13,6 +13,7 @@
 //! reader waits behind them, and the input is read only as fast as the server
 //! takes rows.
 
+pub mod ack;
 mod budget;
 mod claim;
 mod coordinator;
@@ -162,6 +163,9 @@ pub struct LoadStats {
     pub partitions_touched: usize,
     pub partitions_created: usize,
     pub batches: u64,
+    /// Input bytes (after decompression) from the start of each input
+    /// whose rows are all committed or rejected, from the acknowledgements.
+    pub bytes_committed: u64,
 }
 
 /// The final report of a load.
@@ -180,6 +184,17 @@ pub struct LoadReport {
     pub load_id: Option<String>,
     /// The load was stopped before the end (what is committed stays).
     pub interrupted: bool,
+    /// Per input: every row before this line is committed or rejected.
+    pub committed_through: Vec<CommittedThrough>,
+}
+
+/// How far an input is committed: every row before `line` (and before byte
+/// `byte`, after decompression) is committed or rejected.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct CommittedThrough {
+    pub input: String,
+    pub line: u64,
+    pub byte: u64,
 }
 
 /// Receives progress while a load runs; the binary draws bars or lines.
@@ -211,12 +226,13 @@ pub enum LoadError {
     Input { input: String, message: String },
     #[error("{0}")]
     Setup(String),
-    #[error("{context}: {message}")]
-    Sql { context: String, message: String },
-    /// The connection was lost (see `retry::connection_lost`): the work can
-    /// be redone on a new one.
-    #[error("{context}: {message}")]
-    Lost { context: String, message: String },
+    /// A statement failed: its SQLSTATE and the server's fields are kept
+    /// (`SqlError::code`); a lost connection is one a new connection can redo.
+    #[error(transparent)]
+    Sql(#[from] crate::error::SqlError),
+    /// The partition tree could not be read.
+    #[error("{context}: {source}")]
+    Layout { context: String, source: Box<crate::layout::LayoutError> },
     /// Several workers or stages failed: the first error, then the others.
     #[error("{first} (also: {})", also.join("; "))]
     Several { first: Box<LoadError>, also: Vec<String> },
@@ -225,9 +241,19 @@ pub enum LoadError {
 }
 
 impl LoadError {
-    pub(crate) fn sql(context: impl Into<String>, e: &tokio_postgres::Error) -> Self {
-        let (context, message) = (context.into(), crate::exec::describe(e));
-        if crate::retry::connection_lost(e) { LoadError::Lost { context, message } } else { LoadError::Sql { context, message } }
+    /// A statement's failure, with what it was for.
+    pub(crate) fn sql(context: impl Into<String>, e: tokio_postgres::Error) -> Self {
+        LoadError::Sql(crate::error::SqlError::new(context, e))
+    }
+
+    /// The server's SQLSTATE, when a statement failed (the first error of several).
+    pub fn code(&self) -> Option<&tokio_postgres::error::SqlState> {
+        match self {
+            LoadError::Sql(e) => e.code(),
+            LoadError::Several { first, .. } => first.code(),
+            LoadError::Catalog(crate::catalog::CatalogError::Sql(e)) => e.code(),
+            _ => None,
+        }
     }
 }
 
@@ -274,7 +300,8 @@ impl crate::retry::Lost for crate::load::LoadError {
             L::Connect(e) => e.connection_lost(),
             L::Catalog(e) => e.connection_lost(),
             L::Partition(e) => e.connection_lost(),
-            L::Lost { .. } => true,
+            L::Sql(e) => e.connection_lost(),
+            L::Layout { source, .. } => source.connection_lost(),
             L::Several { first, .. } => first.connection_lost(),
             _ => false,
         }

@@ -6,6 +6,7 @@
 
 use rustc_hash::FxHashMap;
 
+use super::ack::{AckRef, SegmentAcks};
 use super::routing::{LeafRef, RouteCtx, Routed, Routing};
 
 /// Where a row goes: a leaf of one of the load's tables, or that table's
@@ -33,6 +34,8 @@ pub(crate) struct Chunk {
     /// A record too large for the memory budget, skipped by the reader
     /// (`data` is empty): it becomes a reject, never rows.
     pub oversized: Option<Oversized>,
+    /// Fires once every row of the chunk is committed or rejected (see `ack`).
+    pub ack: Option<AckRef>,
 }
 
 /// Rows of one chunk for one target, encoded.
@@ -54,6 +57,8 @@ pub(crate) struct Segment {
     pub inputs: Vec<u16>,
     /// The input ranges whose rows for this target are all here (see `journal`).
     pub ranges: Vec<(u32, u64, u64)>,
+    /// The acknowledgements of the rows here, settled when they commit.
+    pub acks: SegmentAcks,
 }
 
 impl Segment {
@@ -99,9 +104,17 @@ pub(crate) struct Reject {
     pub reason: String,
     /// With `raw` empty: the record is `len` bytes at `offset` of its input file.
     pub at: Option<(u64, u32)>,
+    /// The acknowledgement of the row's input: told the reason, settled
+    /// once the reject is on file.
+    pub ack: Option<AckRef>,
 }
 
 impl Reject {
+    /// A reject with its record copied (`raw`), not yet acknowledged.
+    pub(crate) fn new(input: usize, line: u64, raw: Vec<u8>, reason: String) -> Reject {
+        Reject { input, line, raw, reason, at: None, ack: None }
+    }
+
     /// Its share of the memory budget while it waits to be written.
     pub(crate) fn bytes(&self) -> usize {
         std::mem::size_of::<Reject>() + self.raw.len() + self.reason.len() + 32
@@ -127,6 +140,40 @@ pub(crate) struct ChunkOut {
     pub reject_bytes: usize,
     /// Text rows whose key the server must parse before they are routed.
     pub server_keys: Vec<ServerKeyed>,
+    /// The chunk's acknowledgement, shared out to its rows by the coordinator.
+    pub ack: Option<AckRef>,
+}
+
+impl ChunkOut {
+    /// Gives every row here a share of `ack` (rows resolved later, on the
+    /// coordinator, get theirs from `self.ack`).
+    pub(crate) fn attach(&mut self, ack: Option<AckRef>) {
+        if let Some(ack) = &ack {
+            ack.skipped(self.skipped);
+            attach_filed(ack, self.segments.iter_mut().map(|(_, s)| s), &mut self.pending_parts, &mut self.rejects);
+        }
+        self.ack = ack;
+    }
+}
+
+/// Shares `ack` with rows of one chunk: each segment, waiting row and reject.
+pub(crate) fn attach_filed<'a>(
+    ack: &AckRef,
+    segments: impl Iterator<Item = &'a mut Segment>,
+    pending: &mut [PendingPart],
+    rejects: &mut [Reject],
+) {
+    for s in segments {
+        if s.acks.is_empty() && !s.row_ends.is_empty() {
+            s.acks.push(0, ack.share());
+        }
+    }
+    for p in pending {
+        p.ack.get_or_insert_with(|| ack.share());
+    }
+    for r in rejects {
+        r.ack.get_or_insert_with(|| ack.share());
+    }
 }
 
 /// A row waiting for its partition to be created.
@@ -141,6 +188,8 @@ pub(crate) struct PendingPart {
     pub range: (u32, u64, u64),
     /// `Some`: a text row the server parses, routed on this key's wire value.
     pub key: Option<Vec<u8>>,
+    /// The acknowledgement of the row's chunk.
+    pub ack: Option<AckRef>,
 }
 
 impl PendingPart {
@@ -197,8 +246,9 @@ impl Filed {
                 offset: at.offset,
                 range: at.range,
                 key: None,
+                ack: None,
             }),
-            Routed::Reject(reason) => self.rejects.push(Reject { input: at.input, line: at.line, raw: raw.to_vec(), reason, at: None }),
+            Routed::Reject(reason) => self.rejects.push(Reject::new(at.input, at.line, raw.to_vec(), reason)),
         }
     }
 
@@ -224,6 +274,7 @@ impl Filed {
             range,
             skipped: self.skipped,
             server_keys: self.server_keys,
+            ack: None,
         }
     }
 }

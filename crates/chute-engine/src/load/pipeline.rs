@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::ack::{CommittedPrefix, Completion};
 use super::budget::Budget;
 use super::coordinator::{Coordinator, JitDone, recover};
-use super::input::{Cutting, read_inputs};
+use super::input::{FileSource, Source};
 use super::model::{Chunk, ChunkOut, TargetMap};
 use super::rejects::RejectWriter;
 use super::routing::JitCreator;
@@ -80,24 +81,27 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let sink = CopySink { ctx: worker_ctx, workers: spec.workers.max(1), retry_for: spec.retry_for };
     let workers = sink.start(batch_rx, outcome_tx).await?;
 
-    // The reader.
+    // The reader, and the acknowledgements of what it read.
+    let source: Box<dyn Source> = match (generated, prepared.boundary.clone()) {
+        (Some(rows), _) => Box::new(super::gen_source::GenSource { rows }),
+        (None, Some(format)) => Box::new(FileSource {
+            inputs,
+            format,
+            skip: prepared.skip,
+            chunk_bytes: spec.chunk_bytes,
+            flush_every: spec.flush_every,
+            max_record: super::oversized::max_record(spec.memory_budget),
+            bytes_read: bytes_read.clone(),
+        }),
+        (None, None) => return Err(LoadError::Setup("no input and no generator".into())),
+    };
+    let (ack_tx, ack_rx) = flume::unbounded::<Completion>();
+    let mut committed = CommittedPrefix::new(names.len().max(1));
     let reader = {
-        let (format, skip, cancel, bytes_read, chunk_bytes, flush_every) =
-            (prepared.boundary.clone(), prepared.skip, cancel.clone(), bytes_read.clone(), spec.chunk_bytes, spec.flush_every);
-        let max_record = super::oversized::max_record(spec.memory_budget);
+        let cancel = cancel.clone();
         std::thread::Builder::new()
             .name("chute-reader".into())
-            .spawn(move || match (generated, format) {
-                (Some(rows), _) => {
-                    super::gen_source::emit_ranges(rows, &chunk_tx, &cancel);
-                    Ok(())
-                }
-                (None, Some(format)) => {
-                    let cut = Cutting { format: format.as_ref(), skip, chunk_bytes, flush_every, max_record };
-                    read_inputs(inputs, cut, &chunk_tx, &cancel, &bytes_read)
-                }
-                (None, None) => Err(LoadError::Setup("no input and no generator".into())),
-            })
+            .spawn(move || source.read(&chunk_tx, &cancel, &ack_tx))
             .map_err(|e| LoadError::Setup(format!("cannot start the reader thread: {e}")))?
     };
     // Parse, encode and route.
@@ -109,11 +113,12 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             std::thread::Builder::new()
                 .name(format!("chute-parse-{n}"))
                 .spawn(move || {
-                    while let Ok(chunk) = rx.recv() {
-                        let out = match &chunk.oversized {
+                    while let Ok(mut chunk) = rx.recv() {
+                        let mut out = match &chunk.oversized {
                             Some(big) => big.reject(chunk.input),
                             None => processor.process(&chunk),
                         };
+                        out.attach(chunk.ack.take());
                         budget.acquire(out.budget, &cancel);
                         if tx.send(out).is_err() {
                             break;
@@ -203,8 +208,12 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
                     error.add(e);
                 },
                 o = outcome_rx.recv_async() => if let Ok(o) = o { co.absorb(o, &mut error) },
+                c = ack_rx.recv_async() => if let Ok(c) = c { committed.absorb(&c); },
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
+        }
+        for c in ack_rx.try_iter() {
+            committed.absorb(&c);
         }
         if !co.vanished.is_empty()
             && let Err(e) = co.reroute_vanished().await
@@ -227,6 +236,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             co.flush_stale(age).await;
         }
         if last_report.elapsed() >= Duration::from_millis(250) {
+            co.stats.bytes_committed = committed.bytes();
             co.stats.bytes_read = bytes_read.load(Ordering::Relaxed);
             co.stats.seconds = began.elapsed().as_secs_f64();
             co.stats.partitions_touched = co.touched.len();
@@ -260,6 +270,12 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         }
     }
     co.rejects.lock().expect("reject file lock").flush_pending()?;
+    // Every holder of a row is gone now: the last acknowledgements fire.
+    drop(co.accum.drain());
+    for c in ack_rx.try_iter() {
+        committed.absorb(&c);
+    }
+    let committed_through = through(&committed, &names, generated.is_some());
     if let Some(id) = &load_id {
         let status = if error.any() {
             "failed"
@@ -269,12 +285,13 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             "done"
         };
         // A lost control connection must not hide the load's own outcome.
-        let _ = co.close_journal(id, status).await;
+        let _ = co.close_journal(id, status, &committed_through).await;
     }
     if let Some(e) = error.into_error() {
         return Err(e);
     }
     let mut stats = co.stats;
+    stats.bytes_committed = committed.bytes();
     stats.bytes_read = bytes_read.load(Ordering::Relaxed);
     stats.seconds = began.elapsed().as_secs_f64();
     stats.partitions_touched = co.touched.len();
@@ -288,8 +305,24 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         reject_limit_exceeded: co.limit_hit,
         load_id,
         interrupted,
+        committed_through,
         stats,
     })
+}
+
+/// How far each input is committed, by name (generated rows: one input,
+/// its lines being sequence numbers plus one).
+fn through(committed: &CommittedPrefix, names: &[InputSpec], generated: bool) -> Vec<super::CommittedThrough> {
+    committed
+        .through()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (line, byte))| super::CommittedThrough {
+            input: if generated { "generated rows".to_owned() } else { names.get(i).map(InputSpec::display_name).unwrap_or_default() },
+            line,
+            byte,
+        })
+        .collect()
 }
 
 /// The journal's name for a load: `--load-id`, or derived from the table

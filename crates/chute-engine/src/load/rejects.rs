@@ -105,8 +105,16 @@ impl RejectWriter {
     }
 
     /// Queues a reject; `false` when the file already has it.
-    pub(crate) fn add(&mut self, r: Reject) -> bool {
+    /// The row's acknowledgement is told why now, and settled once the
+    /// reject is on file (at once when the file has it already).
+    pub(crate) fn add(&mut self, mut r: Reject) -> bool {
+        if let Some(a) = &r.ack {
+            a.rejected(r.line, &r.reason);
+        }
         if !self.seen.is_empty() && self.seen.remove(&(r.input, r.line)) {
+            if let Some(a) = r.ack.take() {
+                a.settle();
+            }
             return false;
         }
         self.pending.push(r);
@@ -117,7 +125,11 @@ impl RejectWriter {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let Some(path) = self.path.clone() else { return Ok(()) };
+        let Some(path) = self.path.clone() else {
+            // No file to keep them: the reasons went to their acknowledgements.
+            self.pending.drain(..).filter_map(|r| r.ack).for_each(super::ack::AckRef::settle);
+            return Ok(());
+        };
         let err = |e: std::io::Error| LoadError::RejectFile { path: path.display().to_string(), message: e.to_string() };
         if self.file.is_none() {
             let f =
@@ -125,7 +137,9 @@ impl RejectWriter {
             self.file = Some(std::io::BufWriter::new(f));
         }
         let f = self.file.as_mut().expect("opened above");
+        let mut acks = Vec::new();
         for mut r in self.pending.drain(..) {
+            acks.extend(r.ack.take());
             if r.raw.is_empty()
                 && let Some(w) = &self.workload
             {
@@ -157,6 +171,7 @@ impl RejectWriter {
         }
         f.flush().map_err(err)?;
         self.written = true;
+        acks.into_iter().for_each(super::ack::AckRef::settle);
         Ok(())
     }
 

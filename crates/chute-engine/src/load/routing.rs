@@ -434,7 +434,7 @@ pub(crate) async fn build(
     };
     let access = crate::privilege::table_access(control, info.oid, info.relkind == 'p')
         .await
-        .map_err(|e| LoadError::sql(format!("reading the privileges on {}", info.name), &e))?;
+        .map_err(|e| LoadError::sql(format!("reading the privileges on {}", info.name), e))?;
     if !access.insert {
         return Err(LoadError::Setup(format!(
             "role {} may not insert into {} (SQLSTATE 42501): as its owner run {}; then run the load again",
@@ -467,7 +467,7 @@ pub(crate) async fn build(
         Ok(t) => t,
         Err(crate::layout::LayoutError::Route(e)) => return parent(format!("chute cannot route this layout itself ({e})"), progress),
         Err(e) if e.connection_lost() => {
-            return Err(LoadError::Lost { context: format!("reading the partitions of {}", info.name), message: e.to_string() });
+            return Err(LoadError::Layout { context: format!("reading the partitions of {}", info.name), source: Box::new(e) });
         }
         Err(e) => return Err(LoadError::Setup(format!("reading the partitions of {}: {e}", info.name))),
     };
@@ -533,7 +533,7 @@ async fn jit_for(
             &[&info.oid, &top.columns[0].name],
         )
         .await
-        .map_err(|e| LoadError::sql("reading the partition key's type", &e))?
+        .map_err(|e| LoadError::sql("reading the partition key's type", e))?
         .get(0);
     let limits =
         Limits::at(&policy, crate::clock::now_micros()).map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", info.name)))?;
@@ -557,10 +557,9 @@ async fn read_tree(client: &tokio_postgres::Client, root: &QualifiedName) -> Res
 
 /// Reads the partition tree of `parent` again and routes new rows with it.
 pub(crate) async fn reread_tree(client: &tokio_postgres::Client, routing: &Routing) -> Result<(), LoadError> {
-    let tree = read_tree(client, &routing.parent).await.map_err(|e| {
-        let (context, message) = (format!("re-reading the partitions of {}", routing.parent), e.to_string());
-        if e.connection_lost() { LoadError::Lost { context, message } } else { LoadError::Setup(format!("{context}: {message}")) }
-    })?;
+    let tree = read_tree(client, &routing.parent)
+        .await
+        .map_err(|e| LoadError::Layout { context: format!("re-reading the partitions of {}", routing.parent), source: Box::new(e) })?;
     routing.install(tree);
     Ok(())
 }

@@ -29,7 +29,7 @@ pub async fn table_columns(client: &Client, oid: u32) -> Result<Vec<TableColumn>
             &[&oid],
         )
         .await
-        .map_err(|e| LoadError::sql("reading the table's columns", &e))?;
+        .map_err(|e| LoadError::sql("reading the table's columns", e))?;
     Ok(rows
         .iter()
         .map(|r| TableColumn { name: r.get(0), type_oid: r.get(1), type_name: r.get(2), generated: r.get(3), typmod: r.get(4) })

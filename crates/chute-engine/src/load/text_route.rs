@@ -109,8 +109,9 @@ fn file_routed(routing: &Routing, routed: Routed, row: &[u8], raw: &[u8], at: Ro
             offset: at.offset,
             range: at.range,
             key: Some(key.unwrap_or_default()),
+            ack: None,
         }),
-        Routed::Reject(reason) => filed.rejects.push(Reject { input: at.input, line: at.line, raw: raw.to_vec(), reason, at: None }),
+        Routed::Reject(reason) => filed.rejects.push(Reject::new(at.input, at.line, raw.to_vec(), reason)),
     }
 }
 

@@ -48,8 +48,8 @@ pub enum MigrateError {
     Schema(#[from] SchemaError),
     #[error(transparent)]
     Name(#[from] chute_core::ident::IdentError),
-    #[error("{0}")]
-    Sql(String),
+    #[error(transparent)]
+    Sql(#[from] crate::error::SqlError),
     #[error("{0}")]
     Refused(String),
     #[error("{cause}\nthe table is as it was before the migration: {report}")]
@@ -60,7 +60,7 @@ pub enum MigrateError {
 
 impl From<tokio_postgres::Error> for MigrateError {
     fn from(e: tokio_postgres::Error) -> Self {
-        MigrateError::Sql(exec::describe(&e))
+        MigrateError::Sql(e.into())
     }
 }
 

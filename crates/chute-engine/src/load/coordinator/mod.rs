@@ -81,9 +81,9 @@ pub(crate) struct Coordinator {
 /// One segment per target (a chunk may have produced several).
 fn combine(segments: Vec<(Target, Segment)>) -> TargetMap<Segment> {
     let mut out: TargetMap<Segment> = TargetMap::with_capacity_and_hasher(segments.len(), Default::default());
-    for (t, s) in segments {
+    for (t, mut s) in segments {
         match out.get_mut(&t) {
-            Some(have) => append(have, &s),
+            Some(have) => append(have, &mut s),
             None => {
                 out.insert(t, s);
             }
@@ -92,7 +92,9 @@ fn combine(segments: Vec<(Target, Segment)>) -> TargetMap<Segment> {
     out
 }
 
-fn append(into: &mut Segment, seg: &Segment) {
+/// Moves `seg`'s rows (and their acknowledgements) to the end of `into`.
+fn append(into: &mut Segment, seg: &mut Segment) {
+    into.acks.append(std::mem::take(&mut seg.acks), into.row_ends.len() as u32);
     let rebase_data = into.data.len() as u32;
     let rebase_raw = into.raw_ends.last().copied().unwrap_or(0);
     into.data.extend_from_slice(&seg.data);
@@ -104,6 +106,15 @@ fn append(into: &mut Segment, seg: &Segment) {
     into.inputs.extend_from_slice(&seg.inputs);
     for r in &seg.ranges {
         super::journal::push_range(&mut into.ranges, *r);
+    }
+}
+
+/// Gives rows the coordinator resolved for a chunk (tag ids, server-cast
+/// keys) shares of the chunk's acknowledgement.
+fn share_ack(ack: Option<&super::ack::AckRef>, filed: &mut Filed) {
+    if let Some(ack) = ack {
+        ack.skipped(filed.skipped);
+        super::model::attach_filed(ack, filed.segments.values_mut(), &mut filed.pending, &mut filed.rejects);
     }
 }
 
@@ -135,7 +146,8 @@ impl Coordinator {
         self.budget.release(out.reject_bytes);
         self.stats.rows_skipped += out.skipped;
         if !out.pending_tags.is_empty() {
-            let filed = self.resolve_tags(std::mem::take(&mut out.pending_tags)).await?;
+            let mut filed = self.resolve_tags(std::mem::take(&mut out.pending_tags)).await?;
+            share_ack(out.ack.as_ref(), &mut filed);
             out.pending_parts.extend(filed.pending);
             for r in filed.rejects {
                 self.reject(r);
@@ -149,6 +161,7 @@ impl Coordinator {
         if !out.server_keys.is_empty() {
             let mut filed = Filed::default();
             super::text_route::resolve(&self.control, &self.tables[0], std::mem::take(&mut out.server_keys), &mut filed).await;
+            share_ack(out.ack.as_ref(), &mut filed);
             out.pending_parts.extend(filed.pending);
             for r in filed.rejects {
                 self.reject(r);
@@ -166,6 +179,10 @@ impl Coordinator {
         let segment_budget = out.budget.saturating_sub(waiting_bytes + out.reject_bytes);
         self.accumulate(combine(out.segments), segment_budget).await;
         self.start_jit();
+        // Every row of the chunk has a holder of its own now.
+        if let Some(ack) = out.ack.take() {
+            ack.settle();
+        }
         Ok(())
     }
 
@@ -179,12 +196,12 @@ impl Coordinator {
         let per_segment = budget / segments.len();
         self.budget.release(budget - per_segment * segments.len());
         let mut full = Vec::new();
-        for (target, seg) in segments {
+        for (target, mut seg) in segments {
             let a = self.accum.entry(target).or_default();
             a.since.get_or_insert_with(Instant::now);
-            append(&mut a.seg, &seg);
-            a.budget += per_segment;
             self.accum_bytes += seg.data.len();
+            append(&mut a.seg, &mut seg);
+            a.budget += per_segment;
             if a.seg.data.len() >= self.batch_bytes {
                 full.push(target);
             }
@@ -297,7 +314,7 @@ impl Coordinator {
         let mut rejects = Vec::new();
         // One routing context per table: the tree as just re-read, the limits as of now.
         let mut ctxs: Vec<_> = self.tables.iter().map(|t| t.ctx()).collect();
-        for p in std::mem::take(&mut self.waiting) {
+        for mut p in std::mem::take(&mut self.waiting) {
             let routing = &self.tables[usize::from(p.table)];
             let text = p.key.is_some();
             let ctx = &mut ctxs[usize::from(p.table)];
@@ -309,9 +326,16 @@ impl Coordinator {
                 Routed::To(leaf) if routing.is_committed(leaf, text, p.range.0 as usize, p.offset) => {
                     self.stats.rows_skipped += 1;
                     self.budget.release(p.bytes());
+                    if let Some(ack) = p.ack.take() {
+                        ack.skipped(1);
+                        ack.settle();
+                    }
                 }
                 Routed::To(leaf) => {
                     let (seg, budget) = groups.entry((Target { table: p.table, leaf, text }, p.range)).or_default();
+                    if let Some(ack) = p.ack.take() {
+                        seg.acks.push(seg.row_ends.len() as u32, ack);
+                    }
                     if self.by_ref && !text {
                         seg.push_ref(&p.row, p.offset, p.raw.len(), p.line, p.range.0 as usize);
                     } else {
@@ -330,12 +354,13 @@ impl Coordinator {
                         raw: p.raw,
                         reason: "its partition could not be created (it overlaps a partition made by hand?)".into(),
                         at: None,
+                        ack: p.ack,
                     });
                 }
                 Routed::Missing { .. } => still.push(p),
                 Routed::Reject(reason) => {
                     self.budget.release(p.bytes());
-                    rejects.push(Reject { input: p.range.0 as usize, line: p.line, raw: p.raw, reason, at: None });
+                    rejects.push(Reject { input: p.range.0 as usize, line: p.line, raw: p.raw, reason, at: None, ack: p.ack });
                 }
             }
         }

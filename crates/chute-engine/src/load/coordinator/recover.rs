@@ -115,11 +115,16 @@ impl Coordinator {
     }
 
     /// Marks the load finished (or how it ended) in the journal.
-    pub(crate) async fn close_journal(&mut self, id: &str, status: &str) -> Result<(), LoadError> {
+    pub(crate) async fn close_journal(
+        &mut self,
+        id: &str,
+        status: &str,
+        through: &[super::super::CommittedThrough],
+    ) -> Result<(), LoadError> {
         let mut backoff = Backoff::reconnect(self.retry_for);
         loop {
             let result = match self.control().await {
-                Ok(c) => journal::close(c, id, status).await,
+                Ok(c) => journal::close(c, id, status, through).await,
                 Err(e) => Err(e),
             };
             match result {
@@ -171,9 +176,13 @@ impl Coordinator {
             let row = &part.body[from..seg.row_ends[i] as usize];
             let (raw, at) = seg.record(i);
             let (line, input) = (seg.lines[i], usize::from(seg.inputs[i]));
+            let ack = seg.acks.of(i).map(|a| a.share());
             match routing.route(&mut ctx, row) {
                 Routed::To(leaf) => {
                     let into = segments.entry(Target { table: part.table, leaf, text: false }).or_default();
+                    if let Some(ack) = ack {
+                        into.acks.push(into.row_ends.len() as u32, ack);
+                    }
                     match at {
                         Some((offset, len)) => into.push_ref(row, offset, len as usize, line, input),
                         None => into.push(row, &raw, line, input),
@@ -188,8 +197,9 @@ impl Coordinator {
                         "its partition {} was dropped while the load ran (SQLSTATE 42P01): run the same command again to load it into a new partition",
                         part.target_name
                     ),
+                    ack,
                 }),
-                Routed::Reject(reason) => self.reject(Reject { input, line, raw, reason, at }),
+                Routed::Reject(reason) => self.reject(Reject { input, line, raw, reason, at, ack }),
             }
         }
         // The part held every row of its ranges for its leaf; the rows that
@@ -197,6 +207,8 @@ impl Coordinator {
         for s in segments.values_mut() {
             s.ranges = seg.ranges.clone();
         }
+        // Every row has a new holder: the part's own shares are done.
+        part.seg.acks.handed_on();
         let budget = segments.values().map(Segment::bytes).sum();
         self.budget.take(budget);
         self.accumulate(segments, budget).await;

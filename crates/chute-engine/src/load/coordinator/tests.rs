@@ -82,15 +82,46 @@ fn the_first_error_decides_and_the_others_are_reported_with_it() {
     assert!(Errors::default().into_error().is_none());
     errors.add(LoadError::Setup("worker 1: disk full".into()));
     errors.add(LoadError::Setup("worker 1: disk full".into()));
-    errors.add(LoadError::Lost { context: "COPY into t".into(), message: "connection reset".into() });
+    errors.add(LoadError::Input { input: "t.csv".into(), message: "connection reset".into() });
     errors.add(LoadError::Setup("worker 3: out of memory".into()));
     assert!(errors.any());
     let e = errors.into_error().unwrap();
     let text = e.to_string();
     assert!(text.starts_with("worker 1: disk full (also: "), "{text}");
-    assert!(text.contains("COPY into t: connection reset") && text.contains("worker 3: out of memory"), "{text}");
+    assert!(text.contains("cannot read t.csv: connection reset") && text.contains("worker 3: out of memory"), "{text}");
     assert_eq!(text.matches("disk full").count(), 1, "{text}");
     // Whether the load is retried follows the first error.
     use crate::retry::Lost;
     assert!(!e.connection_lost());
+}
+
+#[test]
+fn an_acknowledgement_fires_when_every_target_holding_its_rows_has_committed() {
+    use super::super::ack::{AckId, AckRef, AckStatus};
+    let (tx, rx) = flume::unbounded();
+    let chunk = |tag: u64, start: u64| AckRef::new(AckId { input: 0, start, end: start + 100, tag, ..AckId::default() }, tx.clone());
+    let (first, second) = (chunk(1, 0), chunk(2, 100));
+    // The first chunk has rows for leaves 1 and 2, the second for leaf 1.
+    let mut parts = vec![
+        (target(1), seg(&[b"a", b"b"], (0, 0, 100))),
+        (target(2), seg(&[b"x"], (0, 0, 100))),
+        (target(1), seg(&[b"c"], (0, 100, 200))),
+    ];
+    for (i, (_, s)) in parts.iter_mut().enumerate() {
+        s.acks.push(0, if i < 2 { first.share() } else { second.share() });
+    }
+    first.settle();
+    second.settle();
+    let mut out = combine(parts);
+    let leaf1 = out.remove(&target(1)).unwrap();
+    let leaf2 = out.remove(&target(2)).unwrap();
+    // Leaf 1's batch commits with its first row rejected.
+    leaf1.acks.commit(leaf1.row_ends.len(), &[0]);
+    let c = rx.try_recv().expect("the second chunk's rows were all in leaf 1's batch");
+    assert_eq!((c.id.tag, c.rows_committed), (2, 1));
+    assert!(rx.try_recv().is_err(), "the first chunk still has a row for leaf 2");
+    // Leaf 2's batch fails: its rows were never committed.
+    drop(leaf2);
+    let c = rx.try_recv().unwrap();
+    assert_eq!((c.id.tag, c.status, c.rows_committed), (1, AckStatus::Failed, 1));
 }

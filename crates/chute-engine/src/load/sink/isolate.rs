@@ -79,7 +79,7 @@ pub(crate) async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejec
                     && is_encoding_mismatch(&e)
                     && let Some(stop) = batch_wide(txn, part, &e).await?
                 {
-                    return Err(PartError::Mismatch(stop));
+                    return Err(PartError::Mismatch(LoadError::sql(stop, e)));
                 }
                 match blamed {
                     Some(k) => {
@@ -97,7 +97,8 @@ pub(crate) async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejec
 
 fn reject_row(batch: &BatchPart, i: usize, reason: String) -> RejectedRow {
     let (raw, at) = batch.seg.record(i);
-    RejectedRow { raw, at, line: batch.seg.lines[i], input: usize::from(batch.seg.inputs[i]), reason }
+    let ack = batch.seg.acks.of(i).map(|a| a.share());
+    RejectedRow { part: 0, index: i, ack, raw, at, line: batch.seg.lines[i], input: usize::from(batch.seg.inputs[i]), reason }
 }
 
 /// The COPY line of an error's context: the one line that starts with
@@ -164,8 +165,9 @@ fn is_encoding_mismatch(e: &tokio_postgres::Error) -> bool {
 /// Whether the whole part failing with `e` is a batch-wide mismatch: the
 /// first and the last row, each alone, fail with the same SQLSTATE on the
 /// same column. Both tries are rolled back; the caller goes on isolating
-/// rows when the answer is `None`.
-async fn batch_wide(txn: &mut Transaction<'_>, part: &BatchPart, e: &tokio_postgres::Error) -> Result<Option<LoadError>, PartError> {
+/// rows when the answer is `None`, and stops the load with the error and
+/// the context given otherwise.
+async fn batch_wide(txn: &mut Transaction<'_>, part: &BatchPart, e: &tokio_postgres::Error) -> Result<Option<String>, PartError> {
     let column = |e: &tokio_postgres::Error| copy_context(e).and_then(parse_copy_line).and_then(|(_, c)| c).map(str::to_owned);
     let (code, col) = (e.code().cloned(), column(e));
     let n = part.seg.row_ends.len();
@@ -186,7 +188,7 @@ async fn batch_wide(txn: &mut Transaction<'_>, part: &BatchPart, e: &tokio_postg
          check the table's definition (\\d {}) and run the load again",
         part.target_name, part.target_name
     );
-    Ok(Some(LoadError::sql(context, e)))
+    Ok(Some(context))
 }
 
 #[cfg(test)]

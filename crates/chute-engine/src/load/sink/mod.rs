@@ -78,6 +78,10 @@ impl Batch {
 }
 
 pub(crate) struct RejectedRow {
+    /// The part of the batch and the row's index in it.
+    pub part: usize,
+    pub index: usize,
+    pub ack: Option<super::ack::AckRef>,
     pub raw: Vec<u8>,
     /// With `raw` empty: where the record is in its input (see `Segment::record`).
     pub at: Option<(u64, u32)>,
@@ -193,12 +197,20 @@ async fn worker(
         let result = commit_with_retries(&mut client, &batch, &tx, &ctx).await;
         ctx.budget.release(batch.budget);
         match result {
-            Ok((rows, bytes, vanished)) => {
+            Ok(Committed { rows, bytes, vanished, rejected }) => {
+                let mut gone = Vec::new();
+                for (i, part) in batch.parts.into_iter().enumerate() {
+                    if vanished.contains(&i) {
+                        gone.push(part);
+                    } else {
+                        let refused: Vec<usize> = rejected.iter().filter(|(p, _)| *p == i).map(|(_, r)| *r).collect();
+                        part.seg.acks.commit(part.seg.row_ends.len(), &refused);
+                    }
+                }
                 // Before `Loaded`: the coordinator keeps the queue open until
                 // every batch has answered, and these rows must be back by then.
-                if !vanished.is_empty() {
-                    let parts = batch.parts.into_iter().enumerate().filter(|(i, _)| vanished.contains(i)).map(|(_, p)| p).collect();
-                    let _ = tx.send(CopyOutcome::Vanished(parts));
+                if !gone.is_empty() {
+                    let _ = tx.send(CopyOutcome::Vanished(gone));
                 }
                 let _ = tx.send(CopyOutcome::Loaded { rows, bytes });
             }
@@ -211,8 +223,15 @@ async fn worker(
     Ok(())
 }
 
-/// Rows loaded, bytes sent, and the parts whose leaf vanished (by index).
-type Committed = (u64, u64, Vec<usize>);
+/// What a committed batch did.
+struct Committed {
+    rows: u64,
+    bytes: u64,
+    /// The parts whose leaf vanished (by index): nothing of them is committed.
+    vanished: Vec<usize>,
+    /// Rows the server refused, as (part, row): rejected, not committed.
+    rejected: std::collections::HashSet<(usize, usize)>,
+}
 
 async fn commit_with_retries(
     client: &mut Client,
@@ -222,18 +241,18 @@ async fn commit_with_retries(
 ) -> Result<Committed, LoadError> {
     let mut backoff = Backoff::reconnect(ctx.retry_for);
     // The rejects this batch wrote, so a retry does not write them again.
-    let mut written = std::collections::HashSet::new();
+    let mut written = Written::default();
     loop {
         let retry = backoff.attempts() > 0;
         match commit_batch(client, batch, tx, ctx, retry, &mut written).await {
-            Ok(r) => return Ok(r),
+            Ok((rows, bytes, vanished)) => return Ok(Committed { rows, bytes, vanished, rejected: written.rows }),
             Err(AttemptError::Pg(e)) if retry::transient(&e) && backoff.elapsed() < ctx.retry_for => {
                 let _ = tx.send(CopyOutcome::Retrying {
                     message: format!("COPY into {}: {}; retrying", batch.label(), crate::exec::describe(&e)),
                 });
                 *client = reconnect(ctx, &mut backoff).await?;
             }
-            Err(AttemptError::Pg(e)) => return Err(LoadError::sql(format!("COPY into {}", batch.label()), &e)),
+            Err(AttemptError::Pg(e)) => return Err(LoadError::sql(format!("COPY into {}", batch.label()), e)),
             Err(AttemptError::Rejects(e) | AttemptError::Stop(e)) => return Err(e),
         }
     }
@@ -258,6 +277,14 @@ async fn reconnect(ctx: &WorkerCtx, backoff: &mut Backoff) -> Result<Client, Loa
     }
 }
 
+/// The rows a batch rejected over its attempts: by (input, line) so a
+/// retry does not write them to the reject file again, and by (part, row).
+#[derive(Default)]
+struct Written {
+    lines: std::collections::HashSet<(usize, u64)>,
+    rows: std::collections::HashSet<(usize, usize)>,
+}
+
 fn row_start(seg: &Segment, i: usize) -> usize {
     if i == 0 { 0 } else { seg.row_ends[i - 1] as usize }
 }
@@ -269,8 +296,8 @@ async fn commit_batch(
     tx: &flume::Sender<CopyOutcome>,
     ctx: &WorkerCtx,
     retry: bool,
-    written: &mut std::collections::HashSet<(usize, u64)>,
-) -> Result<Committed, AttemptError> {
+    written: &mut Written,
+) -> Result<(u64, u64, Vec<usize>), AttemptError> {
     let mut txn = client.transaction().await?;
     if let Some(load_id) = &ctx.load_id
         && let Err(e) = super::claim::fence(&txn, load_id, &ctx.owner).await?
@@ -303,11 +330,13 @@ async fn commit_batch(
             // Nothing of it is journaled: its rows are routed again.
             continue;
         }
+        let before = rejected.len();
         let rows = isolate::load_part(&mut txn, part, &mut rejected).await.map_err(|e| match e {
             isolate::PartError::Pg(e) => AttemptError::Pg(e),
             isolate::PartError::Mismatch(e) => AttemptError::Stop(e),
         })?;
         loaded += rows;
+        rejected[before..].iter_mut().for_each(|r| r.part = index);
         if let Some(load_id) = &ctx.load_id {
             for (i, (input, starts, ends)) in super::journal::journal_rows(&part.seg.ranges).into_iter().enumerate() {
                 // The rows count goes on the first entry only, so sums stay right.
@@ -328,15 +357,13 @@ async fn commit_batch(
             let mut w = ctx.rejects.lock().expect("reject file lock");
             let new = rejected
                 .into_iter()
-                .filter(|r| {
-                    written.insert((r.input, r.line))
-                        && w.add(super::model::Reject {
-                            input: r.input,
-                            line: r.line,
-                            raw: r.raw.clone(),
-                            reason: r.reason.clone(),
-                            at: r.at,
-                        })
+                .filter_map(|mut r| {
+                    written.rows.insert((r.part, r.index));
+                    let first = written.lines.insert((r.input, r.line));
+                    // A retry's reject of a row already on file: its share is settled there.
+                    let ack = if first { r.ack.take() } else { r.ack.take().map(|a| a.settle()).and(None) };
+                    (first && w.add(super::model::Reject { input: r.input, line: r.line, raw: r.raw, reason: r.reason, at: r.at, ack }))
+                        .then_some(())
                 })
                 .count();
             w.flush_pending().map(|()| new as u64)

@@ -90,15 +90,15 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
             control
                 .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)))
                 .await
-                .map_err(|e| LoadError::sql(format!("creating schema {schema}"), &e))?;
+                .map_err(|e| LoadError::sql(format!("creating schema {schema}"), e))?;
             schema.clone()
         }
         None => control
             .query_one("SELECT current_schema()::text", &[])
             .await
-            .map_err(|e| LoadError::sql("reading the schema", &e))?
+            .map_err(|e| LoadError::sql("reading the schema", e))?
             .try_get::<_, Option<String>>(0)
-            .map_err(|e| LoadError::sql("reading the schema", &e))?
+            .map_err(|e| LoadError::sql("reading the schema", e))?
             .ok_or_else(|| LoadError::Setup("no schema on the search_path to create the tsbs tables in: give one with --schema".into()))?,
     };
     let tag_cols: Vec<String> = header.tags.iter().map(|(n, _)| quote_ident(n)).collect();
@@ -110,7 +110,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
     let version: i32 = control
         .query_one("SELECT current_setting('server_version_num')::int4", &[])
         .await
-        .map_err(|e| LoadError::sql("reading the server version", &e))?
+        .map_err(|e| LoadError::sql("reading the server version", e))?
         .get(0);
     let ddl = format!(
         "CREATE TABLE IF NOT EXISTS {} (id serial PRIMARY KEY, {}, UNIQUE {}({}))",
@@ -119,7 +119,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
         if version >= 150000 { "NULLS NOT DISTINCT " } else { "" },
         tag_cols.join(", ")
     );
-    control.batch_execute(&ddl).await.map_err(|e| LoadError::sql("creating the tags table", &e))?;
+    control.batch_execute(&ddl).await.map_err(|e| LoadError::sql("creating the tags table", e))?;
     let have_typed: Vec<(String, String)> = control
         .query(
             "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
@@ -127,7 +127,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
             &[&tags_table.quoted()],
         )
         .await
-        .map_err(|e| LoadError::sql("reading the tags table", &e))?
+        .map_err(|e| LoadError::sql("reading the tags table", e))?
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
@@ -167,7 +167,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
     let lock_key: u32 = control
         .query_one("SELECT to_regclass($1)::oid", &[&tags_table.quoted()])
         .await
-        .map_err(|e| LoadError::sql("reading the tags table", &e))?
+        .map_err(|e| LoadError::sql("reading the tags table", e))?
         .get(0);
 
     let first_tag = header.tags.first().map(|(n, _)| n.clone()).ok_or_else(|| LoadError::Setup("the tsbs header lists no tags".into()))?;
@@ -178,7 +178,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
         let exists: bool = control
             .query_one("SELECT to_regclass($1) IS NOT NULL", &[&name.quoted()])
             .await
-            .map_err(|e| LoadError::sql("looking for a table", &e))?
+            .map_err(|e| LoadError::sql("looking for a table", e))?
             .get(0);
         let mut cols = vec!["time".to_owned(), "tags_id".to_owned(), first_tag.clone()];
         cols.extend(fields.iter().cloned());
@@ -210,12 +210,12 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
                 None => control
                     .batch_execute(&format!("CREATE TABLE {q} ({})", defs.join(", ")))
                     .await
-                    .map_err(|e| LoadError::sql(format!("creating {name}"), &e))?,
+                    .map_err(|e| LoadError::sql(format!("creating {name}"), e))?,
             }
             control
                 .batch_execute(&format!("CREATE INDEX ON {q} (tags_id, time DESC); CREATE INDEX ON {q} (time DESC)"))
                 .await
-                .map_err(|e| LoadError::sql(format!("indexing {name}"), &e))?;
+                .map_err(|e| LoadError::sql(format!("indexing {name}"), e))?;
             progress.notice(&format!("created {name}"));
         }
         let info = super::target::resolve(control, &name).await?;
@@ -355,7 +355,7 @@ impl ChunkProcessor for TsbsProcessor {
             let at = RowPos { input: chunk.input, line: rec.data_line, offset: pos.offset, range };
             row.clear();
             if let Err(reason) = encode_record(rec, &self.types[rec.measurement], &mut row) {
-                filed.rejects.push(Reject { input: chunk.input, line: rec.data_line, raw: raw.to_vec(), reason, at: None });
+                filed.rejects.push(Reject::new(chunk.input, rec.data_line, raw.to_vec(), reason));
                 return;
             }
             tag_key(rec.tags, &mut key);
@@ -376,7 +376,7 @@ impl ChunkProcessor for TsbsProcessor {
         };
         let mut on_error = |e: RecordError| {
             let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
-            parse_errors.push(Reject { input: chunk.input, line: e.pos.line, raw, reason: e.reason, at: None })
+            parse_errors.push(Reject::new(chunk.input, e.pos.line, raw, e.reason))
         };
         self.parser.parse_records(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
         filed.rejects.append(&mut parse_errors);

@@ -48,7 +48,7 @@ impl TagResolver {
         };
         if !new.is_empty() {
             let lock = client.execute("SELECT pg_advisory_lock($1, $2)", &[&crate::schema::LOCK_CLASS, &self.lock_key]).await;
-            lock.map_err(|e| LoadError::sql("locking the tags table's tag sets", &e))?;
+            lock.map_err(|e| LoadError::sql("locking the tags table's tag sets", e))?;
             let mut found = Vec::with_capacity(new.len());
             let mut result = Ok(());
             for p in &new {
@@ -62,7 +62,7 @@ impl TagResolver {
             }
             let unlock = client.execute("SELECT pg_advisory_unlock($1, $2)", &[&crate::schema::LOCK_CLASS, &self.lock_key]).await;
             result?;
-            unlock.map_err(|e| LoadError::sql("unlocking the tags table's tag sets", &e))?;
+            unlock.map_err(|e| LoadError::sql("unlocking the tags table's tag sets", e))?;
             Arc::make_mut(&mut self.cache.write().expect("tag cache")).extend(found);
         }
         let cache = self.cache.read().expect("tag cache").clone();
@@ -82,7 +82,7 @@ impl TagResolver {
     async fn find_or_add(&self, client: &Client, tags: &[Option<String>]) -> Result<i32, LoadError> {
         let params: Vec<&(dyn ToSql + Sync)> = tags.iter().map(|t| t as &(dyn ToSql + Sync)).collect();
         for _ in 0..3 {
-            let row = client.query_opt(&self.sql, &params).await.map_err(|e| LoadError::sql("adding a tag set to tags", &e))?;
+            let row = client.query_opt(&self.sql, &params).await.map_err(|e| LoadError::sql("adding a tag set to tags", e))?;
             if let Some(row) = row {
                 return Ok(row.get(0));
             }
