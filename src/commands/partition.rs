@@ -399,15 +399,9 @@ fn print_status(s: &TableStatus) {
     }
 }
 
+/// Sizes as indicatif writes them (`1.50 MiB`).
 fn human_bytes(b: i64) -> String {
-    let b = b as f64;
-    if b >= 1073741824.0 {
-        format!("{:.1} GiB", b / 1073741824.0)
-    } else if b >= 1048576.0 {
-        format!("{:.1} MiB", b / 1048576.0)
-    } else {
-        format!("{:.0} kB", b / 1024.0)
-    }
+    indicatif::HumanBytes(b.max(0) as u64).to_string()
 }
 
 async fn undo(opts: &ConnectOptions, table: &str, dry_run: bool, lock: &LockArgs) -> anyhow::Result<Outcome> {

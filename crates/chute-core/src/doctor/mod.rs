@@ -79,7 +79,9 @@ pub fn shell_word(s: &str) -> String {
     }
 }
 
-/// `12.3 MiB`-style sizes for evidence lines.
+/// `12.3 MiB`-style sizes for evidence lines. Written here rather than
+/// with indicatif (which the CLI uses for its own sizes): chute-core takes
+/// no terminal crate, and findings' evidence is data, in `--json` too.
 pub fn human_bytes(b: i64) -> String {
     let f = b as f64;
     if f >= 1073741824.0 {

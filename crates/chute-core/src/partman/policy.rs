@@ -242,21 +242,21 @@ pub fn parse_instant(text: &str, tz: &TimeZone) -> Result<i64, IntervalError> {
     Ok(zoned.timestamp().as_microsecond())
 }
 
-/// A duration for timeouts and loops: `500ms`, `2s`, `5min`, `1h`, `1d`.
+/// A duration for timeouts and loops: `500ms`, `2s`, `5min`, `1h`, `1d`,
+/// `1h30m`, `1.5s`, ISO 8601 `PT5M` (jiff's friendly and ISO duration
+/// formats, a day being 24 hours); a bare number is seconds.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, IntervalError> {
     let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
-    let n: f64 = t[..split].parse().map_err(|_| IntervalError::Syntax(text.to_owned()))?;
-    let secs = match t[split..].trim() {
-        "ms" => n / 1000.0,
-        "s" | "sec" | "" => n,
-        "min" | "m" => n * 60.0,
-        "h" => n * 3600.0,
-        "d" => n * 86400.0,
-        _ => return Err(IntervalError::Syntax(text.to_owned())),
+    let syntax = || IntervalError::Syntax(text.to_owned());
+    let secs = match t.parse::<f64>() {
+        Ok(n) => n,
+        Err(_) => {
+            let span: jiff::Span = t.parse().map_err(|_| syntax())?;
+            span.total((jiff::Unit::Second, jiff::SpanRelativeTo::days_are_24_hours())).map_err(|_| syntax())?
+        }
     };
     if !(0.0..1e9).contains(&secs) {
-        return Err(IntervalError::Syntax(text.to_owned()));
+        return Err(syntax());
     }
     Ok(std::time::Duration::from_secs_f64(secs))
 }
@@ -282,6 +282,12 @@ mod tests {
         assert_eq!(parse_duration("500ms").unwrap(), std::time::Duration::from_millis(500));
         assert_eq!(parse_duration("5min").unwrap(), std::time::Duration::from_secs(300));
         assert!(parse_duration("5 fortnights").is_err());
+        assert_eq!(parse_duration("1h30m").unwrap(), std::time::Duration::from_secs(5400));
+        assert_eq!(parse_duration("1d").unwrap(), std::time::Duration::from_secs(86400));
+        assert_eq!(parse_duration("1.5s").unwrap(), std::time::Duration::from_millis(1500));
+        assert_eq!(parse_duration("PT5M").unwrap(), std::time::Duration::from_secs(300));
+        assert_eq!(parse_duration("2").unwrap(), std::time::Duration::from_secs(2));
+        assert!(parse_duration("-5s").is_err() && parse_duration("1mo").is_err() && parse_duration("7x").is_err());
     }
 
     #[test]

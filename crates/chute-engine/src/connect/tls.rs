@@ -62,6 +62,28 @@ pub(super) fn load_roots(path: &Path) -> Result<TrustedRoots, String> {
     Ok(TrustedRoots { store, certs })
 }
 
+/// The operating system's root certificates, found where OpenSSL (and so
+/// libpq) looks for them (`rustls-native-certs`: `SSL_CERT_DIR`, then the
+/// distribution's bundle, e.g. Debian's [`SYSTEM_ROOTS_FILE`]).
+/// `SSL_CERT_FILE` is read by the caller from the connection's environment.
+fn system_store() -> Result<TrustedRoots, ConnectError> {
+    let found = rustls_native_certs::load_native_certs();
+    let shown = || format!("the operating system's certificate store (e.g. {SYSTEM_ROOTS_FILE})");
+    if found.certs.is_empty() {
+        let reason = match found.errors.first() {
+            Some(e) => format!("cannot be read ({e})"),
+            None => "holds no certificate".to_owned(),
+        };
+        return Err(ConnectError::NoSystemRoots { path: shown(), reason });
+    }
+    let mut store = RootCertStore::empty();
+    let (added, _unusable) = store.add_parsable_certificates(found.certs.iter().cloned());
+    if added == 0 {
+        return Err(ConnectError::NoSystemRoots { path: shown(), reason: "holds no certificate that can be parsed".into() });
+    }
+    Ok(TrustedRoots { store, certs: found.certs })
+}
+
 /// The certificates of a client certificate file: the client's own
 /// first, then any intermediate CA certificates, as libpq reads it.
 pub(super) fn load_cert_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
@@ -356,8 +378,8 @@ impl ConnectOptions {
     /// libpq checks it whenever the root certificate file exists, whatever
     /// the mode (so require with a root file acts as verify-ca), and insists
     /// on the file only for verify-ca and verify-full. `sslrootcert=system`
-    /// means the operating system's bundle (`SSL_CERT_FILE`, else
-    /// [`SYSTEM_ROOTS_FILE`]), which must exist.
+    /// means the operating system's roots (`SSL_CERT_FILE`, else the store
+    /// OpenSSL would use: `system_store`), which must hold some.
     pub(super) fn trusted_roots(&self) -> Result<Option<tls::TrustedRoots>, ConnectError> {
         let mode = self.sslmode;
         if self.system_roots() {
@@ -365,7 +387,7 @@ impl ConnectOptions {
             if mode != SslMode::VerifyFull {
                 return Err(ConnectError::WeakModeWithSystemRoots { mode });
             }
-            let path = self.ssl_cert_file.clone().unwrap_or_else(|| PathBuf::from(SYSTEM_ROOTS_FILE));
+            let Some(path) = self.ssl_cert_file.clone() else { return system_store().map(Some) };
             let shown = path.display().to_string();
             return match std::fs::metadata(&path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
