@@ -17,7 +17,7 @@ pub struct GenArgs {
     pub format: Option<GenFormatArg>,
     #[command(flatten)]
     pub options: GenOptions,
-    /// Time between readings of one device (conditions, iot, devops) [default: 10s].
+    /// Time between readings of one device (conditions, iot, devops), or between two orders (orders) [default: 10s].
     #[arg(long, value_name = "DURATION")]
     pub interval: Option<String>,
     /// csv: first write a line with the column names.
@@ -41,16 +41,17 @@ pub struct GenOptions {
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Size: trucks (iot, default 10), hosts (devops, default 10), TPC-H scale
-    /// factor (lineitem; default: enough for --rows), devices (conditions).
+    /// factor (lineitem; default: enough for --rows), devices (conditions),
+    /// customers (orders, default 100000).
     #[arg(long, value_name = "N")]
     pub scale: Option<u32>,
     /// conditions: devices reporting at each time step [default: 1000].
     #[arg(long, value_name = "N")]
     pub devices: Option<u32>,
-    /// conditions: float8 columns data1..dataN [default: 5].
+    /// conditions: float8 columns data1..dataN; orders: text columns note1..noteN [default: 5].
     #[arg(long, value_name = "N")]
     pub fields: Option<u16>,
-    /// The first timestamp (conditions, iot, devops) [default: 2021-06-01T00:00:00Z].
+    /// The first timestamp (conditions, orders, iot, devops) [default: 2021-06-01T00:00:00Z].
     #[arg(long, value_name = "TIMESTAMP")]
     pub from: Option<String>,
     /// iot, devops: where the series end, exclusive [default: one day after
@@ -197,6 +198,8 @@ pub enum GenArg {
     Lineitem,
     /// pgbench_accounts: aid, bid, abalance int, filler char(84).
     Accounts,
+    /// a shop's orders: id (identity), created_at, updated_at, status, customer_id, amount, tax, note1..noteN text; one order every 10 s.
+    Orders,
     /// tsbs iot: trucks' readings and diagnostics, as a tsbs file (tables tags, readings, diagnostics).
     Iot,
     /// tsbs cpu-only: hosts' cpu usage, as a tsbs file (tables tags, cpu).

@@ -170,6 +170,29 @@ pub enum Command {
     chute bench conditions --dry-run                   # the cells, without running them")]
     Bench(BenchArgs),
 
+    /// Run an orders application's reads and writes against a table and
+    /// measure what the server does: rates, latency, blocks read and hit per
+    /// second, WAL; before and after partitioning it, or while `chute
+    /// migrate` partitions it.
+    ///
+    /// New orders arrive on a sine wave between a floor and the peak; each is
+    /// updated along its lifecycle (placed, paid, shipped, delivered) after
+    /// delays; reads fetch recent orders by id, a customer's orders of the
+    /// last days, and counts over a recent time range. Samples come every
+    /// second from pg_stat_database, pg_statio_user_tables and
+    /// pg_statio_user_indexes (summed over the table's partitions) and the
+    /// WAL position; the output is samples.csv, summary.csv and report.html
+    /// with charts, like chute bench's. Where the simulator cannot reach the
+    /// asked-for rates it says so, and why.
+    #[command(after_help = "EXAMPLES:
+    chute simulate --create --rows 2000000 --history 365d --duration 0      # make and fill an orders table, nothing else
+    chute simulate --duration 5m --out before                               # the workload on the one table
+    chute migrate orders --key created_at --interval 1d --extend-primary-key && chute migrate orders --split
+    chute simulate --duration 5m --out after --compare before               # the same workload, side by side
+    chute simulate --during-migrate --migrate-after 60s --out live           # partition it while the workload runs
+    chute simulate --writes-per-s 1000 --reads-per-s 10000 --wave 60s --json")]
+    Simulate(SimulateArgs),
+
     /// What slows ingestion on this server, and the exact fix for each finding.
     #[command(after_help = crate::commands::doctor::DOCTOR_HELP)]
     Doctor(crate::commands::doctor::DoctorArgs),
@@ -269,6 +292,100 @@ pub struct BenchArgs {
     /// Print the cells and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The orders table ([schema.]name).
+    #[arg(long, default_value = "orders", value_name = "TABLE")]
+    pub table: String,
+    /// The table's time key (timestamptz, timestamp or date).
+    #[arg(long, default_value = "created_at", value_name = "COLUMN")]
+    pub key: String,
+    /// Make the table (id, created_at, updated_at, status, customer_id,
+    /// amount, tax, note1..noteN) and fill it with --rows orders spread over
+    /// --history, with chute's loader; an interrupted --create finishes when
+    /// run again.
+    #[arg(long)]
+    pub create: bool,
+    /// --create: orders of history.
+    #[arg(long, default_value_t = 1_000_000, value_name = "N", requires = "create")]
+    pub rows: u64,
+    /// --create: how far back the history reaches.
+    #[arg(long, default_value = "365d", value_name = "DURATION", requires = "create")]
+    pub history: String,
+    /// --create: wide text columns (note1..noteN, 30 to 60 characters each).
+    #[arg(long, default_value_t = 10, value_name = "N", requires = "create")]
+    pub columns: u16,
+    /// --create: customers the orders belong to [default: --rows / 20, at least 1000].
+    #[arg(long, value_name = "N", requires = "create")]
+    pub customers: Option<u64>,
+    /// How long the workload runs (0 with --create: only make the table).
+    #[arg(long, default_value = "10min", value_name = "DURATION")]
+    pub duration: String,
+    /// Peak writes per second, inserts and updates together: each new order
+    /// is one insert and three updates, so new orders peak at a quarter of this.
+    #[arg(long, default_value_t = 1000.0, value_name = "N")]
+    pub writes_per_s: f64,
+    /// Reads per second.
+    #[arg(long, default_value_t = 10_000.0, value_name = "N")]
+    pub reads_per_s: f64,
+    /// Period of the new orders' sine wave.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub wave: String,
+    /// The wave's trough as a fraction of its peak (0 to 1).
+    #[arg(long, default_value_t = 0.5, value_name = "FRACTION")]
+    pub floor: f64,
+    /// Shares of the reads in percent: by id, a customer's orders, counts.
+    #[arg(long, default_value = "70,25,5", value_name = "ID,CUSTOMER,COUNT")]
+    pub read_mix: String,
+    /// Time between an order's lifecycle steps (placed, paid, shipped, delivered).
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
+    pub update_after: String,
+    /// A customer's orders are read over this many days.
+    #[arg(long, default_value_t = 7, value_name = "DAYS")]
+    pub customer_days: u32,
+    /// Counts cover this recent range.
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub count_range: String,
+    /// Connections in the pool [default: sized from the rates].
+    #[arg(long, value_name = "N")]
+    pub connections: Option<usize>,
+    /// Partition the table with chute migrate (the swap, then the split)
+    /// while the workload runs, and mark each phase on the charts; the run
+    /// lasts until the migration is done and --migrate-after more has passed.
+    #[arg(long)]
+    pub during_migrate: bool,
+    /// --during-migrate: workload before the migration starts (and after it ends).
+    #[arg(long, default_value = "30s", value_name = "DURATION", requires = "during_migrate")]
+    pub migrate_after: String,
+    /// --during-migrate: the partition width.
+    #[arg(long, default_value = "1d", value_name = "INTERVAL", requires = "during_migrate")]
+    pub migrate_interval: String,
+    /// --during-migrate: partitions made ahead.
+    #[arg(long, default_value_t = 4, value_name = "N", requires = "during_migrate")]
+    pub premake: u32,
+    /// --during-migrate: rows per copy batch of the split.
+    #[arg(long, default_value_t = 10_000, value_name = "N", requires = "during_migrate")]
+    pub batch_rows: i64,
+    /// --during-migrate: pace the split to about this many rows per second.
+    #[arg(long, value_name = "N", requires = "during_migrate")]
+    pub split_rows_per_s: Option<f64>,
+    #[command(flatten)]
+    pub lock: LockArgs,
+    /// An earlier run's --out directory: its figures go beside this run's
+    /// on the charts and in the summary (before and after).
+    #[arg(long, value_name = "DIR")]
+    pub compare: Option<PathBuf>,
+    /// Where samples.csv, indexes.csv, summary.csv, report.html and the charts go.
+    #[arg(long, default_value = "simulate-out", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Seed of the generated orders and of the choices the workload makes.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

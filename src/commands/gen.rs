@@ -31,6 +31,7 @@ pub(crate) fn workload_name(g: GenArg) -> &'static str {
         GenArg::Conditions => "conditions",
         GenArg::Lineitem => "lineitem",
         GenArg::Accounts => "accounts",
+        GenArg::Orders => "orders",
         GenArg::Iot => "iot",
         GenArg::Devops => "devops",
     }
@@ -90,14 +91,15 @@ pub fn run(a: GenArgs) -> anyhow::Result<Outcome> {
 pub(crate) fn check_options(o: &GenOptions, workload: GenArg, interval: Option<&str>) -> anyhow::Result<()> {
     let name = workload_name(workload);
     let stream = matches!(workload, GenArg::Iot | GenArg::Devops);
-    let timed = matches!(workload, GenArg::Conditions | GenArg::Iot | GenArg::Devops);
+    let timed = matches!(workload, GenArg::Conditions | GenArg::Orders | GenArg::Iot | GenArg::Devops);
     let conditions = workload == GenArg::Conditions;
+    let orders = workload == GenArg::Orders;
     let refuse = |given: bool, flag: &str, hint: &str| {
         anyhow::ensure!(!given, "{flag} does not apply to {name}{hint}");
         Ok(())
     };
     refuse(o.devices.is_some() && !conditions, "--devices", "; its size is --scale")?;
-    refuse(o.fields.is_some() && !conditions, "--fields", "")?;
+    refuse(o.fields.is_some() && !conditions && !orders, "--fields", "")?;
     refuse(
         o.scale.is_some() && workload == GenArg::Accounts,
         "--scale",
@@ -119,7 +121,7 @@ fn check_format(format: Option<GenFormatArg>, name: &str, stream: bool) -> anyho
         }
         (Some(GenFormatArg::Csv), true) => {
             anyhow::bail!(
-                "{name} writes a tsbs file (--format tsbs), whose header names the tables it fills; CSV rows come from conditions, lineitem and accounts"
+                "{name} writes a tsbs file (--format tsbs), whose header names the tables it fills; CSV rows come from conditions, lineitem, accounts and orders"
             )
         }
         _ => Ok(()),

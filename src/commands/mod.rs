@@ -8,6 +8,7 @@ mod load;
 mod local;
 mod migrate;
 mod partition;
+mod simulate;
 pub mod status;
 
 use crate::Outcome;
@@ -22,6 +23,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Migrate(a) => migrate::run(&cli.conn, a).await,
         Command::Gen(a) => r#gen::run(a),
         Command::Bench(a) => bench::run(&cli.conn, a).await,
+        Command::Simulate(a) => simulate::run(&cli.conn, a).await,
         Command::Doctor(a) => doctor::run(&cli.conn, a).await,
         Command::Status(a) => status::run(&cli.conn, a).await,
     }

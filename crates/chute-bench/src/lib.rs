@@ -18,6 +18,7 @@ pub mod permutation;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod simulate;
 pub mod svg;
 pub mod workload;
 

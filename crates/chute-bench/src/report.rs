@@ -103,7 +103,7 @@ impl CellResult {
 }
 
 /// The server as the run found it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ServerInfo {
     pub version: String,
     /// (name, value as `SHOW` prints it), in a fixed order.
@@ -220,6 +220,7 @@ impl BenchRun {
                     points: if r.cell.loader == Loader::PsqlCopy { vec![(r.rows as f64, r.rows_per_s())] } else { r.window_rates() },
                 })
                 .collect(),
+            markers: vec![],
         };
         let sorted = LineChart {
             title: "Window rates, sorted (windows of 1 s or more)".into(),
@@ -237,6 +238,7 @@ impl BenchRun {
                     Series { name: r.cell.name.clone(), points }
                 })
                 .collect(),
+            markers: vec![],
         };
         let categories: Vec<String> = self.results.iter().map(|r| r.cell.name.clone()).collect();
         let rates = BarChart {
@@ -336,11 +338,8 @@ impl BenchRun {
         for n in &self.notes {
             let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(n));
         }
-        let _ = write!(h, "<h2>Server</h2>\n<table><tr><th>version</th><td>{}</td></tr>", escape(&self.server.version));
-        for (k, v) in &self.server.settings {
-            let _ = write!(h, "<tr><th>{}</th><td>{}</td></tr>", escape(k), escape(v));
-        }
-        h.push_str("</table>\n<h2>Charts</h2>\n");
+        server_table(&mut h, &self.server);
+        h.push_str("<h2>Charts</h2>\n");
         for (file, svg) in self.charts() {
             let _ = writeln!(h, "<figure>{}<figcaption>{}</figcaption></figure>", svg.inline(), escape(file));
         }
@@ -422,6 +421,15 @@ impl BenchRun {
     }
 }
 
+/// The "Server" section of a report: version and settings.
+pub(crate) fn server_table(h: &mut String, server: &ServerInfo) {
+    let _ = write!(h, "<h2>Server</h2>\n<table><tr><th>version</th><td>{}</td></tr>", escape(&server.version));
+    for (k, v) in &server.settings {
+        let _ = write!(h, "<tr><th>{}</th><td>{}</td></tr>", escape(k), escape(v));
+    }
+    h.push_str("</table>\n");
+}
+
 fn mib(bytes: i64) -> String {
     format!("{} MiB", short_number(bytes as f64 / MIB))
 }
@@ -431,7 +439,8 @@ fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\
+/// The reports' stylesheet (inline, so a page opens from disk).
+pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em}\
 table{border-collapse:collapse;font-size:.85em}.wide{overflow-x:auto}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}\
 table.results td{text-align:right}table.results td:first-child{text-align:left}\

@@ -609,9 +609,14 @@ impl StatsQueries {
 }
 
 async fn server_info(client: &Client) -> Result<ServerInfo, BenchError> {
+    read_server(client, SETTINGS).await
+}
+
+/// The server's version and the named settings, as `current_setting()` shows them.
+pub(crate) async fn read_server(client: &Client, names: &[&str]) -> Result<ServerInfo, BenchError> {
     let version: String = client.query_one("SELECT version()", &[]).await.map_err(sql("reading the server version"))?.get(0);
     let mut settings = Vec::new();
-    for name in SETTINGS {
+    for name in names {
         let v: String = client.query_one("SELECT current_setting($1)", &[name]).await.map_err(sql(format!("reading {name}")))?.get(0);
         settings.push(((*name).to_owned(), v));
     }

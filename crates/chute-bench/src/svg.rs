@@ -43,12 +43,15 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct LineChart {
     pub title: String,
     pub x_label: String,
     pub y_label: String,
     pub series: Vec<Series>,
+    /// Vertical lines across the plot at an x value, each labelled (the
+    /// phases of a migration on a time axis).
+    pub markers: Vec<(f64, String)>,
 }
 
 /// Bars grouped by category (one group per cell), one bar per series.
@@ -170,7 +173,7 @@ fn legend(out: &mut String, names: &[&str]) {
 impl LineChart {
     pub fn to_svg(&self) -> Svg {
         let points = || self.series.iter().flat_map(|s| s.points.iter());
-        let x_max = points().map(|p| p.0).fold(0.0, f64::max);
+        let x_max = points().map(|p| p.0).chain(self.markers.iter().map(|m| m.0)).fold(0.0, f64::max);
         let y_max = points().map(|p| p.1).fold(0.0, f64::max);
         let mut out = String::new();
         open(&mut out, &self.title, height_for(self.series.len()));
@@ -197,6 +200,17 @@ impl LineChart {
             bottom + 40.0,
             escape(&self.x_label)
         );
+        for (i, (x, label)) in self.markers.iter().enumerate() {
+            // Labels step down in turn so that markers close together stay readable.
+            let (x, y) = (sx(*x), PLOT_TOP + 12.0 + (i % 4) as f64 * 13.0);
+            let _ = write!(
+                out,
+                "<g class=\"marker\"><line x1=\"{x:.1}\" y1=\"{PLOT_TOP}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\" stroke=\"#777777\" stroke-dasharray=\"3 3\"/>\
+                 <text x=\"{:.1}\" y=\"{y:.1}\" {FONT} font-size=\"10\" fill=\"#555555\">{}</text></g>",
+                x + 3.0,
+                escape(label)
+            );
+        }
         for (i, s) in self.series.iter().enumerate() {
             let (colour, dash) = style(i);
             let _ = write!(out, "<g class=\"series\" data-name=\"{}\">", escape(&s.name));
@@ -298,6 +312,7 @@ mod tests {
                 Series { name: "single".into(), points: vec![(0.0, 100_000.0), (500_000.0, 90_000.0), (1_000_000.0, 60_000.0)] },
                 Series { name: "hourly\"x".into(), points: vec![(1_000_000.0, 200_000.0)] },
             ],
+            markers: vec![],
         }
     }
 
@@ -327,6 +342,23 @@ mod tests {
             assert!((PLOT_LEFT..=PLOT_LEFT + PLOT_WIDTH).contains(&x), "{x}");
             assert!((PLOT_TOP..=PLOT_TOP + PLOT_HEIGHT).contains(&y), "{y}");
         }
+    }
+
+    #[test]
+    fn markers_are_labelled_vertical_lines_inside_the_plot() {
+        let chart = LineChart { markers: vec![(2_000_000.0, "swap <1>".into()), (0.0, "start".into())], ..line() };
+        let svg = chart.to_svg().0;
+        assert_balanced(&svg);
+        assert_eq!(svg.matches("class=\"marker\"").count(), 2);
+        assert!(svg.contains(">swap &lt;1&gt;</text>"));
+        assert!(svg.contains(">2M<"), "the x axis reaches the last marker");
+        let x = |label: &str| -> f64 {
+            let at = svg.find(label).unwrap();
+            let line = svg[..at].rfind("<line x1=\"").unwrap() + 10;
+            svg[line..].split('"').next().unwrap().parse().unwrap()
+        };
+        assert_eq!(x(">start<"), PLOT_LEFT);
+        assert!(x(">swap") <= PLOT_LEFT + PLOT_WIDTH);
     }
 
     #[test]
@@ -375,7 +407,7 @@ mod tests {
 
     #[test]
     fn empty_charts_still_draw() {
-        let svg = LineChart { title: "t".into(), x_label: "x".into(), y_label: "y".into(), series: vec![] }.to_svg();
+        let svg = LineChart { title: "t".into(), x_label: "x".into(), y_label: "y".into(), series: vec![], markers: vec![] }.to_svg();
         assert_balanced(&svg.0);
         let svg = BarChart { title: "t".into(), y_label: "y".into(), categories: vec![], series: vec![] }.to_svg();
         assert_balanced(&svg.0);

@@ -26,7 +26,7 @@ const ORDERS_PER_BLOCK: u64 = 7;
 const COMMENT_LEN: usize = 25;
 
 /// Words of the comments, in the spirit of TPC-H's text grammar.
-const WORDS: &[&str] = &[
+pub(crate) const WORDS: &[&str] = &[
     "furiously",
     "slyly",
     "carefully",

@@ -10,7 +10,7 @@
 //!   number: row `seq` is a pure function of the parameters and `seq`, so the
 //!   loader can split the sequence into ranges, encode them on several threads
 //!   straight into binary COPY, and regenerate any range on resume.
-//!   [`Conditions`], [`Lineitem`] and [`Accounts`].
+//!   [`Conditions`], [`Lineitem`], [`Accounts`] and [`Orders`].
 //! - A [`StreamWorkload`] makes the bytes of an input file, front to back, for
 //!   the loaders that read a format rather than rows of a known table. The tsbs
 //!   use cases ([`Iot`], [`Devops`]) are of this kind: their values are random
@@ -21,12 +21,14 @@
 mod accounts;
 mod conditions;
 mod lineitem;
+mod orders;
 mod text;
 mod tsbs;
 
 pub use accounts::Accounts;
 pub use conditions::{Conditions, ConditionsRow};
 pub use lineitem::Lineitem;
+pub use orders::{LIFECYCLE, OrderRow, Orders, note, push_cents};
 pub use tsbs::{Devops, Iot};
 
 use crate::ident::quote_ident;
@@ -165,17 +167,19 @@ pub struct GenParams {
     /// The workload's size, 0 for its default: devices (conditions, default
     /// 1000), the TPC-H scale factor (lineitem, default: enough for the row
     /// count, 6 million rows per unit), trucks (iot, default 10) or hosts
-    /// (devops, default 10). accounts has none (100,000 accounts per branch,
+    /// (devops, default 10) or customers (orders, default 100,000). accounts has none (100,000 accounts per branch,
     /// as in pgbench).
     pub scale: u32,
-    /// The first timestamp, in microseconds since the Unix epoch (conditions, iot, devops).
+    /// The first timestamp, in microseconds since the Unix epoch (conditions, orders, iot, devops).
     pub from_micros: i64,
     /// Where the time series end, exclusive (iot, devops). Without it they
     /// run until `rows` rows, or for one day if `rows` is `u64::MAX`.
     pub to_micros: Option<i64>,
-    /// Time between readings of one device, in microseconds (conditions, iot, devops).
+    /// Time between readings of one device, or between two orders, in
+    /// microseconds (conditions, orders, iot, devops).
     pub step_micros: i64,
-    /// Float columns (conditions: data1..dataN).
+    /// Float columns (conditions: data1..dataN), or wide text columns
+    /// (orders: note1..noteN).
     pub fields: u16,
 }
 
@@ -216,7 +220,7 @@ pub enum AnyWorkload {
 }
 
 /// Every name [`workload`] knows, row workloads first.
-pub const WORKLOADS: &[&str] = &["conditions", "lineitem", "accounts", "iot", "devops"];
+pub const WORKLOADS: &[&str] = &["conditions", "lineitem", "accounts", "orders", "iot", "devops"];
 
 /// A stream with neither an end time nor a row limit covers one day.
 const DAY_MICROS: i64 = 86_400_000_000;
@@ -230,7 +234,7 @@ const DAY_MICROS: i64 = 86_400_000_000;
 /// silently ignored: `to_micros` with a row workload, a step of zero, more
 /// float columns than a table can have.
 pub fn workload(name: &str, rows: u64, p: &GenParams) -> Result<AnyWorkload, String> {
-    let timed = matches!(name, "conditions" | "iot" | "devops");
+    let timed = matches!(name, "conditions" | "orders" | "iot" | "devops");
     if timed && p.step_micros <= 0 {
         return Err(format!("{name}: the interval between readings must be positive"));
     }
@@ -268,6 +272,18 @@ pub fn workload(name: &str, rows: u64, p: &GenParams) -> Result<AnyWorkload, Str
             }
             AnyWorkload::Rows(std::sync::Arc::new(Accounts))
         }
+        "orders" => {
+            if p.fields > 1593 {
+                return Err(format!("orders: {} text columns do not fit a table (at most 1593)", p.fields));
+            }
+            AnyWorkload::Rows(std::sync::Arc::new(Orders {
+                start_micros: p.from_micros,
+                step_micros: p.step_micros,
+                customers: u64::from(scale(100_000)),
+                text_columns: p.fields,
+                seed: p.seed,
+            }))
+        }
         "iot" => AnyWorkload::Stream(Box::new(Iot::new(p.seed, scale(10), p.from_micros, to, p.step_micros, rows))),
         "devops" => AnyWorkload::Stream(Box::new(Devops::new(p.seed, scale(10), p.from_micros, to, p.step_micros, rows))),
         _ => return Err(format!("no workload named {name:?}; there are {}", WORKLOADS.join(", "))),
@@ -286,7 +302,7 @@ mod tests {
             let rows = matches!(w, AnyWorkload::Rows(_));
             assert_eq!(rows, !matches!(*name, "iot" | "devops"), "{name}");
         }
-        assert!(workload("nope", 1, &p).unwrap_err().contains("conditions, lineitem, accounts, iot, devops"));
+        assert!(workload("nope", 1, &p).unwrap_err().contains("conditions, lineitem, accounts, orders, iot, devops"));
         assert!(workload("conditions", 1, &GenParams { step_micros: 0, ..p.clone() }).is_err());
         assert!(workload("conditions", 1, &GenParams { fields: 1599, ..p.clone() }).is_err());
         assert!(workload("lineitem", 1, &GenParams { to_micros: Some(p.from_micros + 1), ..p.clone() }).is_err());
