@@ -55,6 +55,8 @@ mod routing;
 mod settings;
 #[path = "cli/setup_scripts.rs"]
 mod setup_scripts;
+#[path = "cli/simulate.rs"]
+mod simulate;
 #[path = "cli/tsbs.rs"]
 mod tsbs;
 #[path = "cli/tsbs_existing.rs"]

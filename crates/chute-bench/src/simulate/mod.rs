@@ -123,6 +123,11 @@ pub async fn run(spec: SimSpec, progress: &mut dyn SimProgress) -> Result<SimRun
     control.batch_execute("SET DateStyle = 'ISO, YMD'").await.map_err(SimError::sql("setting DateStyle"))?;
     let shape = Arc::new(Shape::read(&control, &spec.table, &spec.key, spec.customer_days, spec.count_range_s).await?);
     check_privileges(&control, &shape).await?;
+    // The first reading comes before the simulator touches the table, so
+    // the samples hold everything it did (the first one also its set-up).
+    let watch = stats::Watch::new(&shape.table)?;
+    let mut stats_conn = stats::Reader::connect(spec.options.clone(), watch).await?;
+    let mut counters = stats_conn.read().await?;
     let seed_orders = newest_orders(&control, &shape).await?;
     let server = crate::run::read_server(&control, SETTINGS).await.map_err(|e| SimError::Setup(e.to_string()))?;
     let rates = rates(&spec);
@@ -153,9 +158,11 @@ pub async fn run(spec: SimSpec, progress: &mut dyn SimProgress) -> Result<SimRun
     drop(warm);
     progress.notice(&format!("{connections} connections to {}, {}", shape.table, describe_rates(&spec, &rates)));
 
-    let watch = stats::Watch::new(&shape.table)?;
-    let stats_client = spec.options.connect().await?;
-    let mut counters = stats::read(&stats_client, &watch).await?;
+    // The set-up read the table on the control connection: that session
+    // ends now, flushing its statistics into the first window.
+    let control_pid: i32 = control.query_one("SELECT pg_backend_pid()", &[]).await.map_err(SimError::sql("reading the session"))?.get(0);
+    drop(control);
+    stats::wait_for_exit(stats_conn.client(), &[control_pid], Duration::from_secs(10)).await?;
     let started = Instant::now();
     let shared = Arc::new(Shared::new(started, seed_orders));
     let end: Arc<Mutex<Option<f64>>> = Arc::new(Mutex::new(spec.migrate.is_none().then_some(spec.duration_s)));
@@ -181,9 +188,16 @@ pub async fn run(spec: SimSpec, progress: &mut dyn SimProgress) -> Result<SimRun
         ticker.tick().await;
         let t = started.elapsed().as_secs_f64();
         let phase = sampler.phase(&migration, t);
-        let next = stats::read(&stats_client, &watch).await?;
-        let s = sampler.sample(t, &phase, shared.take_windows(), &shared, stats::delta(&counters, &next), next.leaves);
-        counters = next;
+        let s = match stats_conn.read().await {
+            Ok(next) => {
+                let s = sampler.sample(t, &phase, shared.take_windows(), &shared, stats::delta(&counters, &next), next.leaves);
+                counters = next;
+                s
+            }
+            // The server is away (a restart): the workload's errors say so;
+            // server figures resume when it is back.
+            Err(_) => sampler.sample(t, &phase, shared.take_windows(), &shared, stats::ServerDelta::default(), counters.leaves),
+        };
         progress.sample(&s);
         let stop_at = match (&spec.migrate, migration.lock().expect("migration state").finished) {
             (None, _) => spec.duration_s,
@@ -206,7 +220,10 @@ pub async fn run(spec: SimSpec, progress: &mut dyn SimProgress) -> Result<SimRun
     pool.close();
     drop(pool);
     let pids: Vec<i32> = pids.lock().expect("pids").clone();
-    let left = stats::wait_for_exit(&stats_client, &pids, Duration::from_secs(10)).await?;
+    let left = match stats_conn.reconnected().await {
+        Ok(client) => stats::wait_for_exit(client, &pids, Duration::from_secs(10)).await?,
+        Err(_) => pids.len(),
+    };
     if let Some(task) = migrator {
         if migration.lock().expect("migration state").finished.is_none() {
             task.abort();
@@ -219,9 +236,12 @@ pub async fn run(spec: SimSpec, progress: &mut dyn SimProgress) -> Result<SimRun
     }
     let t = started.elapsed().as_secs_f64();
     let phase = sampler.phase(&migration, t);
-    let last = stats::read(&stats_client, &watch).await?;
+    let last = stats_conn.read().await?;
     let s = sampler.sample(t, &phase, shared.take_windows(), &shared, stats::delta(&counters, &last), last.leaves);
     progress.sample(&s);
+    if let Some(note) = stats_conn.outages() {
+        sampler.notes.push(note);
+    }
     if left > 0 {
         sampler.notes.push(format!(
             "{left} of the pool's sessions had not ended 10 s after the run: the last sample may miss some of their block counts"
@@ -489,7 +509,9 @@ impl Sampler {
             periods.push(summarize(name, &layout(leaves), &picked, latency.unwrap_or_default()));
         }
         let all = periods[0].clone();
-        self.notes.extend(shortfalls(&all, connections, &self.samples, &shared.first_errors(), shared.totals().update_backlog));
+        let notes =
+            shortfalls(&all, connections, &self.samples, &shared.first_errors(), shared.totals().update_backlog, self.during_migrate);
+        self.notes.extend(notes);
         if !shape.defaulted.is_empty() {
             self.notes.push(format!("inserts leave these columns to their defaults (or NULL): {}", shape.defaulted.join(", ")));
         }
@@ -527,6 +549,7 @@ fn shortfalls(
     samples: &[Sample],
     first_errors: &[Option<String>; 5],
     backlog: usize,
+    during_migrate: bool,
 ) -> Vec<String> {
     let mut notes = Vec::new();
     let seconds = all.seconds.max(1e-9);
@@ -547,11 +570,19 @@ fn shortfalls(
         }
         if o.skipped as f64 > 0.01 * asked {
             let need = all.ops.iter().map(|x| x.requested_per_s * x.p50_ms / 1000.0).sum::<f64>();
-            why.push(format!(
-                "{} came due while all {connections} connections were busy (pool exhausted): at the measured latencies the asked-for rates keep about {need:.0} connections busy, so the server's latency is the limit{}",
-                o.skipped,
-                if need < connections as f64 { " together with bursts" } else { "; --connections raises the pool if the server has room" }
-            ));
+            let cause = if need >= connections as f64 * 0.8 {
+                format!(
+                    "at the measured median latencies the asked-for rates keep about {need:.0} connections busy: the server's latency is the limit (--connections raises the pool if the server has CPU to spare)"
+                )
+            } else {
+                format!(
+                    "operations slowed in bursts (p99 {:.1} ms against a median of {:.1} ms{}), and then every connection was taken (--connections raises the pool)",
+                    o.p99_ms,
+                    o.p50_ms,
+                    if during_migrate { ", while the migration locked and copied" } else { "" }
+                )
+            };
+            why.push(format!("{} came due while all {connections} connections were busy (pool exhausted): {cause}", o.skipped));
         }
         if o.errors as f64 > 0.01 * asked {
             why.push(format!("{} failed (first: {})", o.errors, first_errors[k.index()].as_deref().unwrap_or("?")));

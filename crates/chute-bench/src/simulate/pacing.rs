@@ -189,12 +189,14 @@ impl<T: Clone> Recent<T> {
     }
 }
 
-/// Connections for the asked-for rates: Little's law with an assumed 2 ms
-/// per operation and room for twice that, plus two; at least 2, at most
-/// `limit` (what the server has free).
+/// Connections for the asked-for rates: Little's law with an assumed 4 ms
+/// per operation (a local server answers most in well under that, so there
+/// is room for bursts of slow ones), plus four; at least 4, at most 64 (two
+/// cores' worth of servers many times over) and at most `limit` (what the
+/// server has free).
 pub fn pool_size(ops_per_s: f64, limit: usize) -> usize {
-    let want = (ops_per_s * 0.002 * 2.0).ceil() as usize + 2;
-    want.clamp(2, limit.max(2))
+    let want = (ops_per_s * 0.004).ceil() as usize + 4;
+    want.clamp(4, 64).min(limit.max(1))
 }
 
 #[cfg(test)]
@@ -289,9 +291,10 @@ mod tests {
 
     #[test]
     fn pools_follow_the_rate() {
-        assert_eq!(pool_size(100.0, 100), 3);
-        assert_eq!(pool_size(11_000.0, 100), 46);
+        assert_eq!(pool_size(100.0, 100), 5);
+        assert_eq!(pool_size(11_000.0, 100), 48);
+        assert_eq!(pool_size(100_000.0, 100), 64);
         assert_eq!(pool_size(11_000.0, 20), 20);
-        assert_eq!(pool_size(0.0, 0), 2);
+        assert_eq!(pool_size(0.0, 0), 1);
     }
 }

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 
 use chute_core::ident::QualifiedName;
 use chute_core::migrate::Names;
+use chute_engine::ConnectOptions;
 use tokio_postgres::Client;
 
 use super::SimError;
@@ -103,6 +104,65 @@ FROM pg_statio_user_indexes i WHERE i.relid IN (SELECT oid FROM rels)";
 const DB_SQL: &str = "
 SELECT blks_read, blks_hit, xact_commit, (blk_read_time * 1000)::int8, pg_current_wal_lsn()::text
 FROM pg_stat_database WHERE datname = current_database()";
+
+/// The sampler's own connection, made again when the server went away (a
+/// restart during the run); remembers when it could not read.
+pub struct Reader {
+    options: ConnectOptions,
+    watch: Watch,
+    client: Client,
+    /// Readings that failed, and the first failure.
+    failed: usize,
+    first_failure: Option<String>,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").field("failed", &self.failed).finish_non_exhaustive()
+    }
+}
+
+impl Reader {
+    pub async fn connect(options: ConnectOptions, watch: Watch) -> Result<Reader, SimError> {
+        let client = options.connect().await?;
+        Ok(Reader { options, watch, client, failed: 0, first_failure: None })
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The connection, made again first if it was lost.
+    pub async fn reconnected(&mut self) -> Result<&Client, SimError> {
+        if self.client.is_closed() {
+            self.client = self.options.connect().await?;
+        }
+        Ok(&self.client)
+    }
+
+    /// One reading; a lost connection is made again once before giving up.
+    pub async fn read(&mut self) -> Result<Counters, SimError> {
+        let result = match self.reconnected().await {
+            Ok(_) => read(&self.client, &self.watch).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &result {
+            self.failed += 1;
+            self.first_failure.get_or_insert_with(|| e.to_string());
+        }
+        result
+    }
+
+    /// A note when some readings failed.
+    pub fn outages(&self) -> Option<String> {
+        self.first_failure.as_ref().map(|e| {
+            format!(
+                "the server's counters could not be read {} time(s) (first: {e}); those windows show no server figures, and the next reading counts what happened meanwhile (unless the server's statistics were reset, as after a crash)",
+                self.failed
+            )
+        })
+    }
+}
 
 /// Reads every counter (three queries, each its own statistics snapshot).
 pub async fn read(client: &Client, watch: &Watch) -> Result<Counters, SimError> {
