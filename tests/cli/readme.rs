@@ -90,6 +90,13 @@ printf '1,first\n2,second\n' > f.csv"#,
         r#"sql -c "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, status int)" \
     -c "INSERT INTO orders (created_at, status) SELECT now() - i * interval '1 hour', 0 FROM generate_series(1, 2000) i""#,
     ),
+    (
+        // `chute simulate --create` makes its own orders table: the migrate examples' one goes.
+        "fresh-orders",
+        r#"sql -c "DROP TABLE IF EXISTS orders CASCADE" \
+    -c "DELETE FROM chute.migrations WHERE table_name = 'orders'" \
+    -c "DELETE FROM chute.partition_config WHERE parent_table = 'orders'""#,
+    ),
 ];
 
 /// Inputs a setup needs that a fresh machine has no tool to make (no `zstd`
