@@ -202,7 +202,7 @@ impl LineChart {
         );
         for (i, (x, label)) in self.markers.iter().enumerate() {
             // Labels step down in turn so that markers close together stay readable.
-            let (x, y) = (sx(*x), PLOT_TOP + 12.0 + (i % 4) as f64 * 13.0);
+            let (x, y) = (sx(*x), PLOT_TOP + 12.0 + (i % 8) as f64 * 12.0);
             let _ = write!(
                 out,
                 "<g class=\"marker\"><line x1=\"{x:.1}\" y1=\"{PLOT_TOP}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\" stroke=\"#777777\" stroke-dasharray=\"3 3\"/>\

@@ -7,7 +7,7 @@
 use std::fmt::Write;
 
 use super::ops::Kind;
-use super::sample::{PeriodSummary, Sample, samples_header, summary_header};
+use super::sample::{PeriodSummary, Sample, for_charts, samples_header, summary_header};
 use crate::report::{STYLE, ServerInfo, server_table};
 use crate::svg::{BarChart, LineChart, Series, Svg, escape, short_number};
 
@@ -87,6 +87,8 @@ impl SimRun {
 
     /// The charts, with the file name each is written to.
     pub fn charts(&self) -> Vec<(&'static str, Svg)> {
+        let drawn = for_charts(&self.samples);
+        let baseline = self.baseline.as_ref().map(|b| for_charts(&b.samples));
         let line = |title: &str, y: &str, series: Vec<Series>| LineChart {
             title: title.into(),
             x_label: "seconds".into(),
@@ -95,8 +97,8 @@ impl SimRun {
             markers: self.markers.clone(),
         };
         let over = |samples: &[Sample], f: &dyn Fn(&Sample) -> f64| samples.iter().map(|s| (s.t, f(s))).collect::<Vec<_>>();
-        let mut ops = vec![Series { name: "insert target".into(), points: over(&self.samples, &|s| s.insert_target) }];
-        ops.extend(Kind::ALL.iter().map(|k| Series { name: k.label().into(), points: over(&self.samples, &|s| s.rate(*k)) }));
+        let mut ops = vec![Series { name: "insert target".into(), points: over(&drawn, &|s| s.insert_target) }];
+        ops.extend(Kind::ALL.iter().map(|k| Series { name: k.label().into(), points: over(&drawn, &|s| s.rate(*k)) }));
         let latency = |kinds: &[Kind]| {
             let mut v = Vec::new();
             for k in kinds {
@@ -106,7 +108,7 @@ impl SimRun {
                         [o.p50_ms, o.p95_ms, o.p99_ms][f]
                     };
                     // A window without such operations has no latency to draw.
-                    let points = self.samples.iter().filter(|s| s.ops[k.index()].done > 0).map(|s| (s.t, pick(s))).collect();
+                    let points = drawn.iter().filter(|s| s.ops[k.index()].done > 0).map(|s| (s.t, pick(s))).collect();
                     v.push(Series { name: format!("{} {p}", k.name()), points });
                 }
             }
@@ -129,22 +131,22 @@ impl SimRun {
                     points: over(samples, &|s| pick(s, s.server.idx_blks_read, s.server.idx_blks_hit)),
                 });
             };
-            if let (Some(b), Some(label)) = (&self.baseline, self.baseline_label()) {
-                add(&format!("{label}: "), &b.samples);
-                add(&format!("{}: ", self.label()), &self.samples);
+            if let (Some(b), Some(label)) = (&baseline, self.baseline_label()) {
+                add(&format!("{label}: "), b);
+                add(&format!("{}: ", self.label()), &drawn);
             } else {
-                add("", &self.samples);
+                add("", &drawn);
             }
             v
         };
-        let mut index_names: Vec<&str> = self.samples.iter().flat_map(|s| s.server.indexes.iter().map(|i| i.0.as_str())).collect();
+        let mut index_names: Vec<&str> = drawn.iter().flat_map(|s| s.server.indexes.iter().map(|i| i.0.as_str())).collect();
         index_names.sort();
         index_names.dedup();
         let by_index = index_names
             .iter()
             .map(|name| Series {
                 name: (*name).to_owned(),
-                points: over(&self.samples, &|s| s.per_s(s.server.indexes.iter().find(|i| i.0 == *name).map_or(0, |i| i.1))),
+                points: over(&drawn, &|s| s.per_s(s.server.indexes.iter().find(|i| i.0 == *name).map_or(0, |i| i.1))),
             })
             .collect();
         let mut charts = vec![
@@ -159,7 +161,7 @@ impl SimRun {
                 line(
                     "WAL written per second",
                     "MB/s",
-                    vec![Series { name: "WAL".into(), points: over(&self.samples, &|s| s.per_s(s.server.wal_bytes) / 1e6) }],
+                    vec![Series { name: "WAL".into(), points: over(&drawn, &|s| s.per_s(s.server.wal_bytes) / 1e6) }],
                 )
                 .to_svg(),
             ),

@@ -123,6 +123,53 @@ impl Sample {
     }
 }
 
+/// The samples to draw: a last window shorter than half a second (the one
+/// read after the sessions ended, holding the statistics they flushed on
+/// the way out) joins the window before it, so that it does not show as a
+/// spike of its counts over a few milliseconds.
+pub fn for_charts(samples: &[Sample]) -> Vec<Sample> {
+    let mut out = samples.to_vec();
+    if out.len() >= 2 && out[out.len() - 1].window < 0.5 {
+        let last = out.pop().expect("two samples");
+        let prev = out.last_mut().expect("one sample");
+        prev.t = last.t;
+        prev.window += last.window;
+        for (p, l) in prev.ops.iter_mut().zip(&last.ops) {
+            p.requested += l.requested;
+            p.lost += l.lost;
+            p.done += l.done;
+            p.errors += l.errors;
+            p.skipped += l.skipped;
+        }
+        let (p, l) = (&mut prev.server, &last.server);
+        p.db_blks_read += l.db_blks_read;
+        p.db_blks_hit += l.db_blks_hit;
+        p.db_xact_commit += l.db_xact_commit;
+        p.db_blk_read_ms += l.db_blk_read_ms;
+        p.heap_blks_read += l.heap_blks_read;
+        p.heap_blks_hit += l.heap_blks_hit;
+        p.idx_blks_read += l.idx_blks_read;
+        p.idx_blks_hit += l.idx_blks_hit;
+        p.toast_blks_read += l.toast_blks_read;
+        p.toast_blks_hit += l.toast_blks_hit;
+        p.tup_ins += l.tup_ins;
+        p.tup_upd += l.tup_upd;
+        p.wal_bytes += l.wal_bytes;
+        for (name, read, hit) in &l.indexes {
+            match p.indexes.iter_mut().find(|i| &i.0 == name) {
+                Some(i) => {
+                    i.1 += read;
+                    i.2 += hit;
+                }
+                None => p.indexes.push((name.clone(), *read, *hit)),
+            }
+        }
+        prev.leaves = last.leaves;
+        prev.phase = last.phase;
+    }
+    out
+}
+
 /// Reads samples.csv back (index columns are in indexes.csv, not here).
 pub fn parse_samples(text: &str) -> Result<Vec<Sample>, String> {
     let mut lines = text.lines();
@@ -403,6 +450,22 @@ mod tests {
         assert!(text.lines().all(|l| l.split(',').count() == cols));
         assert_eq!(parse_samples(&text).unwrap(), samples);
         assert!(parse_samples("t_s\n1").unwrap_err().contains("no column window_s"));
+    }
+
+    #[test]
+    fn a_short_last_window_joins_the_one_before_on_charts() {
+        let mut last = sample(2.03);
+        last.window = 0.03;
+        last.server.indexes = vec![("orders_pkey".into(), 1, 2)];
+        let mut first = sample(2.0);
+        first.server.indexes = vec![("orders_pkey".into(), 10, 20)];
+        let drawn = for_charts(&[sample(1.0), first, last]);
+        assert_eq!(drawn.len(), 2);
+        assert_eq!((drawn[1].t, drawn[1].window), (2.03, 1.03));
+        assert_eq!(drawn[1].ops[0].done, 480);
+        assert_eq!(drawn[1].server.heap_blks_read, 20);
+        assert_eq!(drawn[1].server.indexes, [("orders_pkey".to_owned(), 11, 22)]);
+        assert_eq!(for_charts(&[sample(1.0), sample(2.0)]).len(), 2, "whole windows stay");
     }
 
     #[test]
