@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use chute_core::generate::SplitMix64;
 use hdrhistogram::Histogram;
 
-use super::ops::{Kind, Order, Shape, status_after};
+use super::ops::{Kind, Order, PgTime, Shape, status_after};
 use super::pacing::{DueQueue, Recent, TokenBucket, Wave};
 use super::pool::Pool;
 
@@ -259,26 +259,36 @@ fn requeue(shared: &Shared, order: Order, step: usize) {
     shared.lifecycle.lock().expect("lifecycle")[step - 1].unpop(order);
 }
 
+/// Time spans of the workload, in seconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Spans {
+    /// Between an order's lifecycle steps.
+    pub update_after_s: f64,
+    /// How far back a customer's orders are read.
+    pub customer_s: f64,
+    /// How far back counts reach.
+    pub count_s: f64,
+}
+
+/// Now on the simulator's clock, as the key's type counts it.
+fn now_pg() -> PgTime {
+    PgTime::from_unix_micros(chute_engine::clock::now_micros())
+}
+
 /// Runs tickets until the channel closes.
-pub async fn work(shared: Arc<Shared>, pool: Pool, shape: Arc<Shape>, rx: flume::Receiver<Ticket>, update_after_s: f64, seed: u64) {
+pub async fn work(shared: Arc<Shared>, pool: Pool, shape: Arc<Shape>, rx: flume::Receiver<Ticket>, spans: Spans, seed: u64) {
     let mut rng = SplitMix64::new(seed);
     while let Ok(t) = rx.recv_async().await {
         shared.busy.fetch_add(1, Ordering::Relaxed);
-        let result = run_one(&shared, &pool, &shape, &t, update_after_s, &mut rng).await;
+        let result = run_one(&shared, &pool, &shape, &t, spans, &mut rng).await;
         shared.busy.fetch_sub(1, Ordering::Relaxed);
         shared.record(t.kind, result);
     }
 }
 
 /// One operation; Ok(latency in µs) when it did what it should.
-async fn run_one(
-    shared: &Shared,
-    pool: &Pool,
-    shape: &Shape,
-    t: &Ticket,
-    update_after_s: f64,
-    rng: &mut SplitMix64,
-) -> Result<u64, String> {
+async fn run_one(shared: &Shared, pool: &Pool, shape: &Shape, t: &Ticket, spans: Spans, rng: &mut SplitMix64) -> Result<u64, String> {
+    let update_after_s = spans.update_after_s;
     let conn = pool.get().await.map_err(|e| format!("no connection: {e}"))?;
     let st = &conn.statements[t.kind.index()];
     let describe = |e: tokio_postgres::Error| chute_engine::exec::describe(&e);
@@ -292,14 +302,14 @@ async fn run_one(
             let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = values.iter().map(|v| v as _).collect();
             let row = conn.client.query_one(st, &params).await.map_err(describe)?;
             let micros = began.elapsed().as_micros() as u64;
-            let order = Order { id: row.get(0), key: row.get::<_, String>(1).into(), customer: row.get(2) };
+            let order = Order { id: row.get(0), key: row.get(1), customer: row.get(2) };
             shared.recent.lock().expect("recent").push(order.clone());
             shared.lifecycle.lock().expect("lifecycle")[0].push(shared.now() + update_after_s, order);
             Ok(micros)
         }
         (Kind::Update, Some((order, step))) => {
             let (to, from) = (status_after(*step), status_after(step - 1));
-            let n = conn.client.execute(st, &[&order.id, &&*order.key, &to, &from]).await.map_err(describe)?;
+            let n = conn.client.execute(st, &[&order.id, &order.key, &to, &from]).await.map_err(describe)?;
             let micros = began.elapsed().as_micros() as u64;
             if n != 1 {
                 return Err(format!("order {} ({}) was not {from} any more: {n} rows updated", order.id, order.key));
@@ -310,7 +320,7 @@ async fn run_one(
             Ok(micros)
         }
         (Kind::ReadId, Some((order, _))) => {
-            let rows = conn.client.query(st, &[&order.id, &&*order.key]).await.map_err(describe)?;
+            let rows = conn.client.query(st, &[&order.id, &order.key]).await.map_err(describe)?;
             let micros = began.elapsed().as_micros() as u64;
             if rows.len() != 1 {
                 return Err(format!("order {} ({}) was not found: {} rows", order.id, order.key, rows.len()));
@@ -318,11 +328,11 @@ async fn run_one(
             Ok(micros)
         }
         (Kind::ReadCustomer, _) => {
-            conn.client.query(st, &[&t.customer]).await.map_err(describe)?;
+            conn.client.query(st, &[&t.customer, &now_pg().minus_s(spans.customer_s)]).await.map_err(describe)?;
             Ok(began.elapsed().as_micros() as u64)
         }
         (Kind::ReadCount, _) => {
-            conn.client.query_one(st, &[]).await.map_err(describe)?;
+            conn.client.query_one(st, &[&now_pg().minus_s(spans.count_s)]).await.map_err(describe)?;
             Ok(began.elapsed().as_micros() as u64)
         }
         (kind, None) => Err(format!("{} without an order (a bug in the pacer)", kind.name())),

@@ -120,8 +120,7 @@ pub async fn run(spec: SimSpec, progress: &mut dyn SimProgress) -> Result<SimRun
     std::fs::create_dir_all(&spec.out_dir).map_err(SimError::io("cannot create", &spec.out_dir))?;
     let baseline = spec.compare.as_deref().map(read_baseline).transpose()?;
     let control = spec.options.connect().await?;
-    control.batch_execute("SET DateStyle = 'ISO, YMD'").await.map_err(SimError::sql("setting DateStyle"))?;
-    let shape = Arc::new(Shape::read(&control, &spec.table, &spec.key, spec.customer_days, spec.count_range_s).await?);
+    let shape = Arc::new(Shape::read(&control, &spec.table, &spec.key).await?);
     check_privileges(&control, &shape).await?;
     // The first reading comes before the simulator touches the table, so
     // the samples hold everything it did (the first one also its set-up).
@@ -171,7 +170,12 @@ pub async fn run(spec: SimSpec, progress: &mut dyn SimProgress) -> Result<SimRun
     let workers: Vec<_> = (0..connections)
         .map(|i| {
             let seed = spec.seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            tokio::spawn(driver::work(shared.clone(), pool.clone(), shape.clone(), rx.clone(), spec.update_after_s, seed))
+            let spans = driver::Spans {
+                update_after_s: spec.update_after_s,
+                customer_s: f64::from(spec.customer_days) * 86_400.0,
+                count_s: spec.count_range_s,
+            };
+            tokio::spawn(driver::work(shared.clone(), pool.clone(), shape.clone(), rx.clone(), spans, seed))
         })
         .collect();
     drop(rx);
@@ -312,10 +316,10 @@ async fn check_privileges(client: &Client, shape: &Shape) -> Result<(), SimError
 async fn newest_orders(client: &Client, shape: &Shape) -> Result<Vec<Order>, SimError> {
     let k = chute_core::ident::quote_ident(&shape.key);
     let rows = client
-        .query(&format!("SELECT id::int8, {k}::text, customer_id::int8 FROM {} ORDER BY {k} DESC LIMIT 1000", shape.table.quoted()), &[])
+        .query(&format!("SELECT id::int8, {k}, customer_id::int8 FROM {} ORDER BY {k} DESC LIMIT 1000", shape.table.quoted()), &[])
         .await
         .map_err(SimError::sql("reading the newest orders"))?;
-    Ok(rows.iter().map(|r| Order { id: r.get(0), key: r.get::<_, String>(1).into(), customer: r.get(2) }).collect())
+    Ok(rows.iter().map(|r| Order { id: r.get(0), key: r.get(1), customer: r.get(2) }).collect())
 }
 
 /// Connections the server can still give: max_connections less those in

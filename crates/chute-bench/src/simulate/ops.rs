@@ -10,6 +10,13 @@
 //! of the row it touches, as an application that partitions by it must:
 //! updates and lookups by id carry the creation time the insert returned,
 //! so after a migration each touches one partition.
+//!
+//! Time bounds are parameters of the key's own type, never `now() - …` or a
+//! text cast in the SQL: PostgreSQL prunes partitions while planning only
+//! with values it knows then (a parameter's value in a custom plan), so a
+//! stable expression would make every plan open and lock every partition.
+//! The simulator computes "the last 7 days" on its own clock, as an
+//! application does.
 
 use chute_core::generate::{LIFECYCLE, SplitMix64, note};
 use chute_core::ident::{QualifiedName, quote_ident};
@@ -72,8 +79,8 @@ impl Kind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Order {
     pub id: i64,
-    /// The time key as the server printed it (read back with the same cast).
-    pub key: std::sync::Arc<str>,
+    /// The time key, as the server stores it.
+    pub key: PgTime,
     pub customer: i64,
 }
 
@@ -120,17 +127,69 @@ struct Column {
 }
 
 const TIME_TYPES: [&str; 3] = ["timestamptz", "timestamp", "date"];
+/// Keys the simulator can carry as parameters.
+const KEY_TYPES: [&str; 2] = ["timestamptz", "timestamp"];
+
+/// A `timestamptz` or `timestamp` value in PostgreSQL's binary form:
+/// microseconds since 2000-01-01 00:00 UTC (for `timestamp`, since that
+/// wall-clock time). Round-trips exactly, whatever the session's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PgTime(pub i64);
+
+/// 2000-01-01 in microseconds since the Unix epoch.
+const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+
+impl PgTime {
+    pub fn from_unix_micros(micros: i64) -> PgTime {
+        PgTime(micros - PG_EPOCH_MICROS)
+    }
+
+    /// `seconds` before this moment.
+    pub fn minus_s(self, seconds: f64) -> PgTime {
+        PgTime(self.0 - (seconds * 1e6) as i64)
+    }
+}
+
+impl std::fmt::Display for PgTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match jiff::Timestamp::from_microsecond(self.0 + PG_EPOCH_MICROS) {
+            Ok(t) => write!(f, "{t}"),
+            Err(_) => write!(f, "{} µs after 2000-01-01", self.0),
+        }
+    }
+}
+
+impl tokio_postgres::types::ToSql for PgTime {
+    fn to_sql(
+        &self,
+        _: &tokio_postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(&self.0.to_be_bytes());
+        Ok(tokio_postgres::types::IsNull::No)
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        matches!(*ty, tokio_postgres::types::Type::TIMESTAMPTZ | tokio_postgres::types::Type::TIMESTAMP)
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a> tokio_postgres::types::FromSql<'a> for PgTime {
+    fn from_sql(_: &tokio_postgres::types::Type, raw: &'a [u8]) -> Result<PgTime, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(PgTime(i64::from_be_bytes(raw.try_into().map_err(|_| "a timestamp is 8 bytes")?)))
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        <PgTime as tokio_postgres::types::ToSql>::accepts(ty)
+    }
+}
 
 impl Shape {
     /// Reads the table's columns and builds every statement; refuses a
     /// table the operations cannot run on, saying which column is missing.
-    pub async fn read(
-        client: &Client,
-        table: &QualifiedName,
-        key: &str,
-        customer_days: u32,
-        count_range_s: f64,
-    ) -> Result<Shape, SimError> {
+    pub async fn read(client: &Client, table: &QualifiedName, key: &str) -> Result<Shape, SimError> {
         let info =
             chute_engine::catalog::table_info(client, table).await.map_err(|e| SimError::Setup(e.to_string()))?.ok_or_else(|| {
                 SimError::Setup(format!(
@@ -160,10 +219,10 @@ impl Shape {
                 max_chars: r.get::<_, Option<i32>>(6).map(|n| n as usize),
             })
             .collect();
-        Shape::build(info.name, key, &columns, customer_days, count_range_s)
+        Shape::build(info.name, key, &columns)
     }
 
-    fn build(table: QualifiedName, key: &str, columns: &[Column], customer_days: u32, count_range_s: f64) -> Result<Shape, SimError> {
+    fn build(table: QualifiedName, key: &str, columns: &[Column]) -> Result<Shape, SimError> {
         let find = |name: &str| columns.iter().find(|c| c.name == name);
         let need = |name: &str, what: &str| {
             find(name).ok_or_else(|| {
@@ -174,9 +233,9 @@ impl Shape {
             })
         };
         let key_col = need(key, "the time key (choose it with --key)")?;
-        if !TIME_TYPES.contains(&key_col.typname.as_str()) {
+        if !KEY_TYPES.contains(&key_col.typname.as_str()) {
             return Err(SimError::Setup(format!(
-                "the key {} of {table} is {}: the simulator needs a timestamptz, timestamp or date key",
+                "the key {} of {table} is {}: the simulator needs a timestamptz or timestamp key",
                 quote_ident(key),
                 key_col.format
             )));
@@ -201,7 +260,6 @@ impl Shape {
         }
         let t = table.quoted();
         let k = quote_ident(key);
-        let kt = &key_col.format;
         let mut names = Vec::new();
         let mut values = Vec::new();
         let mut fills = Vec::new();
@@ -254,24 +312,17 @@ impl Shape {
                 None => defaulted.push(c.name.clone()),
             }
         }
-        let insert_sql = format!(
-            "INSERT INTO {t} ({}) VALUES ({}) RETURNING id::int8, {k}::text, customer_id::int8",
-            names.join(", "),
-            values.join(", ")
-        );
+        let insert_sql =
+            format!("INSERT INTO {t} ({}) VALUES ({}) RETURNING id::int8, {k}, customer_id::int8", names.join(", "), values.join(", "));
         let touch = find("updated_at").filter(|c| TIME_TYPES.contains(&c.typname.as_str())).map_or("", |_| ", updated_at = now()");
-        let update_sql =
-            format!("UPDATE {t} SET status = $3::text{touch} WHERE id = $1::int8 AND {k} = $2::text::{kt} AND status = $4::text");
-        let read_id_sql = format!("SELECT * FROM {t} WHERE id = $1::int8 AND {k} = $2::text::{kt}");
-        let read_customer_sql = format!(
-            "SELECT * FROM {t} WHERE customer_id = $1::int8 AND {k} >= now() - interval '{customer_days} days' ORDER BY {k} DESC LIMIT 20"
-        );
-        let read_count_sql =
-            format!("SELECT count(*) FROM {t} WHERE {k} >= now() - interval '{} milliseconds'", (count_range_s * 1000.0).round());
+        let update_sql = format!("UPDATE {t} SET status = $3::text{touch} WHERE id = $1::int8 AND {k} = $2 AND status = $4::text");
+        let read_id_sql = format!("SELECT * FROM {t} WHERE id = $1::int8 AND {k} = $2");
+        let read_customer_sql = format!("SELECT * FROM {t} WHERE customer_id = $1::int8 AND {k} >= $2 ORDER BY {k} DESC LIMIT 20");
+        let read_count_sql = format!("SELECT count(*) FROM {t} WHERE {k} >= $1");
         Ok(Shape {
             table,
             key: key.to_owned(),
-            key_type: kt.clone(),
+            key_type: key_col.format.clone(),
             insert_sql,
             update_sql,
             read_id_sql,
@@ -350,16 +401,21 @@ mod tests {
 
     #[test]
     fn statements_name_the_key_and_fill_what_has_no_default() {
-        let s = Shape::build(QualifiedName::new("public", "orders"), "created_at", &orders(), 7, 10.0).unwrap();
+        let s = Shape::build(QualifiedName::new("public", "orders"), "created_at", &orders()).unwrap();
         assert_eq!(
             s.insert_sql,
             "INSERT INTO \"public\".\"orders\" (\"created_at\", \"updated_at\", \"status\", \"customer_id\", \"amount\", \"note1\") \
              VALUES (now(), now(), $1::text::text, $2::text::bigint, $3::text::numeric, $4::text::character varying(10)) \
-             RETURNING id::int8, \"created_at\"::text, customer_id::int8"
+             RETURNING id::int8, \"created_at\", customer_id::int8"
         );
-        assert!(s.update_sql.contains("SET status = $3::text, updated_at = now() WHERE id = $1::int8 AND \"created_at\" = $2::text::timestamp with time zone AND status = $4::text"), "{}", s.update_sql);
-        assert!(s.read_customer_sql.ends_with("\"created_at\" >= now() - interval '7 days' ORDER BY \"created_at\" DESC LIMIT 20"));
-        assert!(s.read_count_sql.ends_with(">= now() - interval '10000 milliseconds'"), "{}", s.read_count_sql);
+        assert!(
+            s.update_sql
+                .ends_with("SET status = $3::text, updated_at = now() WHERE id = $1::int8 AND \"created_at\" = $2 AND status = $4::text"),
+            "{}",
+            s.update_sql
+        );
+        assert!(s.read_customer_sql.ends_with("customer_id = $1::int8 AND \"created_at\" >= $2 ORDER BY \"created_at\" DESC LIMIT 20"));
+        assert!(s.read_count_sql.ends_with("WHERE \"created_at\" >= $1"), "{}", s.read_count_sql);
         assert_eq!(s.defaulted, ["extra", "flag"]);
         let mut rng = SplitMix64::new(1);
         let v = s.insert_values(42, &mut rng);
@@ -372,9 +428,9 @@ mod tests {
     #[test]
     fn tables_the_operations_cannot_use_are_refused_with_the_reason() {
         let t = QualifiedName::new("public", "orders");
-        let err = |cols: Vec<Column>, key: &str| Shape::build(t.clone(), key, &cols, 7, 10.0).unwrap_err().to_string();
+        let err = |cols: Vec<Column>, key: &str| Shape::build(t.clone(), key, &cols).unwrap_err().to_string();
         assert!(err(orders(), "placed_at").contains("no column \"placed_at\""));
-        assert!(err(orders(), "customer_id").contains("needs a timestamptz, timestamp or date key"));
+        assert!(err(orders(), "customer_id").contains("needs a timestamptz or timestamp key"));
         let mut no_default = orders();
         no_default[0].has_default = false;
         assert!(err(no_default, "created_at").contains("id has no default"));
@@ -383,6 +439,14 @@ mod tests {
         assert!(err(odd, "created_at").contains("extra is point NOT NULL without a default"));
         let no_status: Vec<Column> = orders().into_iter().filter(|c| c.name != "status").collect();
         assert!(err(no_status, "created_at").contains("no column \"status\""));
+    }
+
+    #[test]
+    fn times_are_postgres_microseconds() {
+        let t = PgTime::from_unix_micros(PG_EPOCH_MICROS + 1_500_000);
+        assert_eq!(t, PgTime(1_500_000));
+        assert_eq!(t.minus_s(1.5), PgTime(0));
+        assert_eq!(PgTime(0).to_string(), "2000-01-01T00:00:00Z");
     }
 
     #[test]

@@ -52,8 +52,9 @@ impl managed::Manager for Manager {
     async fn create(&self) -> Result<Conn, ConnFailure> {
         let client = self.options.connect().await.map_err(|e| ConnFailure(e.to_string()))?;
         let describe = |e: tokio_postgres::Error| ConnFailure(chute_engine::exec::describe(&e));
-        // The key travels as text between statements: one unambiguous form.
-        client.batch_execute("SET DateStyle = 'ISO, YMD'").await.map_err(describe)?;
+        // now() in a timestamp (without time zone) key is UTC, as the
+        // simulator's own clock counts the ranges it reads.
+        client.batch_execute("SET TimeZone = 'UTC'").await.map_err(describe)?;
         let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.map_err(describe)?.get(0);
         self.pids.lock().expect("pid list").push(pid);
         let mut statements = Vec::with_capacity(Kind::ALL.len());
