@@ -3,27 +3,12 @@
 //! content. Speed is not checked here (a test asserts behaviour).
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use chute_testkit::shared;
 
-use crate::common::{chute, open_tempdir, run_expect};
+use crate::common::{chute, open_tempdir, read_csv, run_expect};
 
 const ROWS: &str = "20000";
-
-/// One CSV file as rows of column → value (no field here holds a comma).
-fn read_csv(path: &Path) -> Vec<HashMap<String, String>> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut lines = text.lines();
-    let header: Vec<String> = lines.next().expect("a header").split(',').map(str::to_owned).collect();
-    lines
-        .map(|l| {
-            let fields: Vec<&str> = l.split(',').collect();
-            assert_eq!(fields.len(), header.len(), "{}: {l}", path.display());
-            header.iter().cloned().zip(fields.into_iter().map(str::to_owned)).collect()
-        })
-        .collect()
-}
 
 fn num(row: &HashMap<String, String>, col: &str) -> f64 {
     row[col].parse().unwrap_or_else(|_| panic!("{col} = {:?} is not a number in {row:?}", row[col]))

@@ -51,3 +51,17 @@ pub fn create_time_partitioned(url: &str, table: &str, cols: &str, interval: &st
         0,
     );
 }
+
+/// One CSV file as rows of column → value (no field in chute's own CSV files holds a comma).
+pub fn read_csv(path: &std::path::Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().expect("a header").split(',').map(str::to_owned).collect();
+    lines
+        .map(|l| {
+            let fields: Vec<&str> = l.split(',').collect();
+            assert_eq!(fields.len(), header.len(), "{}: {l}", path.display());
+            header.iter().cloned().zip(fields.into_iter().map(str::to_owned)).collect()
+        })
+        .collect()
+}

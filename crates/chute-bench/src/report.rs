@@ -435,7 +435,7 @@ fn mib(bytes: i64) -> String {
 }
 
 /// Quotes a CSV field when it holds a comma, quote or newline.
-fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
 

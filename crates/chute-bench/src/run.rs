@@ -163,10 +163,18 @@ pub fn write_outputs(run: &BenchRun, dir: &Path) -> Result<Vec<PathBuf>, BenchEr
         ("report.html".to_owned(), run.html()),
     ];
     files.extend(run.charts().into_iter().map(|(name, svg)| (name.to_owned(), svg.0)));
+    write_files(dir, files).map_err(|(path, e)| io("cannot write", &path)(e))
+}
+
+/// Writes each (file name, contents) into `dir`; returns the paths, or the
+/// one that could not be written.
+pub(crate) fn write_files(dir: &Path, files: Vec<(String, String)>) -> Result<Vec<PathBuf>, (PathBuf, std::io::Error)> {
     let mut written = Vec::new();
     for (name, text) in files {
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(io("cannot write", &path))?;
+        if let Err(e) = std::fs::write(&path, text) {
+            return Err((path, e));
+        }
         written.push(path);
     }
     Ok(written)

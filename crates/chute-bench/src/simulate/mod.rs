@@ -128,6 +128,11 @@ pub async fn run(spec: SimSpec, progress: &mut dyn SimProgress) -> Result<SimRun
     let mut stats_conn = stats::Reader::connect(spec.options.clone(), watch).await?;
     let mut counters = stats_conn.read().await?;
     let seed_orders = newest_orders(&control, &shape).await?;
+    // The customers --create made, else as many as the newest orders show.
+    let customers = match history::recorded_customers(&control, &shape.table).await {
+        Some(n) => n as i64,
+        None => seed_orders.iter().map(|o| o.customer).max().unwrap_or(0).max(1000),
+    };
     let server = crate::run::read_server(&control, SETTINGS).await.map_err(|e| SimError::Setup(e.to_string()))?;
     let rates = rates(&spec);
     let total_peak = rates.inserts.peak + rates.updates_peak + rates.reads.iter().sum::<f64>();
@@ -163,7 +168,7 @@ pub async fn run(spec: SimSpec, progress: &mut dyn SimProgress) -> Result<SimRun
     drop(control);
     stats::wait_for_exit(stats_conn.client(), &[control_pid], Duration::from_secs(10)).await?;
     let started = Instant::now();
-    let shared = Arc::new(Shared::new(started, seed_orders));
+    let shared = Arc::new(Shared::new(started, seed_orders, customers));
     let end: Arc<Mutex<Option<f64>>> = Arc::new(Mutex::new(spec.migrate.is_none().then_some(spec.duration_s)));
     let (tx, rx) = flume::bounded(connections);
     let pacer = tokio::spawn(driver::pace(shared.clone(), rates, tx, end.clone(), spec.seed));
@@ -359,13 +364,12 @@ pub fn write_outputs(run: &SimRun, dir: &Path) -> Result<Vec<PathBuf>, SimError>
         ("report.html".to_owned(), run.html()),
     ];
     files.extend(run.charts().into_iter().map(|(name, svg)| (name.to_owned(), svg.0)));
-    let mut written = Vec::new();
-    for (name, text) in files {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(SimError::io("cannot write", &path))?;
-        written.push(path);
-    }
-    Ok(written)
+    crate::run::write_files(dir, files).map_err(|(path, e)| SimError::io("cannot write", &path)(e))
+}
+
+/// The machine's load average over the last minute (Linux), if known.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
 /// CPU time this process has used (user and system), in seconds.
@@ -567,8 +571,16 @@ fn shortfalls(
         let asked = o.requested_per_s * seconds;
         let mut why = Vec::new();
         if o.lost > 0.01 * asked {
+            let whose = if cpu >= 80.0 {
+                "the simulator itself was short of CPU".to_owned()
+            } else {
+                format!(
+                    "the CPU was taken by the server or other processes{}",
+                    load_average().map_or(String::new(), |l| format!(" (load average {l:.1})"))
+                )
+            };
             why.push(format!(
-                "{:.0} were never sent because the simulator's pacer ran late: the client was short of CPU (it used {cpu:.0}% of one core on average; this machine has {cores} cores, shared with the server)",
+                "{:.0} were never sent because the simulator's pacer ran late: {whose} (the simulator used {cpu:.0}% of one core on average; this machine has {cores} cores, shared with the server)",
                 o.lost
             ));
         }

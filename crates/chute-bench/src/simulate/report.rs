@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use super::ops::Kind;
 use super::sample::{PeriodSummary, Sample, for_charts, samples_header, summary_header};
-use crate::report::{STYLE, ServerInfo, server_table};
+use crate::report::{STYLE, ServerInfo, csv_field, server_table};
 use crate::svg::{BarChart, LineChart, Series, Svg, escape, short_number};
 
 /// Everything one `chute simulate` run produced.
@@ -82,7 +82,8 @@ impl SimRun {
     }
 
     fn baseline_label(&self) -> Option<String> {
-        self.baseline.as_ref().map(|b| format!("before ({}, {})", b.all.layout, b.dir))
+        // Short: it leads every legend entry of the before/after charts.
+        self.baseline.as_ref().map(|b| format!("before ({})", b.all.layout))
     }
 
     /// The charts, with the file name each is written to.
@@ -310,8 +311,4 @@ impl SimRun {
         );
         h
     }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
