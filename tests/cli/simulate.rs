@@ -403,3 +403,34 @@ async fn what_it_cannot_run_is_refused_with_the_fix() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(&format!("role {role} may not INSERT, UPDATE public.orders")) && err.contains("GRANT INSERT, UPDATE ON"), "{err}");
 }
+
+#[tokio::test]
+async fn the_orders_generator_loads_the_same_rows_from_csv_and_in_process() {
+    let db = shared().fresh_db("cli_gen_orders").await;
+    let url = db.url();
+    let c = db.client().await;
+    for t in ["gen_orders", "csv_orders"] {
+        let (sql, _) = run_expect(chute().args(["gen", "orders", &format!("--create={t}"), "--fields", "3"]), 0);
+        c.batch_execute(&sql).await.unwrap();
+    }
+    run_expect(
+        chute().args(["--url", &url, "load", "gen_orders", "--gen", "orders", "--rows", "500", "--fields", "3", "--scale", "40"]),
+        0,
+    );
+    let dir = open_tempdir();
+    let csv = dir.path().join("orders.csv");
+    run_expect(chute().args(["gen", "orders", "--rows", "500", "--fields", "3", "--scale", "40", "--out", csv.to_str().unwrap()]), 0);
+    run_expect(chute().args(["--url", &url, "load", "csv_orders", csv.to_str().unwrap()]), 0);
+    let r = c
+        .query_one(
+            "SELECT (SELECT count(*) FROM gen_orders), (SELECT count(*) FROM (SELECT * FROM gen_orders EXCEPT SELECT * FROM csv_orders) d),
+                    (SELECT count(DISTINCT customer_id) FROM gen_orders), (SELECT max(customer_id) FROM gen_orders),
+                    (SELECT count(*) FROM gen_orders WHERE status NOT IN ('delivered', 'cancelled') OR length(note3) < 30 OR updated_at <= created_at)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (rows, differ, customers, max_customer, odd): (i64, i64, i64, i64, i64) = (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+    assert_eq!((rows, differ, odd), (500, 0, 0), "the same 500 rows both ways, all of the documented shape");
+    assert!(customers > 30 && max_customer <= 40, "{customers} customers up to {max_customer}");
+}
