@@ -31,6 +31,8 @@ mod maintainer;
 mod migrate;
 #[path = "cli/migrate_columns.rs"]
 mod migrate_columns;
+#[path = "cli/migrate_early.rs"]
+mod migrate_early;
 #[path = "cli/migrate_status.rs"]
 mod migrate_status;
 #[path = "cli/partition.rs"]

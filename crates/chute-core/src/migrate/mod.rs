@@ -34,7 +34,10 @@
 //!    `AFTER INSERT OR UPDATE OR DELETE` row trigger on `O` that deletes the
 //!    old version by primary key from the staging parent and inserts the new
 //!    one. `CREATE TRIGGER` waits for writers in flight, so no change
-//!    escapes it.
+//!    escapes it. A DEFAULT partition `T_chute_early` of the staging parent
+//!    takes the rows an application writes with a key before the oldest
+//!    interval while the split runs (they still belong in `O`, whose range
+//!    starts at MINVALUE), so such a write never fails for want of a leaf.
 //! 2. Copy batches by key range, each one transaction:
 //!    `INSERT INTO staging SELECT * FROM O WHERE key in [a, b) FOR SHARE ON
 //!    CONFLICT DO NOTHING`, with the progress row updated in the same
@@ -47,7 +50,11 @@
 //!    drop the trigger, detach `O`, move each leaf from the staging parent to
 //!    `T` (the CHECK makes each attach scan-free), drop the staging parent,
 //!    drop `O` (or keep it, detached, with `--keep-old`). Only catalog work
-//!    happens under the lock.
+//!    happens under the lock, but for the rows of `T_chute_early` (few: only
+//!    writes during the split put rows there): the engine reads their
+//!    intervals just before the cutover, which moves them into new leaves of
+//!    those intervals and refuses to commit (SQLSTATE CH001, planned again)
+//!    if a row arrived meanwhile outside them.
 
 pub mod plan;
 
@@ -113,6 +120,11 @@ pub struct Names {
     pub pk_index: String,
     pub range_check: String,
     pub staging: QualifiedName,
+    /// The staging parent's DEFAULT partition: rows whose key the
+    /// application moves (or inserts) before the oldest interval while the
+    /// split runs, which no staging leaf covers; the cutover gives them
+    /// interval partitions of their own.
+    pub early: QualifiedName,
     pub sync_function: QualifiedName,
 }
 
@@ -130,6 +142,7 @@ impl Names {
             pk_index: n("pk")?,
             range_check: n("range")?,
             staging: table.with_name(n("split")?),
+            early: table.with_name(n("early")?),
             sync_function: table.with_name(n("sync")?),
         })
     }

@@ -243,6 +243,32 @@ pub fn split_leaves(policy: &Policy, min_key: i64, hi: i64) -> Result<Vec<Leaf>,
     Ok(out)
 }
 
+/// The leaf of the interval that starts at `start` (an interval's floor).
+pub fn leaf_at(policy: &Policy, start: i64) -> Result<Leaf, PlanError> {
+    let tz = policy.zone()?;
+    let from = policy.interval.floor(start, &tz)?;
+    let to = policy.interval.next(from, &tz)?;
+    Ok(Leaf { name: policy.parent.with_name(planner::partition_name(policy, from)?), from, to })
+}
+
+/// The leaves holding `keys` (rows of the staging parent's DEFAULT
+/// partition), one per interval, oldest first.
+pub fn early_leaves(policy: &Policy, keys: &[i64]) -> Result<Vec<Leaf>, PlanError> {
+    let mut out: Vec<Leaf> = Vec::new();
+    for &k in keys {
+        let l = leaf_at(policy, k)?;
+        if !out.iter().any(|o| o.from == l.from) {
+            out.push(l);
+        }
+    }
+    out.sort_by_key(|l| l.from);
+    Ok(out)
+}
+
+/// SQLSTATE of the cutover's refusal when a row reached the staging
+/// parent's DEFAULT partition after the cutover was planned: plan again.
+pub const EARLY_ROWS_MOVED: &str = "CH001";
+
 /// The columns the split writes: every column but generated ones (the
 /// server computes those), and whether an identity column is `GENERATED
 /// ALWAYS` (then the rows' own ids go in with `OVERRIDING SYSTEM VALUE`).
@@ -285,6 +311,8 @@ pub fn plan_split_setup(
         ));
         sql.push(format!("ALTER TABLE {st} ATTACH PARTITION {} FOR VALUES FROM ({lo}) TO ({hi})", l.name.quoted()));
     }
+    // Rows written during the split with a key before the oldest leaf.
+    sql.push(format!("CREATE TABLE {} PARTITION OF {st} DEFAULT", names.early.quoted()));
     let cols = id_cols.iter().map(|c| quote_ident(c)).collect::<Vec<_>>();
     let old_cols = id_cols.iter().map(|c| format!("OLD.{}", quote_ident(c))).collect::<Vec<_>>();
     sql.push(format!(
@@ -358,33 +386,78 @@ pub fn plan_copy_batch(
     Ok(plan)
 }
 
-/// The cutover: catalog work only, under one short lock of the parent.
-pub fn plan_cutover(policy: &Policy, names: &Names, leaves: &[Leaf], keep_old: bool) -> Result<Plan, PlanError> {
+/// What the cutover needs besides the leaves the setup made.
+#[derive(Debug)]
+pub struct Cutover<'a> {
+    pub leaves: &'a [Leaf],
+    /// Whether the staging parent has its DEFAULT partition (`Names::early`;
+    /// a split set up by an older chute has none).
+    pub has_early: bool,
+    /// The leaves for the rows found in it just before the cutover.
+    pub early: &'a [Leaf],
+    pub columns: &'a SplitColumns,
+    pub grants: &'a crate::partman::Grants,
+    pub keep_old: bool,
+}
+
+/// The cutover: catalog work only, under one short lock of the parent (and
+/// the move of the few rows written during the split before the oldest
+/// interval, see `Names::early`).
+pub fn plan_cutover(policy: &Policy, names: &Names, c: Cutover<'_>) -> Result<Plan, PlanError> {
     let t = names.table.quoted();
     let st = names.staging.quoted();
     let old = names.old.quoted();
+    let key = policy.key_sql();
     let mut sql = vec![format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE")];
     sql.push(format!("DROP TRIGGER chute_sync ON {old}"));
     sql.push(format!("DROP FUNCTION {}()", names.sync_function.quoted()));
     sql.push(format!("ALTER TABLE {t} DETACH PARTITION {old}"));
-    for l in leaves {
+    if c.has_early {
+        let early = names.early.quoted();
+        sql.push(format!("ALTER TABLE {st} DETACH PARTITION {early}"));
+        let cols = c.columns.list();
+        for l in c.early {
+            let (lo, hi) = (policy.key_type.literal(l.from)?, policy.key_type.literal(l.to)?);
+            sql.push(format!("CREATE TABLE {} (LIKE {t} INCLUDING ALL)", l.name.quoted()));
+            sql.extend(grant_sql(c.grants, &l.name));
+            sql.push(format!(
+                "WITH moved AS (DELETE FROM {early} WHERE {key} >= {lo} AND {key} < {hi} RETURNING *) \
+                 INSERT INTO {} ({cols}){} SELECT {cols} FROM moved",
+                l.name.quoted(),
+                c.columns.overriding()
+            ));
+            sql.push(format!("ALTER TABLE {t} ATTACH PARTITION {} FOR VALUES FROM ({lo}) TO ({hi})", l.name.quoted()));
+        }
+        // A row that arrived after the plan was made, in an interval it has no leaf for.
+        sql.push(format!(
+            "DO $chute$ BEGIN IF EXISTS (SELECT 1 FROM {early}) THEN RAISE EXCEPTION USING ERRCODE = '{EARLY_ROWS_MOVED}', \
+             MESSAGE = 'rows before the oldest interval arrived while the cutover was planned'; END IF; END $chute$"
+        ));
+        sql.push(format!("DROP TABLE {early}"));
+    }
+    for l in c.leaves {
         let (lo, hi) = (policy.key_type.literal(l.from)?, policy.key_type.literal(l.to)?);
         sql.push(format!("ALTER TABLE {st} DETACH PARTITION {}", l.name.quoted()));
         sql.push(format!("ALTER TABLE {t} ATTACH PARTITION {} FOR VALUES FROM ({lo}) TO ({hi})", l.name.quoted()));
         sql.push(format!("ALTER TABLE {} DROP CONSTRAINT chute_bounds", l.name.quoted()));
     }
     sql.push(format!("DROP TABLE {st}"));
-    if !keep_old {
+    if !c.keep_old {
         sql.push(format!("DROP TABLE {old}"));
     }
     sql.push(format!("UPDATE chute.migrations SET phase = 'done', updated_at = now() WHERE {}", migration_filter(&names.table)));
-    let what = if keep_old { format!("keep {} detached", names.old) } else { format!("drop {}", names.old) };
+    let what = if c.keep_old { format!("keep {} detached", names.old) } else { format!("drop {}", names.old) };
+    let early = if c.early.is_empty() {
+        String::new()
+    } else {
+        format!(", move the rows written before the oldest interval into {} new leaves", c.early.len())
+    };
     let mut plan = Plan::default();
     step(
         &mut plan,
         &names.table,
         "cutover",
-        format!("cutover: detach {}, attach the {} leaves to {} (no scan), {what}", names.old, leaves.len(), names.table),
+        format!("cutover: detach {}, attach the {} leaves to {} (no scan){early}, {what}", names.old, c.leaves.len(), names.table),
         sql,
         true,
     );

@@ -121,3 +121,24 @@ fn abort_removes_what_exists() {
     assert_eq!(plan.steps.len(), 3);
     assert!(plan_abort(&names, Progress::default()).is_empty());
 }
+
+#[test]
+fn early_rows_get_one_leaf_per_interval_and_the_cutover_refuses_rows_it_did_not_plan_for() {
+    let p = policy();
+    // Two keys in one day, one a week earlier: two leaves, oldest first.
+    let leaves = early_leaves(&p, &[10 * DAY + 5, 10 * DAY + DAY / 2, 3 * DAY + 1]).unwrap();
+    assert_eq!(leaves.iter().map(|l| (l.from, l.to)).collect::<Vec<_>>(), vec![(3 * DAY, 4 * DAY), (10 * DAY, 11 * DAY)]);
+    let names = Names::new(&p.parent).unwrap();
+    let columns = SplitColumns { names: vec!["id".into(), "time".into()], identity_always: false };
+    let grants = Grants::default();
+    let c = Cutover { leaves: &[], has_early: true, early: &leaves, columns: &columns, grants: &grants, keep_old: false };
+    let plan = plan_cutover(&p, &names, c).unwrap();
+    let sql = plan.steps[0].sql.join(";\n");
+    let moved = sql.find("DELETE FROM \"public\".\"orders_chute_early\"").expect("the early rows are moved");
+    let guard = sql.find(EARLY_ROWS_MOVED).expect("the guard");
+    let dropped = sql.find("DROP TABLE \"public\".\"orders_chute_early\"").expect("the early partition is dropped");
+    assert!(moved < guard && guard < dropped, "{sql}");
+    // Without the DEFAULT partition (a split set up by an older chute), none of it.
+    let c = Cutover { leaves: &[], has_early: false, early: &[], columns: &columns, grants: &grants, keep_old: false };
+    assert!(!plan_cutover(&p, &names, c).unwrap().steps[0].sql.join(";").contains("early"));
+}

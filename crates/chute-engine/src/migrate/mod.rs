@@ -453,12 +453,40 @@ impl Migrator {
                 }
             }
         }
-        let cutover = mplan::plan_cutover(&policy, &names, &leaves, req.keep_old)?;
-        if !req.dry_run {
-            self.run_timed(&table, &cutover, report).await?;
+        let grants = catalog::require_table(&self.client, &table).await?.grants;
+        // Rows the application wrote before the oldest interval during the
+        // split wait in the staging parent's DEFAULT partition; the cutover
+        // gives them leaves of their own. One arriving between reading them
+        // and the cutover's lock makes it refuse (CH001): read them again.
+        let mut tries = 0;
+        loop {
+            let has_early = req.dry_run && phase == "swapped" || self.exists(&names.early).await?;
+            let keys: Vec<i64> = if has_early && !req.dry_run {
+                let sql = format!("SELECT DISTINCT {} FROM {}", key_expr(&key), names.early.quoted());
+                self.client.query(&sql, &[]).await?.iter().map(|r| r.get(0)).collect()
+            } else {
+                Vec::new()
+            };
+            let early = mplan::early_leaves(&policy, &keys)?;
+            let c =
+                mplan::Cutover { leaves: &leaves, has_early, early: &early, columns: &columns, grants: &grants, keep_old: req.keep_old };
+            let cutover = mplan::plan_cutover(&policy, &names, c)?;
+            if !req.dry_run {
+                match self.run_timed(&table, &cutover, report).await {
+                    Err(MigrateError::Exec(e)) if e.sqlstate() == Some(mplan::EARLY_ROWS_MOVED) && tries < 10 => {
+                        tries += 1;
+                        continue;
+                    }
+                    other => other?,
+                }
+            }
+            all.extend(cutover);
+            return Ok(all);
         }
-        all.extend(cutover);
-        Ok(all)
+    }
+
+    async fn exists(&self, table: &QualifiedName) -> Result<bool, MigrateError> {
+        Ok(self.client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table.quoted()]).await?.get(0))
     }
 
     async fn policy(&self, table: &QualifiedName) -> Result<Policy, MigrateError> {
