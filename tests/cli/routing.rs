@@ -194,7 +194,11 @@ async fn partitions_are_made_ahead_of_sorted_rows_by_the_policys_premake() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(summary_value(&stdout, "rows loaded"), "108000");
-    assert_eq!(summary_value(&stdout, "partitions created"), "4", "{stdout}");
+    // Hours 0 to 3 at least; hours 4 and 5 too when rows reached hour 1 or
+    // 2 (moving the frontier) before the input ended, which a busy machine
+    // makes likely. Never more than premake ahead of the newest rows.
+    let created: usize = summary_value(&stdout, "partitions created").parse().unwrap();
+    assert!((4..=6).contains(&created), "{stdout}");
     let c = db.client().await;
     let leaves: Vec<String> = c
         .query(
@@ -207,7 +211,10 @@ async fn partitions_are_made_ahead_of_sorted_rows_by_the_policys_premake() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(leaves.len(), 4, "hours 0-2 with rows and hour 3 ahead of them: {leaves:?}");
-    let empty: i64 = c.query_one(&format!("SELECT count(*) FROM {}", leaves[3]), &[]).await.unwrap().get(0);
-    assert_eq!(empty, 0, "{} was made ahead of the rows", leaves[3]);
+    assert_eq!(leaves.len(), created, "hours 0-2 with rows and hours ahead of them: {leaves:?}");
+    assert!(leaves[3].ends_with("0300"), "hour 3 was made ahead: {leaves:?}");
+    for ahead in &leaves[3..] {
+        let empty: i64 = c.query_one(&format!("SELECT count(*) FROM {ahead}"), &[]).await.unwrap().get(0);
+        assert_eq!(empty, 0, "{ahead} was made ahead of the rows");
+    }
 }
