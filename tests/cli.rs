@@ -51,6 +51,8 @@ mod retry_everywhere;
 mod route_values;
 #[path = "cli/routing.rs"]
 mod routing;
+#[path = "cli/serve.rs"]
+mod serve;
 #[path = "cli/settings.rs"]
 mod settings;
 #[path = "cli/setup_scripts.rs"]

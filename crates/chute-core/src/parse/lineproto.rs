@@ -160,9 +160,9 @@ pub struct LineError {
     pub reason: String,
 }
 
-/// Parses every line of `body`, calling `each` with the line's number (from
-/// 1) and the line or why it is bad; blank and comment lines are skipped.
-/// `default_ns` is the time of lines without a timestamp.
+/// Parses every line of `body`, calling `each` with the line's number
+/// (from one) and the line or why it is bad; blank and comment lines are
+/// skipped. `default_ns` is the time of lines without a timestamp.
 pub fn parse_lines<'a>(body: &'a str, precision: Precision, default_ns: i64, mut each: impl FnMut(u64, Result<Line<'a>, String>)) {
     for (i, raw) in body.split('\n').enumerate() {
         let text = raw.strip_suffix('\r').unwrap_or(raw);
