@@ -53,6 +53,8 @@ mod route_values;
 mod routing;
 #[path = "cli/serve.rs"]
 mod serve;
+#[path = "cli/serve_clients.rs"]
+mod serve_clients;
 #[path = "cli/settings.rs"]
 mod settings;
 #[path = "cli/setup_scripts.rs"]

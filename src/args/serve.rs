@@ -57,6 +57,21 @@ pub struct ServeArgs {
     #[arg(long, default_value = "5min", value_name = "DURATION")]
     pub retry_for: String,
 
+    /// Make a table for a new measurement (partitioned by time every
+    /// --interval; tags as text, fields typed from the line protocol) and a
+    /// column for a new tag or field. Without it unknown tables and columns
+    /// are refused.
+    #[arg(long)]
+    pub create_tables: bool,
+
+    /// Partition interval of the tables --create-tables makes.
+    #[arg(long, default_value = "1d", value_name = "INTERVAL")]
+    pub interval: String,
+
+    /// The longest an ALTER TABLE … ADD COLUMN waits for its lock (it is retried).
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub lock_timeout: String,
+
     /// Reject rows whose time partition does not exist instead of creating it.
     #[arg(long)]
     pub no_create_partitions: bool,

@@ -47,6 +47,10 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.request_timeout = parse_duration(&a.request_timeout).context("--request-timeout")?;
     config.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
     config.no_create_partitions = a.no_create_partitions;
+    settings::check_interval("--interval", &a.interval)?;
+    config.create_tables = a.create_tables;
+    config.interval = a.interval.clone();
+    config.lock_timeout = parse_duration(&a.lock_timeout).context("--lock-timeout")?;
 
     // SIGTERM or Ctrl-C: stop accepting, answer what is in flight once committed.
     let signal = Arc::new(AtomicU8::new(0));

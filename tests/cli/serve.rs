@@ -210,7 +210,7 @@ async fn bad_lines_get_400_naming_each_line_and_the_good_lines_are_committed() {
     assert_eq!(v["line"], 2, "{text}");
     assert_eq!(v["rows_committed"], 2, "{text}");
     // A bad precision is refused before anything is read.
-    let (status, text) = post(&format!("{}/write?db=public&precision=h", s.base), &[], b"cpu usage=1\n");
+    let (status, text) = post(&format!("{}/write?db=public&precision=d", s.base), &[], b"cpu usage=1\n");
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("ns, us, ms or s"), "{text}");
 }

@@ -34,18 +34,24 @@ pub enum Precision {
     Microseconds,
     Milliseconds,
     Seconds,
+    /// v1 only (`m`).
+    Minutes,
+    /// v1 only (`h`).
+    Hours,
 }
 
 impl Precision {
-    /// The `precision` parameter of InfluxDB's v1 (`n`, `u`, `ms`, `s`)
-    /// and v2 (`ns`, `us`, `ms`, `s`) write APIs.
+    /// The `precision` parameter of InfluxDB's v1 (`n`, `u`, `ms`, `s`,
+    /// `m`, `h`) and v2 (`ns`, `us`, `ms`, `s`) write APIs.
     pub fn parse(s: &str) -> Result<Precision, String> {
         Ok(match s {
             "" | "n" | "ns" => Precision::Nanoseconds,
             "u" | "us" | "µ" | "µs" => Precision::Microseconds,
             "ms" => Precision::Milliseconds,
             "s" => Precision::Seconds,
-            other => return Err(format!("unknown precision {other:?}: use ns, us, ms or s")),
+            "m" => Precision::Minutes,
+            "h" => Precision::Hours,
+            other => return Err(format!("unknown precision {other:?}: use ns, us, ms or s (v1 also m and h)")),
         })
     }
 
@@ -56,6 +62,8 @@ impl Precision {
             Precision::Microseconds => 1_000,
             Precision::Milliseconds => 1_000_000,
             Precision::Seconds => 1_000_000_000,
+            Precision::Minutes => 60_000_000_000,
+            Precision::Hours => 3_600_000_000_000,
         }
     }
 }
@@ -268,6 +276,8 @@ fn unit_name(p: Precision) -> &'static str {
         Precision::Microseconds => "microseconds",
         Precision::Milliseconds => "milliseconds",
         Precision::Seconds => "seconds",
+        Precision::Minutes => "minutes",
+        Precision::Hours => "hours",
     }
 }
 

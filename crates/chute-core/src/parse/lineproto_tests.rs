@@ -72,7 +72,9 @@ fn precision_scales_to_nanoseconds() {
     assert_eq!(parse_line("m v=1 -5", Precision::Seconds, 0).unwrap().unwrap().time_ns, -5_000_000_000);
     assert_eq!(Precision::parse("u").unwrap(), Precision::Microseconds);
     assert_eq!(Precision::parse("ns").unwrap(), Precision::Nanoseconds);
-    assert!(Precision::parse("h").unwrap_err().contains("ns, us, ms or s"));
+    assert_eq!(Precision::parse("h").unwrap().nanos(), 3_600_000_000_000);
+    assert_eq!(Precision::parse("m").unwrap().nanos(), 60_000_000_000);
+    assert!(Precision::parse("d").unwrap_err().contains("ns, us, ms or s"));
 }
 
 #[test]

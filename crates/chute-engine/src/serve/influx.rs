@@ -20,7 +20,8 @@ use chute_core::ident::QualifiedName;
 use chute_core::parse::lineproto::{FieldType, FieldValue, Line, Precision, parse_lines};
 
 use super::Shared;
-use super::lanes::{ColKind, LaneError, Shape};
+use super::catalog::{ColKind, LaneError};
+use super::create::Wanted;
 use super::submit::{Part, Rejected, submit_and_answer};
 
 pub(crate) async fn write_v1(
@@ -104,7 +105,8 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
             Some(sc) => QualifiedName::new(sc.clone(), measurement.clone()),
             None => QualifiedName { schema: None, name: measurement.clone() },
         };
-        let lane = match s.lanes.get(&table, &Shape::Lines).await {
+        let wanted = wanted_columns(&lines);
+        let lane = match s.lanes.lines(&table, &wanted).await {
             Ok(l) => l,
             Err(LaneError::Unreachable(e)) => return super::unavailable(&format!("PostgreSQL is unreachable: {e}")),
             Err(e) => {
@@ -177,6 +179,26 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
     }
     let lines = line_of;
     submit_and_answer(s, parts, rejects, |csv_line| lines.get(csv_line as usize - 1).copied().unwrap_or(0), total).await
+}
+
+/// Every tag and field of a measurement's lines, in order of appearance,
+/// fields with their type (the first line's: a change is rejected above).
+fn wanted_columns(lines: &[(u64, Line<'_>)]) -> Vec<(String, Wanted)> {
+    let mut out: Vec<(String, Wanted)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (_, l) in lines {
+        for (k, _) in &l.tags {
+            if seen.insert(k.as_ref()) {
+                out.push((k.to_string(), Wanted::Tag));
+            }
+        }
+        for (k, v) in &l.fields {
+            if seen.insert(k.as_ref()) {
+                out.push((k.to_string(), Wanted::Field(v.field_type())));
+            }
+        }
+    }
+    out
 }
 
 #[derive(Clone, Copy)]

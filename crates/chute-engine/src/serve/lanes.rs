@@ -15,27 +15,11 @@ use chute_core::value::EpochUnit;
 use tokio::sync::Mutex;
 
 use super::ServeConfig;
+use super::catalog::{LaneColumn, LaneError, read_columns};
+use super::create::Wanted;
 use super::metrics::Metrics;
 use crate::load::model::Chunk;
 use crate::load::{Feed, InputFormat, LoadProgress, LoadSpec, LoadStats};
-
-/// What a column of a lane's table holds, as far as line protocol cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ColKind {
-    Time,
-    Text,
-    Bool,
-    Integer,
-    Number,
-    Other,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct LaneColumn {
-    pub name: String,
-    pub kind: ColKind,
-    pub type_name: String,
-}
 
 /// The shape of the rows a lane takes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -84,19 +68,6 @@ pub(crate) struct Lanes {
     pub stopping: Arc<AtomicBool>,
 }
 
-/// Why a lane cannot be made.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum LaneError {
-    #[error("table {0} does not exist: create it (chute partition create) or run chute serve with --create-tables")]
-    NoTable(String),
-    #[error("table {table} has no time column: name it \"time\" (or partition the table by a timestamptz column)")]
-    NoTime { table: String },
-    #[error("PostgreSQL is unreachable: {0}")]
-    Unreachable(String),
-    #[error("{0}")]
-    Sql(String),
-}
-
 impl Lanes {
     pub(crate) fn new(config: Arc<ServeConfig>, metrics: Arc<Metrics>) -> Lanes {
         Lanes {
@@ -124,6 +95,44 @@ impl Lanes {
             },
         };
         let lane = self.start(table, shape, columns);
+        lanes.insert(key, lane.clone());
+        Ok(lane)
+    }
+
+    /// The line-protocol lane of `table`, whose columns include `wanted`;
+    /// with `--create-tables` the table or the columns are made first (and
+    /// the lane replaced by one that writes the new columns).
+    pub(crate) async fn lines(&self, table: &QualifiedName, wanted: &[(String, Wanted)]) -> Result<Arc<Lane>, LaneError> {
+        let key = (table.clone(), Shape::Lines);
+        let mut lanes = self.lanes.lock().await;
+        let existing = lanes.get(&key).cloned();
+        let lane = match existing {
+            Some(l) => l,
+            None => {
+                let columns = match read_columns(&self.config, table).await {
+                    Err(LaneError::NoTable(_)) if self.config.create_tables => {
+                        super::create::create_table(&self.config, table, wanted).await?;
+                        read_columns(&self.config, table).await?
+                    }
+                    other => other?,
+                };
+                let lane = self.start(table, &Shape::Lines, columns);
+                lanes.insert(key.clone(), lane.clone());
+                lane
+            }
+        };
+        if !self.config.create_tables {
+            return Ok(lane);
+        }
+        let missing: Vec<(String, Wanted)> =
+            wanted.iter().filter(|(name, _)| name != "time" && !lane.columns.iter().any(|c| &c.name == name)).cloned().collect();
+        if missing.is_empty() {
+            return Ok(lane);
+        }
+        super::create::add_columns(&self.config, table, &missing).await?;
+        // The old lane finishes what it holds; new rows go to one that writes the new columns.
+        let columns = read_columns(&self.config, table).await?;
+        let lane = self.start(table, &Shape::Lines, columns);
         lanes.insert(key, lane.clone());
         Ok(lane)
     }
@@ -204,58 +213,6 @@ impl Lanes {
     pub(crate) async fn all_up(&self) -> bool {
         self.lanes.lock().await.values().all(|l| l.up.load(Ordering::Relaxed))
     }
-}
-
-/// Reads the columns of `table`, time first.
-pub(crate) async fn read_columns(config: &ServeConfig, table: &QualifiedName) -> Result<Vec<LaneColumn>, LaneError> {
-    let client = config.target.connect().await.map_err(|e| LaneError::Unreachable(e.to_string()))?;
-    let rows = client
-        .query(
-            "SELECT a.attname::text, t.typname::text, t.typcategory::text, \
-                    (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''), \
-                    coalesce(a.attnum = ANY (p.partattrs::int2[]), false) \
-             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
-             LEFT JOIN pg_partitioned_table p ON p.partrelid = a.attrelid \
-             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-            &[&table.quoted()],
-        )
-        .await
-        .map_err(
-            |e| if crate::retry::connection_lost(&e) { LaneError::Unreachable(e.to_string()) } else { LaneError::Sql(e.to_string()) },
-        )?;
-    if rows.is_empty() {
-        return Err(LaneError::NoTable(table.to_string()));
-    }
-    let mut time = None;
-    let mut key_time = None;
-    let mut columns = Vec::new();
-    for r in &rows {
-        let (name, typ, category, has_default, is_key): (String, String, String, bool, bool) =
-            (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
-        let is_time_type = matches!(typ.as_str(), "timestamptz" | "timestamp");
-        if name == "time" && is_time_type {
-            time = Some(columns.len());
-        } else if is_key && is_time_type && key_time.is_none() {
-            key_time = Some(columns.len());
-        }
-        if has_default && name != "time" && !is_key {
-            // Left to its default: serve never writes it.
-            continue;
-        }
-        let kind = match (typ.as_str(), category.as_str()) {
-            ("bool", _) => ColKind::Bool,
-            ("int2" | "int4" | "int8", _) => ColKind::Integer,
-            ("float4" | "float8" | "numeric", _) => ColKind::Number,
-            (_, "S") => ColKind::Text,
-            _ => ColKind::Other,
-        };
-        columns.push(LaneColumn { name, kind, type_name: typ });
-    }
-    let Some(t) = time.or(key_time) else { return Err(LaneError::NoTime { table: table.to_string() }) };
-    let mut time_col = columns.remove(t);
-    time_col.kind = ColKind::Time;
-    columns.insert(0, time_col);
-    Ok(columns)
 }
 
 /// Turns a lane's load progress into metrics and log lines.

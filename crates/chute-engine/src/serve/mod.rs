@@ -16,6 +16,8 @@
 
 mod auth;
 mod body;
+mod catalog;
+mod create;
 mod influx;
 mod lanes;
 mod metrics;
@@ -65,6 +67,12 @@ pub struct ServeConfig {
     pub no_create_partitions: bool,
     /// Bearer tokens accepted; empty: no authentication.
     pub tokens: Vec<String>,
+    /// Make a table for a new measurement and columns for new tags and fields.
+    pub create_tables: bool,
+    /// The partition interval of tables made by `create_tables`.
+    pub interval: String,
+    /// The longest an `ALTER TABLE … ADD COLUMN` waits for its lock (retried).
+    pub lock_timeout: Duration,
 }
 
 impl ServeConfig {
@@ -85,6 +93,9 @@ impl ServeConfig {
             queue_depth: 64,
             no_create_partitions: false,
             tokens: Vec::new(),
+            create_tables: false,
+            interval: "1d".into(),
+            lock_timeout: Duration::from_secs(2),
         }
     }
 }

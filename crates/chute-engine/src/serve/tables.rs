@@ -14,7 +14,8 @@ use bytes::Bytes;
 use chute_core::ident::QualifiedName;
 
 use super::Shared;
-use super::lanes::{LaneError, Shape, TableFormat};
+use super::catalog::LaneError;
+use super::lanes::{Shape, TableFormat};
 use super::submit::{Part, submit_and_answer};
 
 pub(crate) async fn write_table(
