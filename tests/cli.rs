@@ -53,6 +53,10 @@ mod retry_everywhere;
 mod route_values;
 #[path = "cli/routing.rs"]
 mod routing;
+#[path = "cli/serve.rs"]
+mod serve;
+#[path = "cli/serve_clients.rs"]
+mod serve_clients;
 #[path = "cli/settings.rs"]
 mod settings;
 #[path = "cli/setup_scripts.rs"]

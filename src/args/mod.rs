@@ -8,9 +8,11 @@ use clap::{Args, Parser, Subcommand};
 
 mod load;
 mod partition;
+mod serve;
 
 pub use load::*;
 pub use partition::*;
+pub use serve::*;
 
 const AFTER_HELP: &str = "\
 CONNECTING:
@@ -124,6 +126,16 @@ pub enum Command {
     chute load --status                                  # what each load has committed
     zcat big.csv.gz | chute load metrics - --load-id big-2021-06   # a resumable stdin load")]
     Load(LoadArgs),
+
+    /// Serve an HTTP ingest endpoint: InfluxDB line protocol (v1 /write,
+    /// v2 /api/v2/write) and CSV / JSON Lines (/v1/tables/TABLE), loaded
+    /// into the tables' leaf partitions; a request is answered only after
+    /// its rows are committed.
+    #[command(after_help = "EXAMPLES:
+    chute serve                                        # http://127.0.0.1:8086
+    chute serve --listen 0.0.0.0:8086 --insecure-listen --token-file tokens.txt
+    curl -i 'http://127.0.0.1:8086/write?db=public' --data-binary 'cpu,host=a usage=0.5 1700000000000000000'")]
+    Serve(ServeArgs),
 
     /// Write generated data: CSV rows of a table, or tsbs files.
     ///

@@ -8,6 +8,7 @@ mod load;
 mod local;
 mod migrate;
 mod partition;
+mod serve;
 mod simulate;
 pub mod status;
 
@@ -20,6 +21,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Local(c) => local::run(&cli.conn, c),
         Command::Partition(c) => partition::run(&cli.conn, c).await,
         Command::Load(a) => load::run(&cli.conn, a).await,
+        Command::Serve(a) => serve::run(&cli.conn, a).await,
         Command::Migrate(a) => migrate::run(&cli.conn, a).await,
         Command::Gen(a) => r#gen::run(a),
         Command::Bench(a) => bench::run(&cli.conn, a).await,

@@ -18,5 +18,6 @@ mod privilege;
 pub mod retention;
 pub mod retry;
 pub mod schema;
+pub mod serve;
 
 pub use connect::{ConnectError, ConnectOptions};

@@ -46,6 +46,7 @@
 
 pub mod csv;
 pub mod jsonl;
+pub mod lineproto;
 pub mod text;
 pub mod tsbs;
 

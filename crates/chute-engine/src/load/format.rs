@@ -89,7 +89,7 @@ pub(crate) async fn prepare_single(
     let (routing, via_parent_reason) = super::routing::build(spec, control, &info, &plan, progress).await?;
     let routing = Arc::new(routing);
     let format: Arc<dyn Format> = Arc::from(make_format(spec, &plan)?);
-    let by_ref = spec.inputs.iter().all(|i| matches!(i, InputSpec::File(p) if source::is_plain_file(p)));
+    let by_ref = !spec.inputs.is_empty() && spec.inputs.iter().all(|i| matches!(i, InputSpec::File(p) if source::is_plain_file(p)));
     let processor = Arc::new(GenericProcessor {
         format: format.clone(),
         encoder: RowEncoder::new(plan.targets.clone(), ctx),

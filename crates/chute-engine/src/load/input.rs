@@ -40,6 +40,50 @@ pub(crate) trait Source: Send {
     fn read(self: Box<Self>, out: &flume::Sender<Chunk>, cancel: &AtomicBool, acks: &flume::Sender<Completion>) -> Result<(), LoadError>;
 }
 
+/// Where a service's chunks come in (see [`FeedSource`]): whole records,
+/// each chunk with its own acknowledgement.
+#[derive(Clone)]
+pub struct Feed(pub(crate) flume::Receiver<Chunk>);
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feed").field("queued", &self.0.len()).finish()
+    }
+}
+
+impl Feed {
+    /// A feed and the sender of its chunks, holding at most `depth` chunks.
+    pub(crate) fn bounded(depth: usize) -> (flume::Sender<Chunk>, Feed) {
+        let (tx, rx) = flume::bounded(depth);
+        (tx, Feed(rx))
+    }
+}
+
+/// Chunks a service made (a request's rows, with the acknowledgement that
+/// answers it), passed on as they come until every sender is gone.
+pub(crate) struct FeedSource {
+    pub(crate) feed: Feed,
+}
+
+impl Source for FeedSource {
+    fn read(self: Box<Self>, out: &flume::Sender<Chunk>, cancel: &AtomicBool, _: &flume::Sender<Completion>) -> Result<(), LoadError> {
+        loop {
+            if cancel.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            match self.feed.0.recv_timeout(Duration::from_millis(100)) {
+                Ok(chunk) => {
+                    if out.send(chunk).is_err() {
+                        return Ok(());
+                    }
+                }
+                Err(flume::RecvTimeoutError::Timeout) => {}
+                Err(flume::RecvTimeoutError::Disconnected) => return Ok(()),
+            }
+        }
+    }
+}
+
 /// Files and stdin (plain, gzip or zstd): read in turn, cut at record ends.
 pub(crate) struct FileSource {
     pub(crate) inputs: Vec<source::Input>,

@@ -20,10 +20,10 @@ mod coordinator;
 mod format;
 mod gen_source;
 mod identity;
-mod input;
+pub(crate) mod input;
 mod insert;
 pub mod journal;
-mod model;
+pub(crate) mod model;
 mod oversized;
 mod pipeline;
 mod rejects;
@@ -40,6 +40,7 @@ use std::time::Duration;
 use chute_core::ident::QualifiedName;
 use chute_core::value::EpochUnit;
 
+pub use input::Feed;
 pub use pipeline::run;
 pub use source::InputSpec;
 
@@ -107,6 +108,10 @@ pub struct LoadSpec {
     /// read stdin in pieces when it pauses: for live streams. `None`: rows
     /// wait for full batches (best for files).
     pub flush_every: Option<Duration>,
+    /// Chunks sent by a service (`chute serve`) instead of inputs: the load
+    /// runs until every sender of the feed is gone. Not journaled unless
+    /// `load_id` is given.
+    pub feed: Option<input::Feed>,
 }
 
 impl LoadSpec {
@@ -142,6 +147,7 @@ impl LoadSpec {
             cancel: Default::default(),
             retry_for: Duration::from_secs(300),
             flush_every: None,
+            feed: None,
         }
     }
 }

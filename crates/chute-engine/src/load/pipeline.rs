@@ -83,6 +83,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 
     // The reader, and the acknowledgements of what it read.
     let source: Box<dyn Source> = match (generated, prepared.boundary.clone()) {
+        _ if spec.feed.is_some() => Box::new(super::input::FeedSource { feed: spec.feed.clone().expect("a feed") }),
         (Some(rows), _) => Box::new(super::gen_source::GenSource { rows }),
         (None, Some(format)) => Box::new(FileSource {
             inputs,
@@ -331,6 +332,9 @@ fn through(committed: &CommittedPrefix, names: &[InputSpec], generated: bool) ->
 fn load_id_for(spec: &LoadSpec, inputs: &[source::Input], tables: &str) -> Option<String> {
     if let Some(id) = &spec.load_id {
         return Some(id.clone());
+    }
+    if spec.feed.is_some() {
+        return None;
     }
     // tsbs names its tables in a schema of the load's choosing: the schema-qualified tables tell the loads apart.
     let table = if spec.format == InputFormat::Tsbs { tables.to_owned() } else { spec.table.to_string() };

@@ -1,0 +1,493 @@
+//! InfluxDB line protocol, as Telegraf, the InfluxDB client libraries and
+//! tsbs's influx loader write it:
+//!
+//! ```text
+//! measurement[,tag=value…] field=value[,field=value…] [timestamp]
+//! ```
+//!
+//! - The measurement ends at an unescaped `,` or space; `\,` and `\ `
+//!   escape them (and `\\` is a backslash).
+//! - Tag keys, tag values and field keys also escape `=`.
+//! - A field value is a float (`1`, `-1.5`, `2e3`), an integer (`1i`), an
+//!   unsigned integer (`1u`), a string in double quotes (`\"` and `\\`
+//!   escaped inside) or a boolean (`t`, `T`, `true`, `True`, `TRUE`, and the
+//!   same for false).
+//! - The timestamp is an integer in the request's precision (`ns` unless the
+//!   request says `us`, `ms` or `s`); without one the line takes the time
+//!   the server received it, which the caller passes in (this module reads
+//!   no clock).
+//! - Blank lines and lines starting with `#` are skipped; `\r\n` ends a line
+//!   like `\n`.
+//!
+//! A backslash before any other character is that backslash (as InfluxDB
+//! reads it); a backslash that ends a line escapes nothing and is an error.
+//! Keys are case-sensitive; a tag or field cannot be named `time` (that is
+//! the timestamp's column).
+
+use std::borrow::Cow;
+
+/// The unit of a request's timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    #[default]
+    Nanoseconds,
+    Microseconds,
+    Milliseconds,
+    Seconds,
+    /// v1 only (`m`).
+    Minutes,
+    /// v1 only (`h`).
+    Hours,
+}
+
+impl Precision {
+    /// The `precision` parameter of InfluxDB's v1 (`n`, `u`, `ms`, `s`,
+    /// `m`, `h`) and v2 (`ns`, `us`, `ms`, `s`) write APIs.
+    pub fn parse(s: &str) -> Result<Precision, String> {
+        Ok(match s {
+            "" | "n" | "ns" => Precision::Nanoseconds,
+            "u" | "us" | "µ" | "µs" => Precision::Microseconds,
+            "ms" => Precision::Milliseconds,
+            "s" => Precision::Seconds,
+            "m" => Precision::Minutes,
+            "h" => Precision::Hours,
+            other => return Err(format!("unknown precision {other:?}: use ns, us, ms or s (v1 also m and h)")),
+        })
+    }
+
+    /// Nanoseconds per unit.
+    pub fn nanos(self) -> i64 {
+        match self {
+            Precision::Nanoseconds => 1,
+            Precision::Microseconds => 1_000,
+            Precision::Milliseconds => 1_000_000,
+            Precision::Seconds => 1_000_000_000,
+            Precision::Minutes => 60_000_000_000,
+            Precision::Hours => 3_600_000_000_000,
+        }
+    }
+}
+
+/// A field's value, typed as the line wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldValue<'a> {
+    Float(f64),
+    Int(i64),
+    UInt(u64),
+    Str(Cow<'a, str>),
+    Bool(bool),
+}
+
+/// The type of a field value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FieldType {
+    Float,
+    Int,
+    UInt,
+    Str,
+    Bool,
+}
+
+impl FieldType {
+    /// The PostgreSQL type a new column of this field gets.
+    pub fn sql_type(self) -> &'static str {
+        match self {
+            FieldType::Float => "double precision",
+            FieldType::Int => "bigint",
+            // bigint cannot hold the top half of u64; numeric holds all of it.
+            FieldType::UInt => "numeric(20,0)",
+            FieldType::Str => "text",
+            FieldType::Bool => "boolean",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FieldType::Float => "float",
+            FieldType::Int => "integer",
+            FieldType::UInt => "unsigned integer",
+            FieldType::Str => "string",
+            FieldType::Bool => "boolean",
+        }
+    }
+}
+
+impl FieldValue<'_> {
+    pub fn field_type(&self) -> FieldType {
+        match self {
+            FieldValue::Float(_) => FieldType::Float,
+            FieldValue::Int(_) => FieldType::Int,
+            FieldValue::UInt(_) => FieldType::UInt,
+            FieldValue::Str(_) => FieldType::Str,
+            FieldValue::Bool(_) => FieldType::Bool,
+        }
+    }
+}
+
+/// One parsed line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line<'a> {
+    pub measurement: Cow<'a, str>,
+    pub tags: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    pub fields: Vec<(Cow<'a, str>, FieldValue<'a>)>,
+    /// Nanoseconds since 1970-01-01 UTC (the default time when the line has none).
+    pub time_ns: i64,
+}
+
+impl Line<'_> {
+    /// The line with its text copied.
+    pub fn into_owned(self) -> Line<'static> {
+        let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
+        Line {
+            measurement: own(self.measurement),
+            tags: self.tags.into_iter().map(|(k, v)| (own(k), own(v))).collect(),
+            fields: self
+                .fields
+                .into_iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        FieldValue::Str(s) => FieldValue::Str(own(s)),
+                        FieldValue::Float(f) => FieldValue::Float(f),
+                        FieldValue::Int(n) => FieldValue::Int(n),
+                        FieldValue::UInt(n) => FieldValue::UInt(n),
+                        FieldValue::Bool(b) => FieldValue::Bool(b),
+                    };
+                    (own(k), v)
+                })
+                .collect(),
+            time_ns: self.time_ns,
+        }
+    }
+}
+
+/// A line that does not parse: its number (from 1) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {reason}")]
+pub struct LineError {
+    pub line: u64,
+    pub reason: String,
+}
+
+/// Parses every line of `body`, calling `each` with the line's number
+/// (from one) and the line or why it is bad; blank and comment lines are
+/// skipped. `default_ns` is the time of lines without a timestamp.
+pub fn parse_lines<'a>(body: &'a str, precision: Precision, default_ns: i64, mut each: impl FnMut(u64, Result<Line<'a>, String>)) {
+    for (i, raw) in body.split('\n').enumerate() {
+        let text = raw.strip_suffix('\r').unwrap_or(raw);
+        match parse_line(text, precision, default_ns) {
+            Ok(None) => {}
+            Ok(Some(l)) => each(i as u64 + 1, Ok(l)),
+            Err(e) => each(i as u64 + 1, Err(e)),
+        }
+    }
+}
+
+/// Parses one line (without its line end): `None` for a blank or comment line.
+pub fn parse_line(text: &str, precision: Precision, default_ns: i64) -> Result<Option<Line<'_>>, String> {
+    let trimmed = text.trim_start_matches([' ', '\t']);
+    if trimmed.is_empty() || trimmed.starts_with('#') {
+        return Ok(None);
+    }
+    let mut c = Cursor { s: trimmed, i: 0 };
+    let measurement = c.element(b", ", b", ", "measurement")?;
+    if measurement.is_empty() {
+        return Err("the measurement name is missing".into());
+    }
+    let mut tags = Vec::new();
+    while c.peek() == Some(b',') {
+        c.i += 1;
+        let key = c.element(b",= ", b",= ", "tag key")?;
+        if c.peek() != Some(b'=') {
+            return Err(format!("tag {key:?} has no value (expected tag=value)"));
+        }
+        c.i += 1;
+        let value = c.element(b", ", b",= ", "tag value")?;
+        if key.is_empty() {
+            return Err("a tag key is empty".into());
+        }
+        if value.is_empty() {
+            return Err(format!("tag {key:?} has an empty value"));
+        }
+        check_key(&key, "tag")?;
+        tags.push((key, value));
+    }
+    if c.peek() != Some(b' ') {
+        return Err("the field set is missing (expected a space, then field=value)".into());
+    }
+    c.skip_spaces();
+    if c.at_end() {
+        return Err("the field set is missing (expected field=value after the tags)".into());
+    }
+    let mut fields = Vec::new();
+    loop {
+        let key = c.element(b",= ", b",= ", "field key")?;
+        if key.is_empty() {
+            return Err("a field key is empty (expected field=value)".into());
+        }
+        if c.peek() != Some(b'=') {
+            return Err(format!("field {key:?} has no value (expected field=value)"));
+        }
+        c.i += 1;
+        check_key(&key, "field")?;
+        let value = c.field_value(&key)?;
+        if fields.iter().any(|(k, _)| *k == key) || tags.iter().any(|(k, _)| *k == key) {
+            return Err(format!("{key:?} appears twice in the line"));
+        }
+        fields.push((key, value));
+        match c.peek() {
+            Some(b',') => c.i += 1,
+            _ => break,
+        }
+    }
+    let time_ns = match c.peek() {
+        None => default_ns,
+        Some(b' ') => {
+            c.skip_spaces();
+            let rest = c.s[c.i..].trim_end_matches([' ', '\t']);
+            if rest.is_empty() { default_ns } else { timestamp(rest, precision)? }
+        }
+        Some(other) => return Err(format!("unexpected {:?} after the field set", other as char)),
+    };
+    Ok(Some(Line { measurement, tags, fields, time_ns }))
+}
+
+fn check_key(key: &str, what: &str) -> Result<(), String> {
+    if key == "time" {
+        return Err(format!("a {what} cannot be named \"time\": that is the timestamp"));
+    }
+    Ok(())
+}
+
+/// The timestamp in nanoseconds.
+fn timestamp(s: &str, precision: Precision) -> Result<i64, String> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("bad timestamp {s:?} (expected an integer number of {})", unit_name(precision)));
+    }
+    let out_of_range =
+        || format!("timestamp {s} is out of range (nanoseconds since 1970 must fit in 64 bits; precision {})", unit_name(precision));
+    let v: i64 = s.parse().map_err(|_| out_of_range())?;
+    v.checked_mul(precision.nanos()).ok_or_else(out_of_range)
+}
+
+fn unit_name(p: Precision) -> &'static str {
+    match p {
+        Precision::Nanoseconds => "nanoseconds",
+        Precision::Microseconds => "microseconds",
+        Precision::Milliseconds => "milliseconds",
+        Precision::Seconds => "seconds",
+        Precision::Minutes => "minutes",
+        Precision::Hours => "hours",
+    }
+}
+
+struct Cursor<'a> {
+    s: &'a str,
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.s.as_bytes().get(self.i).copied()
+    }
+
+    fn at_end(&self) -> bool {
+        self.i >= self.s.len()
+    }
+
+    fn skip_spaces(&mut self) {
+        while self.peek() == Some(b' ') {
+            self.i += 1;
+        }
+    }
+
+    /// An unquoted element: up to an unescaped byte of `stops`; a backslash
+    /// before a byte of `escapes` or a backslash stands for that byte.
+    fn element(&mut self, stops: &[u8], escapes: &[u8], what: &str) -> Result<Cow<'a, str>, String> {
+        let b = self.s.as_bytes();
+        let start = self.i;
+        let mut escaped = false;
+        while let Some(&c) = b.get(self.i) {
+            if c == b'\\' {
+                match b.get(self.i + 1) {
+                    None => return Err(format!("the {what} ends in a backslash that escapes nothing")),
+                    Some(n) if escapes.contains(n) || *n == b'\\' => {
+                        escaped = true;
+                        self.i += 2;
+                        continue;
+                    }
+                    Some(_) => {}
+                }
+            } else if stops.contains(&c) {
+                break;
+            }
+            self.i += 1;
+        }
+        let raw = &self.s[start..self.i];
+        if !escaped {
+            return Ok(Cow::Borrowed(raw));
+        }
+        let mut out = String::with_capacity(raw.len());
+        let mut chars = raw.chars().peekable();
+        while let Some(ch) = chars.next() {
+            if ch == '\\'
+                && let Some(&n) = chars.peek()
+                && n.is_ascii()
+                && (escapes.contains(&(n as u8)) || n == '\\')
+            {
+                out.push(n);
+                chars.next();
+                continue;
+            }
+            out.push(ch);
+        }
+        Ok(Cow::Owned(out))
+    }
+
+    fn field_value(&mut self, key: &str) -> Result<FieldValue<'a>, String> {
+        let b = self.s.as_bytes();
+        if self.peek() == Some(b'"') {
+            self.i += 1;
+            let start = self.i;
+            let mut escaped = false;
+            loop {
+                match b.get(self.i) {
+                    None => return Err(format!("the string value of field {key:?} has no closing quote")),
+                    Some(b'\\') if matches!(b.get(self.i + 1), Some(b'"' | b'\\')) => {
+                        escaped = true;
+                        self.i += 2;
+                    }
+                    Some(b'"') => break,
+                    Some(_) => self.i += 1,
+                }
+            }
+            let raw = &self.s[start..self.i];
+            self.i += 1;
+            if !matches!(self.peek(), None | Some(b',' | b' ')) {
+                return Err(format!("unexpected text after the string value of field {key:?}"));
+            }
+            if !escaped {
+                return Ok(FieldValue::Str(Cow::Borrowed(raw)));
+            }
+            return Ok(FieldValue::Str(Cow::Owned(unescape_string(raw))));
+        }
+        let start = self.i;
+        while let Some(&c) = b.get(self.i) {
+            if c == b',' || c == b' ' {
+                break;
+            }
+            self.i += 1;
+        }
+        let raw = &self.s[start..self.i];
+        field_scalar(raw).ok_or_else(|| {
+            if raw.is_empty() {
+                format!("field {key:?} has an empty value")
+            } else {
+                format!("field {key:?} has a bad value {raw:?} (expected a number, 1i, 1u, true/false or a \"string\")")
+            }
+        })
+    }
+}
+
+fn unescape_string(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(ch) = chars.next() {
+        if ch == '\\'
+            && let Some(&n) = chars.peek()
+            && (n == '"' || n == '\\')
+        {
+            out.push(n);
+            chars.next();
+            continue;
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// A number or a boolean.
+fn field_scalar(raw: &str) -> Option<FieldValue<'static>> {
+    match raw {
+        "t" | "T" | "true" | "True" | "TRUE" => return Some(FieldValue::Bool(true)),
+        "f" | "F" | "false" | "False" | "FALSE" => return Some(FieldValue::Bool(false)),
+        _ => {}
+    }
+    if let Some(n) = raw.strip_suffix('i') {
+        return integer_text(n).then(|| n.parse().ok().map(FieldValue::Int)).flatten();
+    }
+    if let Some(n) = raw.strip_suffix('u') {
+        return (!n.starts_with('-') && integer_text(n)).then(|| n.parse().ok().map(FieldValue::UInt)).flatten();
+    }
+    // Only decimal numbers: Rust's parser would also take "inf" and "NaN".
+    let ok = !raw.is_empty()
+        && raw.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
+        && raw.bytes().any(|b| b.is_ascii_digit());
+    if !ok {
+        return None;
+    }
+    raw.parse::<f64>().ok().filter(|f| f.is_finite()).map(FieldValue::Float)
+}
+
+fn integer_text(n: &str) -> bool {
+    let d = n.strip_prefix('-').unwrap_or(n);
+    !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Writes `line` as line protocol (timestamp in nanoseconds), escaping what
+/// must be: parsing the output gives `line` back.
+pub fn write_line(line: &Line<'_>, out: &mut String) {
+    escape_into(&line.measurement, b", ", out);
+    for (k, v) in &line.tags {
+        out.push(',');
+        escape_into(k, b",= ", out);
+        out.push('=');
+        escape_into(v, b",= ", out);
+    }
+    out.push(' ');
+    for (i, (k, v)) in line.fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        escape_into(k, b",= ", out);
+        out.push('=');
+        use std::fmt::Write;
+        match v {
+            FieldValue::Float(f) => {
+                let _ = write!(out, "{f:?}");
+            }
+            FieldValue::Int(n) => {
+                let _ = write!(out, "{n}i");
+            }
+            FieldValue::UInt(n) => {
+                let _ = write!(out, "{n}u");
+            }
+            FieldValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            FieldValue::Str(s) => {
+                out.push('"');
+                for ch in s.chars() {
+                    if ch == '"' || ch == '\\' {
+                        out.push('\\');
+                    }
+                    out.push(ch);
+                }
+                out.push('"');
+            }
+        }
+    }
+    use std::fmt::Write;
+    let _ = write!(out, " {}", line.time_ns);
+}
+
+fn escape_into(s: &str, special: &[u8], out: &mut String) {
+    for ch in s.chars() {
+        if ch == '\\' || (ch.is_ascii() && special.contains(&(ch as u8))) {
+            out.push('\\');
+        }
+        out.push(ch);
+    }
+}
+
+#[cfg(test)]
+#[path = "lineproto_tests.rs"]
+mod tests;

@@ -1,0 +1,178 @@
+use std::borrow::Cow;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn one(text: &str) -> Line<'_> {
+    parse_line(text, Precision::Nanoseconds, 42).unwrap().unwrap()
+}
+
+fn err(text: &str) -> String {
+    parse_line(text, Precision::Nanoseconds, 42).unwrap_err()
+}
+
+#[test]
+fn a_plain_line() {
+    let l = one("cpu,host=a,region=eu usage=0.5,count=3i,big=18446744073709551615u,ok=t,msg=\"hi there\" 1700000000000000000");
+    assert_eq!(l.measurement, "cpu");
+    assert_eq!(l.tags, vec![(Cow::from("host"), Cow::from("a")), (Cow::from("region"), Cow::from("eu"))]);
+    assert_eq!(
+        l.fields,
+        vec![
+            (Cow::from("usage"), FieldValue::Float(0.5)),
+            (Cow::from("count"), FieldValue::Int(3)),
+            (Cow::from("big"), FieldValue::UInt(u64::MAX)),
+            (Cow::from("ok"), FieldValue::Bool(true)),
+            (Cow::from("msg"), FieldValue::Str(Cow::from("hi there"))),
+        ]
+    );
+    assert_eq!(l.time_ns, 1_700_000_000_000_000_000);
+}
+
+#[test]
+fn without_tags_or_timestamp() {
+    let l = one("m v=1");
+    assert!(l.tags.is_empty());
+    assert_eq!(l.fields, vec![(Cow::from("v"), FieldValue::Float(1.0))]);
+    assert_eq!(l.time_ns, 42, "the default time");
+    assert_eq!(one("m v=1 ").time_ns, 42, "trailing space");
+}
+
+#[test]
+fn escapes() {
+    let l = one(r#"we\ ather\,x,lo\=c\ 1=a\,b\ c f\=1\ x="say \"hi\" \\ ok",g=-2.5e3 5"#);
+    assert_eq!(l.measurement, "we ather,x");
+    assert_eq!(l.tags, vec![(Cow::from("lo=c 1"), Cow::from("a,b c"))]);
+    assert_eq!(l.fields[0], (Cow::from("f=1 x"), FieldValue::Str(Cow::from(r#"say "hi" \ ok"#))));
+    assert_eq!(l.fields[1].1, FieldValue::Float(-2500.0));
+    // A backslash before anything else is a backslash.
+    assert_eq!(one(r"m\x,t=a\b v=1").measurement, r"m\x");
+    assert_eq!(one(r"m\x,t=a\b v=1").tags[0].1, r"a\b");
+    assert_eq!(one(r#"m v="a\nb""#).fields[0].1, FieldValue::Str(Cow::from(r"a\nb")));
+}
+
+#[test]
+fn booleans_every_spelling() {
+    for t in ["t", "T", "true", "True", "TRUE"] {
+        assert_eq!(one(&format!("m v={t}")).fields[0].1, FieldValue::Bool(true), "{t}");
+    }
+    for f in ["f", "F", "false", "False", "FALSE"] {
+        assert_eq!(one(&format!("m v={f}")).fields[0].1, FieldValue::Bool(false), "{f}");
+    }
+}
+
+#[test]
+fn precision_scales_to_nanoseconds() {
+    let at = |p| parse_line("m v=1 1700000000", p, 0).unwrap().unwrap().time_ns;
+    assert_eq!(at(Precision::Seconds), 1_700_000_000_000_000_000);
+    assert_eq!(at(Precision::Milliseconds), 1_700_000_000_000_000);
+    assert_eq!(at(Precision::Microseconds), 1_700_000_000_000);
+    assert_eq!(at(Precision::Nanoseconds), 1_700_000_000);
+    assert_eq!(parse_line("m v=1 -5", Precision::Seconds, 0).unwrap().unwrap().time_ns, -5_000_000_000);
+    assert_eq!(Precision::parse("u").unwrap(), Precision::Microseconds);
+    assert_eq!(Precision::parse("ns").unwrap(), Precision::Nanoseconds);
+    assert_eq!(Precision::parse("h").unwrap().nanos(), 3_600_000_000_000);
+    assert_eq!(Precision::parse("m").unwrap().nanos(), 60_000_000_000);
+    assert!(Precision::parse("d").unwrap_err().contains("ns, us, ms or s"));
+}
+
+#[test]
+fn bad_lines_say_why() {
+    assert!(err("m").contains("field set is missing"));
+    assert!(err("m,t=a").contains("field set is missing"));
+    assert!(err("m,t=a ").contains("field set is missing"));
+    assert!(err(",t=a v=1").contains("measurement name is missing"));
+    assert!(err("m,t v=1").contains("has no value"));
+    assert!(err("m,t= v=1").contains("empty value"));
+    assert!(err("m v").contains("has no value"));
+    assert!(err("m v=").contains("empty value"));
+    assert!(err("m v=abc").contains("bad value"));
+    assert!(err("m v=inf").contains("bad value"), "not a decimal number");
+    assert!(err("m v=NaN").contains("bad value"));
+    assert!(err("m v=1.5i").contains("bad value"));
+    assert!(err("m v=-1u").contains("bad value"));
+    assert!(err("m v=99999999999999999999i").contains("bad value"), "overflows i64");
+    assert!(err(r#"m v="open"#).contains("no closing quote"));
+    assert!(err(r#"m v="a"b"#).contains("after the string"));
+    assert!(err(r"m\").contains("backslash"));
+    assert!(err(r"m,t=a\").contains("backslash"));
+    assert!(err("m v=1 12x").contains("bad timestamp"));
+    assert!(err("m v=1 1 2").contains("bad timestamp"));
+    assert!(err("m v=1 99999999999999999999").contains("out of range"));
+    assert!(parse_line("m v=1 9999999999999", Precision::Seconds, 0).unwrap_err().contains("out of range"));
+    assert!(err("m v=1,v=2").contains("twice"));
+    assert!(err("m,v=a v=2").contains("twice"));
+    assert!(err("m time=2").contains("\"time\""));
+    assert!(err("m,time=x v=2").contains("\"time\""));
+}
+
+#[test]
+fn blank_and_comment_lines_are_skipped_and_lines_are_numbered() {
+    let body = "# a comment\n\nm v=1 1\r\n  \nm v=oops\nm v=2i 2\n";
+    let mut seen = Vec::new();
+    parse_lines(body, Precision::Nanoseconds, 0, |n, r| seen.push((n, r.map(|l| l.time_ns))));
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[0], (3, Ok(1)));
+    assert_eq!(seen[1].0, 5);
+    assert!(seen[1].1.as_ref().unwrap_err().contains("bad value"));
+    assert_eq!(seen[2], (6, Ok(2)));
+}
+
+fn name() -> impl Strategy<Value = String> {
+    // Any printable text without line ends, including every special character.
+    "[a-z ,=\\\\\"é_#]{1,8}".prop_filter("not time, not starting with # or a blank", |s| s != "time" && !s.starts_with(['#', ' ', '\t']))
+}
+
+fn value() -> impl Strategy<Value = FieldValue<'static>> {
+    prop_oneof![
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(FieldValue::Float),
+        any::<i64>().prop_map(FieldValue::Int),
+        any::<u64>().prop_map(FieldValue::UInt),
+        any::<bool>().prop_map(FieldValue::Bool),
+        "[a-z ,=\\\\\"é]{0,8}".prop_map(|s| FieldValue::Str(Cow::Owned(s))),
+    ]
+}
+
+fn line() -> impl Strategy<Value = Line<'static>> {
+    (name(), proptest::collection::vec((name(), name()), 0..3), proptest::collection::vec((name(), value()), 1..4), any::<i64>())
+        .prop_map(|(m, tags, fields, t)| {
+            let mut seen = std::collections::HashSet::new();
+            let tags: Vec<_> =
+                tags.into_iter().filter(|(k, _)| seen.insert(k.clone())).map(|(k, v)| (Cow::Owned(k), Cow::Owned(v))).collect();
+            let fields: Vec<_> = fields.into_iter().filter(|(k, _)| seen.insert(k.clone())).map(|(k, v)| (Cow::Owned(k), v)).collect();
+            Line { measurement: Cow::Owned(m), tags, fields, time_ns: t }
+        })
+        .prop_filter("a field is left", |l| !l.fields.is_empty())
+}
+
+proptest! {
+    #[test]
+    fn written_lines_parse_back_to_themselves(l in line()) {
+        let mut text = String::new();
+        write_line(&l, &mut text);
+        let back = parse_line(&text, Precision::Nanoseconds, 0).unwrap().unwrap();
+        prop_assert_eq!(back, l, "{}", text);
+    }
+
+    #[test]
+    fn many_lines_keep_their_numbers(ls in proptest::collection::vec(line(), 1..6)) {
+        let mut body = String::new();
+        for l in &ls {
+            write_line(l, &mut body);
+            body.push('\n');
+        }
+        let mut got = Vec::new();
+        parse_lines(&body, Precision::Nanoseconds, 0, |n, r| got.push((n, r.unwrap().into_owned())));
+        prop_assert_eq!(got.len(), ls.len());
+        for (i, (n, l)) in got.into_iter().enumerate() {
+            prop_assert_eq!(n, i as u64 + 1);
+            prop_assert_eq!(&l, &ls[i]);
+        }
+    }
+
+    #[test]
+    fn any_text_parses_or_fails_without_panicking(s in "\\PC{0,40}") {
+        let _ = parse_line(&s, Precision::Seconds, 0);
+    }
+}

@@ -1,0 +1,39 @@
+//! Request bodies: gzip (`Content-Encoding: gzip`) is decompressed, and no
+//! body grows past `--max-body-mb` once decompressed (413).
+
+use std::io::Read;
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+
+/// The body, decompressed, or the answer that refuses it.
+pub(crate) fn decode(headers: &HeaderMap, body: Bytes, max: usize) -> Result<Vec<u8>, Response> {
+    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("identity").trim().to_ascii_lowercase();
+    let too_large = || {
+        super::error(StatusCode::PAYLOAD_TOO_LARGE, "request too large", &format!("the body is larger than {max} bytes (--max-body-mb)"))
+    };
+    match encoding.as_str() {
+        "" | "identity" => {
+            if body.len() > max {
+                return Err(too_large());
+            }
+            Ok(body.to_vec())
+        }
+        "gzip" | "x-gzip" => {
+            let mut out = Vec::with_capacity(body.len() * 4);
+            let mut d = flate2::read::MultiGzDecoder::new(&body[..]).take(max as u64 + 1);
+            d.read_to_end(&mut out)
+                .map_err(|e| super::error(StatusCode::BAD_REQUEST, "invalid", &format!("the gzip body does not decompress: {e}")))?;
+            if out.len() > max {
+                return Err(too_large());
+            }
+            Ok(out)
+        }
+        other => Err(super::error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid",
+            &format!("Content-Encoding {other:?} is not supported: send identity or gzip"),
+        )),
+    }
+}

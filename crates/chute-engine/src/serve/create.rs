@@ -1,0 +1,105 @@
+//! `--create-tables`: a new measurement gets a table partitioned by time
+//! (`--interval`, through the partition manager like `chute partition
+//! create`: the policy is kept in `chute.partition_config`, partitions are
+//! made just in time), its tags as text columns and its fields typed from
+//! the line protocol; a new tag or field adds a column (`ALTER TABLE … ADD
+//! COLUMN IF NOT EXISTS`, under `lock_timeout`, retried while writers hold
+//! the table).
+
+use std::time::Duration;
+
+use chute_core::ident::{QualifiedName, quote_ident};
+use chute_core::parse::lineproto::FieldType;
+use chute_core::partman::interval::Span;
+use chute_core::partman::{KeyType, Policy};
+
+use super::ServeConfig;
+use super::catalog::LaneError;
+use crate::exec::ExecSettings;
+use crate::partman::{CreateRequest, PartitionManager};
+
+/// A column a request needs: a tag (text) or a field of its type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wanted {
+    Tag,
+    Field(FieldType),
+}
+
+impl Wanted {
+    fn sql_type(&self) -> &'static str {
+        match self {
+            Wanted::Tag => "text",
+            Wanted::Field(t) => t.sql_type(),
+        }
+    }
+}
+
+/// Makes `table` (and its schema) for a measurement with these columns.
+pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, columns: &[(String, Wanted)]) -> Result<(), LaneError> {
+    let settings = ExecSettings { lock_timeout: config.lock_timeout, retry_for: config.retry_for.min(Duration::from_secs(60)) };
+    let mut mgr = PartitionManager::connect(&config.target, settings).await.map_err(|e| LaneError::Unreachable(e.to_string()))?;
+    if let Some(schema) = &table.schema {
+        mgr.client()
+            .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)))
+            .await
+            .map_err(|e| LaneError::Sql(format!("creating schema {schema}: {e}")))?;
+    }
+    let mut defs = vec!["time timestamptz NOT NULL".to_owned()];
+    defs.extend(columns.iter().map(|(name, w)| format!("{} {}", quote_ident(name), w.sql_type())));
+    let interval = Span::parse(&config.interval).map_err(|e| LaneError::Sql(format!("--interval: {e}")))?;
+    let policy = Policy {
+        parent: table.clone(),
+        key: "time".into(),
+        key_type: KeyType::Timestamptz,
+        interval,
+        premake: 4,
+        start: None,
+        max_future: None,
+        retention: None,
+        tz: "UTC".into(),
+        hash: None,
+        unlogged: false,
+        default_partition: false,
+    };
+    let req = CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
+    let now = crate::clock::now_micros();
+    match mgr.create(req, now, false, &mut |_, _, _| {}).await {
+        Ok(_) => {
+            eprintln!("chute serve: created {table}, partitioned by time every {}", config.interval);
+            Ok(())
+        }
+        // Another request (or another chute) made it meanwhile: use it.
+        Err(_) if super::catalog::read_columns(config, table).await.is_ok() => Ok(()),
+        Err(e) => Err(LaneError::Sql(format!("cannot create {table}: {e}"))),
+    }
+}
+
+/// Adds the columns `table` lacks.
+pub(crate) async fn add_columns(config: &ServeConfig, table: &QualifiedName, columns: &[(String, Wanted)]) -> Result<(), LaneError> {
+    let client = config.target.connect().await.map_err(|e| LaneError::Unreachable(e.to_string()))?;
+    let adds: Vec<String> =
+        columns.iter().map(|(name, w)| format!("ADD COLUMN IF NOT EXISTS {} {}", quote_ident(name), w.sql_type())).collect();
+    let sql = format!(
+        "SET lock_timeout = '{}ms'; ALTER TABLE {} {}; RESET lock_timeout",
+        config.lock_timeout.as_millis().max(1),
+        table.quoted(),
+        adds.join(", ")
+    );
+    let began = std::time::Instant::now();
+    loop {
+        match client.batch_execute(&sql).await {
+            Ok(()) => {
+                let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
+                eprintln!("chute serve: added to {table}: {}", names.join(", "));
+                return Ok(());
+            }
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) && began.elapsed() < config.retry_for => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) if crate::retry::connection_lost(&e) => return Err(LaneError::Unreachable(e.to_string())),
+            Err(e) => {
+                return Err(LaneError::Sql(format!("cannot add columns to {table}: {}", crate::error::SqlError::new("ALTER TABLE", e))));
+            }
+        }
+    }
+}

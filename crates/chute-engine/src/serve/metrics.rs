@@ -1,0 +1,76 @@
+//! `GET /metrics`: Prometheus text from the `metrics` crate's recorder.
+//!
+//! Per table: rows and bytes received, rows committed and rejected, bytes
+//! of binary COPY sent, COPY batches, partitions created and loads started
+//! again after failing; for the service: requests by endpoint and status,
+//! acknowledgement latency (request received → every row committed), the
+//! bytes of requests in flight (the memory budget's use) and the requests
+//! waiting for their rows to commit.
+
+use std::sync::OnceLock;
+
+use ::metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::load::LoadStats;
+
+pub(crate) struct Metrics {
+    handle: Option<PrometheusHandle>,
+}
+
+/// The process's recorder: installed once (a second service in the same
+/// process shares it).
+fn handle() -> Option<PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let buckets = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0];
+            PrometheusBuilder::new().set_buckets(&buckets).ok()?.install_recorder().ok()
+        })
+        .clone()
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Metrics {
+        Metrics { handle: handle() }
+    }
+
+    pub(crate) fn render(&self) -> String {
+        self.handle.as_ref().map(|h| h.render()).unwrap_or_default()
+    }
+
+    pub(crate) fn received(&self, table: &str, rows: u64, bytes: u64) {
+        counter!("chute_rows_received_total", "table" => table.to_owned()).increment(rows);
+        counter!("chute_bytes_received_total", "table" => table.to_owned()).increment(bytes);
+    }
+
+    pub(crate) fn rejected(&self, table: &str, rows: u64) {
+        counter!("chute_rows_rejected_total", "table" => table.to_owned()).increment(rows);
+    }
+
+    pub(crate) fn request(&self, endpoint: &'static str, status: u16, seconds: f64) {
+        counter!("chute_requests_total", "endpoint" => endpoint, "status" => status.to_string()).increment(1);
+        if status < 300 || status == 400 {
+            histogram!("chute_ack_latency_seconds", "endpoint" => endpoint).record(seconds);
+        }
+    }
+
+    pub(crate) fn in_flight(&self, bytes: usize, requests: usize) {
+        gauge!("chute_memory_in_flight_bytes").set(bytes as f64);
+        gauge!("chute_requests_waiting").set(requests as f64);
+    }
+
+    pub(crate) fn lane_failed(&self, table: &str) {
+        counter!("chute_load_restarts_total", "table" => table.to_owned()).increment(1);
+    }
+
+    /// A lane's load reported: the differences since its last report.
+    pub(crate) fn lane_progress(&self, table: &str, last: &LoadStats, now: &LoadStats) {
+        let d = |a: u64, b: u64| b.saturating_sub(a);
+        counter!("chute_rows_committed_total", "table" => table.to_owned()).increment(d(last.rows_loaded, now.rows_loaded));
+        counter!("chute_copy_bytes_sent_total", "table" => table.to_owned()).increment(d(last.bytes_sent, now.bytes_sent));
+        counter!("chute_copy_batches_total", "table" => table.to_owned()).increment(d(last.batches, now.batches));
+        counter!("chute_partitions_created_total", "table" => table.to_owned())
+            .increment(d(last.partitions_created as u64, now.partitions_created as u64));
+    }
+}

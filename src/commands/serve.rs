@@ -1,0 +1,74 @@
+//! `chute serve`: the HTTP ingest service (InfluxDB line protocol, CSV,
+//! JSON Lines) on the load engine.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use anyhow::Context;
+use chute_core::partman::policy::parse_duration;
+use chute_engine::serve::{ServeConfig, serve};
+
+use crate::Outcome;
+use crate::args::{ConnArgs, ServeArgs};
+use crate::settings;
+
+pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
+    let listen: SocketAddr = a.listen.parse().with_context(|| format!("--listen {:?}: expected ADDRESS:PORT", a.listen))?;
+    anyhow::ensure!(
+        listen.ip().is_loopback() || a.insecure_listen,
+        "--listen {listen}: plain HTTP is allowed only on a loopback address; add --insecure-listen to serve it on {} anyway",
+        listen.ip()
+    );
+    anyhow::ensure!(a.workers >= 1 && a.parse_threads >= 1, "--workers and --parse-threads must be at least 1");
+    anyhow::ensure!(
+        a.batch_mb >= 1 && a.memory_mb >= 8 && a.max_body_mb >= 1,
+        "--batch-mb and --max-body-mb must be at least 1, --memory-mb at least 8"
+    );
+    let tokens = match &a.token_file {
+        None => Vec::new(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --token-file {}", path.display()))?;
+            let tokens: Vec<String> =
+                text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned).collect();
+            anyhow::ensure!(!tokens.is_empty(), "--token-file {} holds no token (one a line)", path.display());
+            tokens
+        }
+    };
+    let mut config = ServeConfig::new(settings::target(conn)?, listen);
+    config.schema = a.schema.clone();
+    config.tokens = tokens;
+    config.workers = a.workers;
+    config.parse_threads = a.parse_threads;
+    config.batch_bytes = a.batch_mb << 20;
+    config.max_delay = parse_duration(&a.max_delay).context("--max-delay")?;
+    config.memory_budget = a.memory_mb << 20;
+    config.max_body = a.max_body_mb << 20;
+    config.request_timeout = parse_duration(&a.request_timeout).context("--request-timeout")?;
+    config.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
+    config.no_create_partitions = a.no_create_partitions;
+    settings::check_interval("--interval", &a.interval)?;
+    config.create_tables = a.create_tables;
+    config.interval = a.interval.clone();
+    config.lock_timeout = parse_duration(&a.lock_timeout).context("--lock-timeout")?;
+
+    // SIGTERM or Ctrl-C: stop accepting, answer what is in flight once committed.
+    let signal = Arc::new(AtomicU8::new(0));
+    let shutdown = {
+        let signal = signal.clone();
+        async move {
+            let code = tokio::select! {
+                _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
+                _ = super::partition::sigterm() => Outcome::Terminated,
+            };
+            signal.store(code as u8, Ordering::SeqCst);
+            eprintln!("chute serve: stopping: no new requests; answering those in flight once their rows are committed");
+        }
+    };
+    serve(config, shutdown, |addr| eprintln!("chute serve: listening on http://{addr}")).await?;
+    Ok(match signal.load(Ordering::SeqCst) {
+        130 => Outcome::Interrupted,
+        143 => Outcome::Terminated,
+        _ => Outcome::Ok,
+    })
+}

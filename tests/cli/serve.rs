@@ -1,0 +1,303 @@
+//! `chute serve` against a real server, spoken to over HTTP: line protocol
+//! (v1 and v2, gzip), CSV and JSON Lines, bad lines next to good ones,
+//! tokens, health, readiness, metrics, and SIGTERM.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chute_testkit::shared;
+
+use crate::common::{chute, create_time_partitioned, open_tempdir};
+
+/// A running `chute serve` on a free loopback port.
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    pub fn start(url: &str, extra: &[&str]) -> Server {
+        let mut child = chute()
+            .args(["--url", url, "serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if let Some(addr) = line.strip_prefix("chute serve: listening on ") {
+                        let _ = tx.send(addr.to_owned());
+                    }
+                    log.lock().unwrap().push_str(&(line + "\n"));
+                }
+            });
+        }
+        let base =
+            rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("chute serve did not start:\n{}", log.lock().unwrap()));
+        Server { child, base, log }
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, then the exit code.
+    pub fn terminate(mut self) -> (Option<i32>, String) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        (status.code(), self.log())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(120))).build().into()
+}
+
+/// POSTs `body` with `headers`: (status, body).
+pub fn post(url: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let mut req = agent().post(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let mut resp = req.send(body).unwrap_or_else(|e| panic!("POST {url}: {e}"));
+    let status = resp.status().as_u16();
+    (status, resp.body_mut().read_to_string().unwrap_or_default())
+}
+
+pub fn get(url: &str) -> (u16, String) {
+    let mut resp = agent().get(url).call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = resp.status().as_u16();
+    (status, resp.body_mut().read_to_string().unwrap_or_default())
+}
+
+pub fn gzip(b: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+const CPU: &str = "time timestamptz not null, host text, region text, usage float8, count bigint, big numeric, ok boolean, msg text";
+
+#[tokio::test]
+async fn line_protocol_v1_and_v2_land_in_an_existing_partitioned_table() {
+    let db = shared().fresh_db("serve_lp").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
+    let s = Server::start(&url, &[]);
+
+    // v1, seconds; tags and fields in any order; a comment and a blank line.
+    let body = "# from a device\ncpu,host=a,region=eu usage=0.5,count=3i,ok=t 1700000000\n\ncpu,region=us\\ west,host=b msg=\"say \\\"hi\\\"\",usage=1 1700000001\n";
+    let (status, text) = post(&format!("{}/write?db=public&precision=s", s.base), &[], body.as_bytes());
+    assert_eq!(status, 204, "{text}\n{}", s.log());
+    // v2, milliseconds, gzip; an unsigned field into numeric.
+    let body = "cpu,host=c usage=-2.5e3,big=18446744073709551615u,ok=false 1700000002123\n";
+    let (status, text) = post(
+        &format!("{}/api/v2/write?bucket=public&org=x&precision=ms", s.base),
+        &[("Content-Encoding", "gzip"), ("Authorization", "Token ignored-without-token-file")],
+        &gzip(body.as_bytes()),
+    );
+    assert_eq!(status, 204, "{text}\n{}", s.log());
+    // Nanoseconds (the default): rounded to PostgreSQL's microseconds.
+    let (status, text) = post(&format!("{}/api/v2/write?bucket=public", s.base), &[], b"cpu,host=d count=-7i 1700000003000001499\n");
+    assert_eq!(status, 204, "{text}");
+
+    // Answered only after commit: the rows are there now.
+    let c = db.client().await;
+    let rows = c
+        .query(
+            "SELECT to_char(time AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), host, region, usage, count, big::text, ok, msg \
+             FROM cpu ORDER BY time",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+                r.get::<_, String>(0),
+                r.get::<_, Option<String>>(1),
+                r.get::<_, Option<String>>(2),
+                r.get::<_, Option<f64>>(3),
+                r.get::<_, Option<i64>>(4),
+                r.get::<_, Option<String>>(5),
+                r.get::<_, Option<bool>>(6),
+                r.get::<_, Option<String>>(7)
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            r#"2023-11-14 22:13:20.000000|Some("a")|Some("eu")|Some(0.5)|Some(3)|None|Some(true)|None"#,
+            r#"2023-11-14 22:13:21.000000|Some("b")|Some("us west")|Some(1.0)|None|None|None|Some("say \"hi\"")"#,
+            r#"2023-11-14 22:13:22.123000|Some("c")|None|Some(-2500.0)|None|Some("18446744073709551615")|Some(false)|None"#,
+            r#"2023-11-14 22:13:23.000001|Some("d")|None|None|Some(-7)|None|None|None"#,
+        ]
+    );
+    // Straight into a leaf: the parent holds no row of its own.
+    let n: i64 = c.query_one("SELECT count(*) FROM ONLY cpu", &[]).await.unwrap().get(0);
+    assert_eq!(n, 0);
+    let (code, log) = s.terminate();
+    assert_eq!(code, Some(143), "{log}");
+}
+
+#[tokio::test]
+async fn bad_lines_get_400_naming_each_line_and_the_good_lines_are_committed() {
+    let db = shared().fresh_db("serve_bad").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
+    let s = Server::start(&url, &[]);
+    let body = [
+        "cpu,host=a usage=1 1700000000000000000",            // 1 good
+        "cpu,host=b\\ usage=2 1700000000000000000",          // 2 a backslash escapes the space: no field set
+        "cpu,host=c usage=3i 1700000000000000000",           // 3 usage was a float in line 1
+        "cpu,host=d usage=4 99999999999999999999",           // 4 timestamp out of range
+        "cpu,host=e",                                        // 5 no field set
+        "cpu,host=f nosuch=1 1700000000000000000",           // 6 no such column
+        "cpu,host=g count=1.5 1700000000000000000",          // 7 a float into bigint
+        "nosuchtable,host=h usage=1 1700000000000000000",    // 8 no such table
+        "cpu,host=i msg=\"unterminated 1700000000000000000", // 9 no closing quote
+        "cpu,host=z usage=9 1700000000000000001",            // 10 good
+    ]
+    .join("\n");
+    let (status, text) = post(&format!("{}/write?db=public", s.base), &[], body.as_bytes());
+    assert_eq!(status, 400, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let lines: Vec<u64> = v["rejected"].as_array().unwrap().iter().map(|r| r["line"].as_u64().unwrap()).collect();
+    assert_eq!(lines, vec![2, 3, 4, 5, 6, 7, 8, 9], "{text}");
+    let reason =
+        |line: u64| v["rejected"].as_array().unwrap().iter().find(|r| r["line"] == line).unwrap()["reason"].as_str().unwrap().to_owned();
+    assert!(reason(3).contains("a float in line 1"), "{text}");
+    assert!(reason(4).contains("out of range"), "{text}");
+    assert!(reason(5).contains("field set is missing"), "{text}");
+    assert!(reason(6).contains("no column \"nosuch\""), "{text}");
+    assert!(reason(7).contains("column \"count\""), "{text}");
+    assert!(reason(8).contains("does not exist"), "{text}");
+    assert!(reason(9).contains("closing quote"), "{text}");
+    assert!(v["message"].as_str().unwrap().starts_with("partial write: 8 of 10 lines rejected"), "{text}");
+    assert!(v["error"].is_string(), "v1 clients read error");
+    assert_eq!(v["rows_committed"], 2);
+    let c = db.client().await;
+    let hosts: Vec<String> = c.query("SELECT host FROM cpu ORDER BY time", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(hosts, vec!["a", "z"]);
+
+    // A value the server refuses (out of the numeric's range) is named too.
+    c.batch_execute("CREATE TABLE small (time timestamptz not null, v numeric(3,0)) PARTITION BY RANGE (time)").await.unwrap();
+    c.batch_execute("CREATE TABLE small_all PARTITION OF small FOR VALUES FROM (MINVALUE) TO (MAXVALUE)").await.unwrap();
+    let (status, text) = post(&format!("{}/write?db=public", s.base), &[], b"small v=1 1\nsmall v=12345 2\nsmall v=3 3\n");
+    assert_eq!(status, 400, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["line"], 2, "{text}");
+    assert_eq!(v["rows_committed"], 2, "{text}");
+    // A bad precision is refused before anything is read.
+    let (status, text) = post(&format!("{}/write?db=public&precision=d", s.base), &[], b"cpu usage=1\n");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("ns, us, ms or s"), "{text}");
+}
+
+#[tokio::test]
+async fn csv_and_json_lines_into_a_table_like_chute_load() {
+    let db = shared().fresh_db("serve_tables").await;
+    let url = db.url();
+    create_time_partitioned(&url, "m", "time timestamptz not null, dev int, v float8", "1 day", &[]);
+    let s = Server::start(&url, &["--schema", "public"]);
+    let csv = "time,dev,v\n2024-01-01 00:00:00+00,1,0.5\n2024-01-02 00:00:00+00,2,oops\n2024-01-03 00:00:00+00,3,1.5\n";
+    let (status, text) = post(&format!("{}/v1/tables/m?header=true", s.base), &[("Content-Type", "text/csv")], csv.as_bytes());
+    assert_eq!(status, 400, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["line"], 3, "the body's own line number: {text}");
+    let ndjson = "{\"time\":\"2024-01-04T00:00:00Z\",\"dev\":4,\"v\":2.5}\n{\"time\":\"2024-01-05T00:00:00Z\",\"dev\":5,\"v\":null}";
+    let (status, text) = post(
+        &format!("{}/v1/tables/m", s.base),
+        &[("Content-Type", "application/x-ndjson"), ("Content-Encoding", "gzip")],
+        &gzip(ndjson.as_bytes()),
+    );
+    assert_eq!(status, 204, "{text}");
+    let c = db.client().await;
+    let devs: Vec<i32> = c.query("SELECT dev FROM m ORDER BY time", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(devs, vec![1, 3, 4, 5]);
+    let (status, text) = post(&format!("{}/v1/tables/nosuch", s.base), &[("Content-Type", "text/csv")], b"1,2\n");
+    assert_eq!(status, 404, "{text}");
+    assert!(text.contains("does not exist"), "{text}");
+}
+
+#[tokio::test]
+async fn tokens_health_readiness_and_metrics() {
+    let db = shared().fresh_db("serve_ops").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
+    let dir = open_tempdir();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "# tokens\ns3cret-token\n").unwrap();
+    let s = Server::start(&url, &["--token-file", tokens.to_str().unwrap()]);
+    let write = format!("{}/api/v2/write?bucket=public", s.base);
+    let (status, text) = post(&write, &[], b"cpu usage=1 1\n");
+    assert_eq!(status, 401, "{text}");
+    let (status, _) = post(&write, &[("Authorization", "Token wrong")], b"cpu usage=1 1\n");
+    assert_eq!(status, 401);
+    let (status, text) = post(&write, &[("Authorization", "Token s3cret-token")], b"cpu usage=1 1\n");
+    assert_eq!(status, 204, "{text}");
+    let (status, text) = post(&format!("{}/write?db=public&u=me&p=s3cret-token", s.base), &[], b"cpu usage=2 2\n");
+    assert_eq!(status, 204, "{text}");
+    assert!(!s.log().contains("s3cret"), "a token was logged:\n{}", s.log());
+    assert_eq!(get(&format!("{}/health", s.base)).0, 200);
+    assert_eq!(get(&format!("{}/ready", s.base)).0, 200);
+    let (status, text) = get(&format!("{}/metrics", s.base));
+    assert_eq!(status, 200);
+    assert!(text.contains("chute_rows_received_total{table=\"public.cpu\"} 2"), "{text}");
+    assert!(text.contains("chute_ack_latency_seconds_bucket"), "{text}");
+    // Plain HTTP beyond loopback needs saying so.
+    let out = chute().args(["--url", &url, "serve", "--listen", "0.0.0.0:0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--insecure-listen"));
+}
+
+#[tokio::test]
+async fn sigterm_answers_requests_in_flight_then_exits_143() {
+    let db = shared().fresh_db("serve_term").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
+    // A long --max-delay: requests wait for it, and SIGTERM arrives meanwhile.
+    let s = Server::start(&url, &["--max-delay", "3s"]);
+    let write = format!("{}/write?db=public", s.base);
+    let clients: Vec<_> = (0..8)
+        .map(|i| {
+            let write = write.clone();
+            std::thread::spawn(move || {
+                post(&write, &[], format!("cpu,host=h{i} usage={i} {}\n", 1_700_000_000_000_000_000i64 + i).as_bytes())
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    let began = Instant::now();
+    let (code, log) = s.terminate();
+    assert_eq!(code, Some(143), "{log}");
+    for c in clients {
+        let (status, text) = c.join().unwrap();
+        assert_eq!(status, 204, "{text}\n{log}");
+    }
+    assert!(began.elapsed() < Duration::from_secs(30));
+    let c = db.client().await;
+    let n: i64 = c.query_one("SELECT count(*) FROM cpu", &[]).await.unwrap().get(0);
+    assert_eq!(n, 8, "every answered request is committed");
+}
