@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod clock;
+pub mod cluster;
 pub mod connect;
 pub mod demo;
 pub mod doctor;
