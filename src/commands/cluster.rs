@@ -83,7 +83,7 @@ pub struct SyncArgs {
 async fn coordinator(conn: &ConnArgs, url: &Option<String>) -> anyhow::Result<cluster::Client> {
     let conn = ConnArgs { url: url.clone().or_else(|| conn.url.clone()), data_dir: conn.data_dir.clone() };
     let opts = settings::target(&conn)?;
-    Ok(opts.connect().await.with_context(|| format!("connecting to the coordinator {}", opts.display_url()))?)
+    opts.connect().await.with_context(|| format!("connecting to the coordinator {}", opts.display_url()))
 }
 
 pub async fn run(conn: &ConnArgs, cmd: ClusterCommand) -> anyhow::Result<Outcome> {
@@ -156,7 +156,12 @@ async fn status(client: &cluster::Client, json: bool) -> anyhow::Result<Outcome>
                 println!("             {} prepared transaction(s) left by chute: run chute cluster recover", n.prepared);
             }
         }
-        println!("total        {} rows, {} bytes{}", st.rows, st.bytes, st.skew.map(|s| format!(", skew {s:.2} (fullest node / mean)")).unwrap_or_default());
+        println!(
+            "total        {} rows, {} bytes{}",
+            st.rows,
+            st.bytes,
+            st.skew.map(|s| format!(", skew {s:.2} (fullest node / mean)")).unwrap_or_default()
+        );
         if st.drift.is_empty() {
             println!("ddl          no drift");
         } else {

@@ -109,7 +109,10 @@ async fn node_counts(s: &Setup) -> Vec<std::collections::BTreeMap<String, i64>> 
     for i in 0..3 {
         let c = s.node(i).await;
         let tables = c
-            .query("SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' ORDER BY 1", &[])
+            .query(
+                "SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' ORDER BY 1",
+                &[],
+            )
             .await
             .unwrap();
         let mut m = std::collections::BTreeMap::new();
@@ -224,10 +227,9 @@ async fn bad_nodes_are_refused_with_the_reason_and_no_password() {
     let s = Setup::start().await;
     // Unreachable: a port nothing listens on, with a password in the URL.
     let (_, err) = run_expect(
-        chute().args(["cluster", "init", "--coordinator", &s.url, "--node", &format!("n1={}", s.node_url(0))]).args([
-            "--node",
-            &format!("n2=postgresql://chute_node:{PASSWORD}@/postgres?host=/nonexistent&port=1"),
-        ]),
+        chute()
+            .args(["cluster", "init", "--coordinator", &s.url, "--node", &format!("n1={}", s.node_url(0))])
+            .args(["--node", &format!("n2=postgresql://chute_node:{PASSWORD}@/postgres?host=/nonexistent&port=1")]),
         2,
     );
     assert!(err.contains("node n2") && err.contains("not reachable"), "{err}");
@@ -289,18 +291,22 @@ async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
     loop {
         let n = count(&c, "SELECT count(*) FROM chute.nodes").await;
         assert_eq!(n, 3);
-        let some = count(&s.node(1).await, "SELECT coalesce(sum(n_tup_ins), 0)::int8 FROM pg_stat_user_tables WHERE schemaname = 'public'").await;
+        let some =
+            count(&s.node(1).await, "SELECT coalesce(sum(n_tup_ins), 0)::int8 FROM pg_stat_user_tables WHERE schemaname = 'public'").await;
         if some > 0 || started.elapsed() > Duration::from_secs(60) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    s.nodes[1].cluster.stop(StopMode::Immediate).unwrap();
+    // Fast, not immediate: the test servers run with fsync and synchronous_commit
+    // off, so a crash could lose commits they already acknowledged.
+    s.nodes[1].cluster.stop(StopMode::Fast).unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     s.nodes[1].cluster.start().unwrap();
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("retrying"), "the node was not stopped while the load ran: {err}");
     assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64, "{err}");
     let counts = node_counts(&s).await;
     assert_eq!(counts.iter().flat_map(|m| m.values()).sum::<i64>(), rows as i64);

@@ -101,9 +101,7 @@ pub async fn run_plan(
             Some(node) => {
                 if !nodes.contains_key(node) {
                     let node_error = |message: String| ExecError::Node { index: i + 1, description: step.description.clone(), message };
-                    let opts = crate::cluster::node_options(client, node, &crate::connect::ProcessEnv)
-                        .await
-                        .map_err(|e| node_error(e.to_string()))?;
+                    let opts = crate::node_conn::node_options(client, node, &crate::connect::ProcessEnv).await.map_err(node_error)?;
                     let c = crate::retry::connect(&opts, settings.retry_for.min(Duration::from_secs(60)), |_| {})
                         .await
                         .map_err(|e| node_error(format!("data node {node} ({}) is not reachable: {e}", opts.display_url())))?;

@@ -14,6 +14,7 @@ pub mod layout;
 pub mod load;
 pub mod local;
 pub mod migrate;
+mod node_conn;
 pub mod partman;
 mod privilege;
 pub mod retention;

@@ -197,7 +197,9 @@ impl PartitionManager {
         let mut snap = snap;
         if policy.distribution.is_some() && snap.remote.is_none() {
             snap.remote = Some(match (&existing, &info_oid) {
-                (Existing::Missing { definition: TableSource::Columns(c) }, _) => chute_core::partman::RemoteDdl { columns: c.clone(), indexes: vec![] },
+                (Existing::Missing { definition: TableSource::Columns(c) }, _) => {
+                    chute_core::partman::RemoteDdl { columns: c.clone(), indexes: vec![] }
+                }
                 (_, Some(oid)) => crate::cluster::remote_ddl(&self.client, *oid).await?,
                 _ => {
                     return Err(PartmanError::Refused(

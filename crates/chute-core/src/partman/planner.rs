@@ -331,7 +331,12 @@ fn after_detach(policy: &Policy, name: &QualifiedName) -> Plan {
     let Some(r) = &policy.retention else { return plan };
     match (r.mode, &r.schema) {
         (RetentionMode::Drop, _) => {
-            plan.push(StepKind::DropPartition { name: name.clone() }, format!("drop {name}"), vec![format!("DROP TABLE {}", name.quoted())], true);
+            plan.push(
+                StepKind::DropPartition { name: name.clone() },
+                format!("drop {name}"),
+                vec![format!("DROP TABLE {}", name.quoted())],
+                true,
+            );
             if let (Some(d), Some(h)) = (&policy.distribution, &policy.hash) {
                 for r in 0..h.modulus {
                     let Ok(child) = hash_child_name(&name.name, r) else { continue };

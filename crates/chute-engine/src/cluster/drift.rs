@@ -37,14 +37,14 @@ async fn parent_shape(coordinator: &Client, root: u32) -> Result<(Vec<(String, S
 /// Every drift between distributed parents and their shards. A node that
 /// cannot be reached is left out here (status reports it).
 pub async fn detect(coordinator: &Client, env: &(dyn Env + Sync)) -> Result<Vec<Drift>, ClusterError> {
-    let shards = super::status::shards(coordinator).await?;
+    let shards = super::shards::shards(coordinator).await?;
     if shards.is_empty() {
         return Ok(Vec::new());
     }
     let mut shapes = HashMap::new();
     for s in &shards {
-        if !shapes.contains_key(&s.root) {
-            shapes.insert(s.root, parent_shape(coordinator, s.root).await?);
+        if let std::collections::hash_map::Entry::Vacant(e) = shapes.entry(s.root) {
+            e.insert(parent_shape(coordinator, s.root).await?);
         }
     }
     let mut out = Vec::new();

@@ -23,6 +23,7 @@ use crate::connect::{Endpoint, Env};
 use crate::{ConnectError, ConnectOptions};
 
 mod drift;
+mod shards;
 mod status;
 
 pub use drift::{Drift, detect as detect_drift, sync as sync_ddl};
@@ -39,7 +40,7 @@ const NODES_SQL: &str = "CREATE TABLE IF NOT EXISTS chute.nodes (
 pub enum ClusterError {
     #[error("{0}")]
     Refused(String),
-    #[error("{context}: {}", crate::exec::describe(source))]
+    #[error("{context}: {}", crate::error::describe(source))]
     Sql { context: String, source: tokio_postgres::Error },
     #[error("{0}")]
     Connect(#[from] ConnectError),
@@ -127,12 +128,18 @@ pub async fn ensure_schema(client: &Client) -> Result<(), ClusterError> {
 
 /// The nodes recorded on the coordinator, by name (none before `cluster init`).
 pub async fn nodes(client: &Client) -> Result<Vec<Node>, ClusterError> {
-    let exists: bool =
-        client.query_one("SELECT to_regclass('chute.nodes') IS NOT NULL", &[]).await.map_err(ClusterError::sql("reading chute.nodes"))?.get(0);
+    let exists: bool = client
+        .query_one("SELECT to_regclass('chute.nodes') IS NOT NULL", &[])
+        .await
+        .map_err(ClusterError::sql("reading chute.nodes"))?
+        .get(0);
     if !exists {
         return Ok(Vec::new());
     }
-    let rows = client.query("SELECT name, url, server FROM chute.nodes ORDER BY name", &[]).await.map_err(ClusterError::sql("reading chute.nodes"))?;
+    let rows = client
+        .query("SELECT name, url, server FROM chute.nodes ORDER BY name", &[])
+        .await
+        .map_err(ClusterError::sql("reading chute.nodes"))?;
     Ok(rows.iter().map(|r| Node { name: r.get(0), url: r.get(1), server: r.get(2) }).collect())
 }
 
@@ -182,7 +189,7 @@ pub async fn add_nodes(coordinator: &Client, specs: &[NodeSpec], env: &(dyn Env 
     coordinator.batch_execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw").await.map_err(|e| {
         ClusterError::Refused(format!(
             "cannot create the extension postgres_fdw on the coordinator ({}): it ships with PostgreSQL's contrib (Debian: in the postgresql-NN package; others: postgresql-contrib) and needs a superuser or a trusted-extension grant",
-            crate::exec::describe(&e)
+            crate::error::describe(&e)
         ))
     })?;
     ensure_schema(coordinator).await?;
@@ -289,27 +296,9 @@ async fn set_user_mapping(client: &Client, server: &str, opts: &ConnectOptions) 
     }
 }
 
-/// How to reach node `name` from here: its URL from `chute.nodes` and the
-/// password of the current user's mapping (or PGPASSWORD / ~/.pgpass).
+/// How to reach node `name` from here (see `crate::node_conn`).
 pub async fn node_options(coordinator: &Client, name: &str, env: &(dyn Env + Sync)) -> Result<ConnectOptions, ClusterError> {
-    let row = coordinator
-        .query_opt("SELECT url, server FROM chute.nodes WHERE name = $1", &[&name])
-        .await
-        .map_err(ClusterError::sql("reading chute.nodes"))?
-        .ok_or_else(|| ClusterError::Refused(format!("no data node named {name}: see chute cluster status")))?;
-    let (url, server): (String, String) = (row.get(0), row.get(1));
-    let password: Option<String> = coordinator
-        .query_opt(
-            "SELECT (SELECT split_part(o, '=', 2) FROM unnest(umoptions) o WHERE o LIKE 'password=%')
-             FROM pg_user_mappings WHERE srvname = $1 AND (usename = current_user OR usename = 'public')
-             ORDER BY usename = 'public' LIMIT 1",
-            &[&server],
-        )
-        .await
-        .map_err(ClusterError::sql("reading the node's user mapping"))?
-        .and_then(|r| r.get(0));
-    let opts = ConnectOptions::resolve(Some(&url), env).map_err(|e| ClusterError::Refused(format!("node {name}: {e}")))?;
-    Ok(opts.with_password(password.filter(|p| !p.is_empty())))
+    crate::node_conn::node_options(coordinator, name, env).await.map_err(ClusterError::Refused)
 }
 
 /// Every node's connection options, by name.

@@ -172,7 +172,12 @@ fn clone_ctx(c: &WorkerCtx) -> WorkerCtx {
 
 /// One server's COPY worker: the single-server sink's commit, with the
 /// answer going back to the batch's aggregator.
-async fn worker(mut client: Client, rx: flume::Receiver<Job>, tx: flume::Sender<CopyOutcome>, ctx: Arc<WorkerCtx>) -> Result<(), LoadError> {
+async fn worker(
+    mut client: Client,
+    rx: flume::Receiver<Job>,
+    tx: flume::Sender<CopyOutcome>,
+    ctx: Arc<WorkerCtx>,
+) -> Result<(), LoadError> {
     while let Ok(job) = rx.recv_async().await {
         let result = super::commit_with_retries(&mut client, &job.batch, &tx, &ctx).await;
         let failed = result.is_err();
