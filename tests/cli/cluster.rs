@@ -313,3 +313,84 @@ async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
     // No row twice: distinct rows equal rows.
     assert_eq!(count(&c, "SELECT count(DISTINCT (time, dev_id, v)) FROM m").await, rows as i64);
 }
+
+#[tokio::test]
+async fn ddl_drift_is_found_before_a_load_and_sync_ddl_fixes_it() {
+    let s = Setup::start().await;
+    s.init();
+    s.distribute("m", "3");
+    let dir = open_tempdir();
+    let file = dir.path().join("m.csv");
+    write_rows(&file, 3000);
+    run_expect(chute().args(["--url", &s.url, "load", "m"]).arg(&file).args(["--columns", "time,dev_id,v"]), 0);
+    let c = s.coordinator().await;
+    // A column and an index added on the coordinator only.
+    c.batch_execute("ALTER TABLE m ADD COLUMN note text; CREATE INDEX ON m (dev_id)").await.unwrap();
+    let (out, _) = run_expect(chute().args(["cluster", "status", "--coordinator", &s.url]), 1);
+    assert!(out.contains("column note is missing") && out.contains("ADD COLUMN IF NOT EXISTS \"note\" text"), "{out}");
+    assert!(out.contains("USING btree (dev_id)"), "{out}");
+    // A load refuses, with the SQL that fixes it.
+    let csv = dir.path().join("n.csv");
+    std::fs::write(&csv, format!("{},1,1.5,hello\n", day(1).strftime("%Y-%m-%d 10:00:00+00"))).unwrap();
+    let (_, err) = run_expect(chute().args(["--url", &s.url, "load", "m"]).arg(&csv).args(["--columns", "time,dev_id,v,note"]), 2);
+    assert!(err.contains("chute cluster sync-ddl") && err.contains("ADD COLUMN IF NOT EXISTS \"note\" text"), "{err}");
+    // --dry-run changes nothing; then sync-ddl fixes every node.
+    let (out, _) = run_expect(chute().args(["cluster", "sync-ddl", "--dry-run", "--coordinator", &s.url]), 0);
+    assert!(out.contains("ADD COLUMN"), "{out}");
+    run_expect(chute().args(["cluster", "status", "--coordinator", &s.url]), 1);
+    run_expect(chute().args(["cluster", "sync-ddl", "--coordinator", &s.url]), 0);
+    let (out, _) = run_expect(chute().args(["cluster", "status", "--coordinator", &s.url]), 0);
+    assert!(out.contains("no drift"), "{out}");
+    run_expect(chute().args(["--url", &s.url, "load", "m"]).arg(&csv).args(["--columns", "time,dev_id,v,note"]), 0);
+    assert_eq!(count(&c, "SELECT count(*) FROM m WHERE note = 'hello'").await, 1);
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, 3001);
+}
+
+#[tokio::test]
+async fn retention_drops_the_remote_tables_too() {
+    let s = Setup::start().await;
+    s.init();
+    run_expect(
+        chute().args([
+            "--url",
+            &s.url,
+            "partition",
+            "create",
+            "r",
+            "--columns",
+            "time timestamptz not null, dev_id int not null, v float8",
+            "--key",
+            "time",
+            "--interval",
+            "1d",
+            "--distribute-by",
+            "dev_id",
+            "--shards",
+            "3",
+            "--retention",
+            "2d",
+            "--start",
+            &day(1).strftime("%Y-%m-%d").to_string(),
+        ]),
+        0,
+    );
+    let old = format!("r_p{}", day(1).strftime("%Y%m%d"));
+    for i in 0..3 {
+        assert_eq!(count(&s.node(i).await, &format!("SELECT count(*) FROM pg_class WHERE relname = '{old}_h{i}'")).await, 1);
+    }
+    // Three days later, the partition of yesterday is past retention.
+    let later = (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(72)).to_string();
+    let (plan, _) = run_expect(chute().args(["--url", &s.url, "partition", "maintain", "--dry-run", "--now", &later]), 0);
+    assert!(plan.contains("(on data node n2): drop public.") || plan.contains("on data node n2"), "{plan}");
+    run_expect(chute().args(["--url", &s.url, "partition", "maintain", "--now", &later]), 0);
+    let c = s.coordinator().await;
+    assert_eq!(count(&c, &format!("SELECT count(*) FROM pg_class WHERE relname LIKE '{old}%'")).await, 0);
+    for i in 0..3 {
+        assert_eq!(
+            count(&s.node(i).await, &format!("SELECT count(*) FROM pg_class WHERE relname LIKE '{old}%'")).await,
+            0,
+            "node {}",
+            i + 1
+        );
+    }
+}

@@ -41,7 +41,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let names: Vec<InputSpec> = spec.inputs.clone();
 
     // Scale-out: the data nodes, when the table has shards on them.
-    let mut distributed = super::sink::nodes::Distributed::detect(&control, &prepared.tables).await?;
+    let mut distributed = super::sink::nodes::Distributed::detect(&control, &prepared.tables, progress).await?;
     // The journal: what earlier runs of this load committed.
     let load_id = load_id_for(&spec, &inputs, &prepared.summary_table);
     let mut resumed = 0;

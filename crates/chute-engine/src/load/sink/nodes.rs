@@ -51,7 +51,11 @@ pub(crate) struct Distributed {
 impl Distributed {
     /// The data nodes when any of `tables` has a leaf on one (`None`: an
     /// ordinary load into one server).
-    pub(crate) async fn detect(control: &Client, tables: &[Arc<crate::load::routing::Routing>]) -> Result<Option<Distributed>, LoadError> {
+    pub(crate) async fn detect(
+        control: &Client,
+        tables: &[Arc<crate::load::routing::Routing>],
+        progress: &mut dyn LoadProgress,
+    ) -> Result<Option<Distributed>, LoadError> {
         let nodes = crate::cluster::all_node_options(control, &crate::connect::ProcessEnv).await.map_err(cluster_error)?;
         if nodes.is_empty() {
             return Ok(None);
@@ -71,6 +75,23 @@ impl Distributed {
             .get(0);
         if !any {
             return Ok(None);
+        }
+        // DDL drift first: a column the nodes lack would fail every COPY.
+        let drift = crate::cluster::detect_drift(control, &crate::connect::ProcessEnv).await.map_err(cluster_error)?;
+        let fixes: Vec<String> = drift.iter().map(|d| format!("on node {}: {};", d.node, d.fix)).collect();
+        if drift.iter().any(|d| !d.problem.starts_with("index")) {
+            let problems: Vec<String> = drift.iter().map(|d| format!("{} on node {}: {}", d.table, d.node, d.problem)).collect();
+            return Err(LoadError::Setup(format!(
+                "the data nodes' tables differ from the coordinator's ({}); nothing was loaded. Run chute cluster sync-ddl, which applies:\n{}",
+                problems.join("; "),
+                fixes.join("\n")
+            )));
+        }
+        if !drift.is_empty() {
+            progress.notice(&format!(
+                "indexes of the coordinator's parent are missing on data nodes (chute cluster sync-ddl makes them): {}",
+                fixes.join(" ")
+            ));
         }
         let nodes = nodes.into_iter().map(|(n, options)| LoadNode { name: n.name, server: n.server, options }).collect();
         Ok(Some(Distributed { nodes, controls: Vec::new() }))
