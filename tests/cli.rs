@@ -9,6 +9,8 @@ mod acks;
 mod basics;
 #[path = "cli/bench.rs"]
 mod bench;
+#[path = "cli/cluster.rs"]
+mod cluster;
 #[path = "cli/conninfo.rs"]
 mod conninfo;
 #[path = "cli/demo.rs"]

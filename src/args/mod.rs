@@ -212,6 +212,11 @@ pub enum Command {
     /// One screen: server, ingestion settings, managed tables, loads in progress.
     #[command(after_help = crate::commands::doctor::STATUS_HELP)]
     Status(crate::commands::status::StatusArgs),
+
+    /// Scale-out: one logical table over several PostgreSQL servers (a
+    /// coordinator and data nodes), loaded with no coordinator in the data path.
+    #[command(subcommand, after_help = crate::commands::CLUSTER_HELP)]
+    Cluster(crate::commands::ClusterCommand),
 }
 
 #[derive(Debug, Args)]

@@ -99,6 +99,14 @@ pub struct PartitionCreateArgs {
     /// Hash sub-partitions under each time partition: COLUMN:N.
     #[arg(long, value_name = "COLUMN:N")]
     pub hash: Option<String>,
+    /// Scale-out: hash-distribute each time partition on this column over
+    /// the data nodes of `chute cluster init` (shards are postgres_fdw
+    /// foreign tables on the coordinator, ordinary tables on the nodes).
+    #[arg(long, value_name = "COLUMN", requires = "shards", conflicts_with = "hash")]
+    pub distribute_by: Option<String>,
+    /// With --distribute-by: hash shards per time partition, placed round-robin on the nodes.
+    #[arg(long, value_name = "N", requires = "distribute_by")]
+    pub shards: Option<u32>,
     /// Create partitions UNLOGGED (fast, not crash-safe, not replicated).
     #[arg(long)]
     pub unlogged: bool,

@@ -1,6 +1,7 @@
 //! One module per subcommand; each returns an [`Outcome`] or an error.
 
 mod bench;
+mod cluster;
 mod demo;
 pub mod doctor;
 mod r#gen;
@@ -14,6 +15,7 @@ pub mod status;
 
 use crate::Outcome;
 use crate::args::{Cli, Command};
+pub use cluster::{CLUSTER_HELP, ClusterCommand};
 
 pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
@@ -28,5 +30,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Simulate(a) => simulate::run(&cli.conn, a).await,
         Command::Doctor(a) => doctor::run(&cli.conn, a).await,
         Command::Status(a) => status::run(&cli.conn, a).await,
+        Command::Cluster(c) => cluster::run(&cli.conn, c).await,
     }
 }

@@ -74,7 +74,10 @@ async fn create(opts: &ConnectOptions, a: PartitionCreateArgs) -> anyhow::Result
             let (col, n) = h.rsplit_once(':').context("--hash takes COLUMN:N, e.g. dev_id:16")?;
             Some(HashSub { column: col.to_owned(), modulus: n.parse().context("--hash takes COLUMN:N with N a whole number")? })
         }
-        None => None,
+        None => match (&a.distribute_by, a.shards) {
+            (Some(col), Some(n)) => Some(HashSub { column: col.clone(), modulus: n }),
+            _ => None,
+        },
     };
     let retention = match &a.retention {
         Some(r) => Some(Retention {
@@ -109,9 +112,16 @@ async fn create(opts: &ConnectOptions, a: PartitionCreateArgs) -> anyhow::Result
         hash,
         unlogged: a.unlogged,
         default_partition: a.default_partition,
+        distribution: None,
     };
     let like = a.like.as_deref().map(table_name).transpose()?;
     let mut mgr = PartitionManager::connect(opts, exec_settings(&a.plan.lock)?).await?;
+    let mut policy = policy;
+    if a.distribute_by.is_some() {
+        let nodes = chute_engine::cluster::nodes(mgr.client()).await?;
+        anyhow::ensure!(!nodes.is_empty(), "--distribute-by needs data nodes: add them first with chute cluster init --node NAME=URL …");
+        policy.distribution = Some(chute_core::partman::Distribution { nodes: nodes.into_iter().map(|n| n.name).collect() });
+    }
     let req = CreateRequest { policy, like, columns: a.columns.clone(), start: a.start.clone() };
     let (policy, plan) = mgr.create(req, now, a.plan.dry_run, &mut step_printer(a.plan.json)).await?;
     report_plan(&policy.parent, &plan, a.plan.dry_run, a.plan.json);

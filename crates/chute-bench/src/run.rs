@@ -348,6 +348,7 @@ impl CellContext<'_> {
             hash: hash.map(|modulus| HashSub { column: w.hash_column.clone(), modulus }),
             unlogged: cell.unlogged,
             default_partition: false,
+            distribution: None,
         };
         let start = w.key_type.literal(w.key_first).map_err(|e| BenchError::Setup(e.to_string()))?;
         let req =

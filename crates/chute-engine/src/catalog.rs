@@ -218,7 +218,11 @@ pub async fn snapshot(client: &Client, info: &TableInfo, policy: &Policy, now: i
         None => None,
     };
     let max_key = newest_key(client, policy, &partitions, default.as_ref(), now).await?;
-    Ok(Snapshot { partitions, default, max_key, grants: info.grants.clone() })
+    let remote = match policy.distribution {
+        Some(_) => Some(crate::cluster::remote_ddl(client, info.oid).await?),
+        None => None,
+    };
+    Ok(Snapshot { partitions, default, max_key, grants: info.grants.clone(), remote })
 }
 
 /// The starts of the intervals that rows in the DEFAULT partition fall in,

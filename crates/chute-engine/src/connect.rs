@@ -388,6 +388,12 @@ impl ConnectOptions {
         ConnectOptions { dbname: dbname.to_owned(), ..self.clone() }
     }
 
+    /// The same server with this password (scale-out: a data node's
+    /// password comes from its `postgres_fdw` user mapping).
+    pub fn with_password(&self, password: Option<String>) -> Self {
+        ConnectOptions { password: password.or_else(|| self.password.clone()), ..self.clone() }
+    }
+
     pub fn has_password(&self) -> bool {
         self.password.is_some()
     }

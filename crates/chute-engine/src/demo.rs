@@ -88,6 +88,7 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
         hash: None,
         unlogged: false,
         default_partition: false,
+        distribution: None,
     };
     let req = CreateRequest {
         policy,

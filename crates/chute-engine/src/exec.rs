@@ -43,6 +43,9 @@ pub enum ExecError {
         "step {index} ({description}) could not get its locks within {waited:?} of retries (lock_timeout {lock_timeout:?}; last error: {last}): a long transaction holds the table; retry later or raise --lock-timeout"
     )]
     LockRetriesExhausted { index: usize, description: String, waited: Duration, lock_timeout: Duration, last: Box<str>, code: &'static str },
+    /// A step on a data node could not reach it (scale-out).
+    #[error("step {index} ({description}): {message}")]
+    Node { index: usize, description: String, message: String },
 }
 
 impl ExecError {
@@ -50,6 +53,7 @@ impl ExecError {
         match self {
             ExecError::Step { source, .. } => source.code().map(|c| c.code()),
             ExecError::LockRetriesExhausted { code, .. } => Some(*code),
+            ExecError::Node { .. } => None,
         }
     }
 }
@@ -88,9 +92,25 @@ pub async fn run_plan(
     settings: ExecSettings,
     mut on_event: impl FnMut(usize, &Step, StepEvent),
 ) -> Result<(), ExecError> {
+    // Data nodes' connections, opened when a step first needs one.
+    let mut nodes: std::collections::HashMap<String, Client> = std::collections::HashMap::new();
     for (i, step) in plan.steps.iter().enumerate() {
         on_event(i, step, StepEvent::Started);
-        run_step(client, i + 1, step, settings, |e| on_event(i, step, e)).await?;
+        match &step.node {
+            None => run_step(client, i + 1, step, settings, |e| on_event(i, step, e)).await?,
+            Some(node) => {
+                if !nodes.contains_key(node) {
+                    let node_error = |message: String| ExecError::Node { index: i + 1, description: step.description.clone(), message };
+                    let opts = crate::node_conn::node_options(client, node, &crate::connect::ProcessEnv).await.map_err(node_error)?;
+                    let c = crate::retry::connect(&opts, settings.retry_for.min(Duration::from_secs(60)), |_| {})
+                        .await
+                        .map_err(|e| node_error(format!("data node {node} ({}) is not reachable: {e}", opts.display_url())))?;
+                    nodes.insert(node.clone(), c);
+                }
+                let c = nodes.get_mut(node).expect("connected above");
+                run_step(c, i + 1, step, settings, |e| on_event(i, step, e)).await?;
+            }
+        }
         on_event(i, step, StepEvent::Done);
     }
     Ok(())

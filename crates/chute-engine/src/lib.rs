@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod clock;
+pub mod cluster;
 pub mod connect;
 pub mod demo;
 pub mod doctor;
@@ -13,6 +14,7 @@ pub mod layout;
 pub mod load;
 pub mod local;
 pub mod migrate;
+mod node_conn;
 pub mod partman;
 mod privilege;
 pub mod retention;

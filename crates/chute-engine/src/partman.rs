@@ -122,6 +122,7 @@ impl PartitionManager {
     async fn resolve_create(&mut self, req: CreateRequest, now: i64) -> Result<(Policy, Existing, Snapshot), PartmanError> {
         let mut policy = req.policy;
         let info = catalog::table_info(&self.client, &policy.parent).await?;
+        let info_oid = info.as_ref().map(|i| i.oid);
         let current_user: String = self.client.query_one("SELECT current_user::text", &[]).await?.get(0);
         let fresh_grants = Grants { owner: current_user.clone(), current_user, acl: vec![] };
         let (existing, snap) = match info {
@@ -193,6 +194,20 @@ impl PartitionManager {
             policy.start = Some(v);
         }
         policy.validate()?;
+        let mut snap = snap;
+        if policy.distribution.is_some() && snap.remote.is_none() {
+            snap.remote = Some(match (&existing, &info_oid) {
+                (Existing::Missing { definition: TableSource::Columns(c) }, _) => {
+                    chute_core::partman::RemoteDdl { columns: c.clone(), indexes: vec![] }
+                }
+                (_, Some(oid)) => crate::cluster::remote_ddl(&self.client, *oid).await?,
+                _ => {
+                    return Err(PartmanError::Refused(
+                        "a distributed table is defined with --columns (its data nodes do not have the --like table)".into(),
+                    ));
+                }
+            });
+        }
         Ok((policy, existing, snap))
     }
 
@@ -507,7 +522,7 @@ pub async fn last_maintained(client: &Client, table: &QualifiedName) -> Result<O
 }
 
 fn empty_snapshot(grants: Grants) -> Snapshot {
-    Snapshot { partitions: vec![], default: None, max_key: None, grants }
+    Snapshot { partitions: vec![], default: None, max_key: None, grants, remote: None }
 }
 
 fn strategy_name(c: char) -> &'static str {

@@ -36,6 +36,7 @@ fn policy(table: &str, interval: &str) -> Policy {
         hash: None,
         unlogged: false,
         default_partition: false,
+        distribution: None,
     }
 }
 

@@ -87,6 +87,7 @@ async fn migrate(
         hash: None,
         unlogged: false,
         default_partition: false,
+        distribution: None,
     };
     let state = state.clone();
     let mut last = String::new();

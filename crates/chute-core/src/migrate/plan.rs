@@ -188,7 +188,7 @@ pub fn plan_swap(
         let last = *starts.last().expect("one start");
         starts.push(policy.interval.next(last, &tz)?);
     }
-    let snap = Snapshot { partitions: vec![], default: None, max_key: None, grants: facts.grants.clone() };
+    let snap = Snapshot { partitions: vec![], default: None, max_key: None, grants: facts.grants.clone(), remote: None };
     let premake = planner::plan_ensure(policy, &snap, &starts)?;
     for s in &premake.steps {
         sql.extend(s.sql.iter().cloned());

@@ -19,6 +19,7 @@ fn policy() -> Policy {
         hash: None,
         unlogged: false,
         default_partition: false,
+        distribution: None,
     }
 }
 

@@ -9,5 +9,5 @@ pub mod policy;
 
 pub use interval::Span;
 pub use plan::{Plan, Step, StepKind};
-pub use planner::{DefaultInfo, Existing, Grants, PartitionInfo, Snapshot, TableSource};
-pub use policy::{HashSub, KeyType, Policy, Retention, RetentionMode};
+pub use planner::{DefaultInfo, Existing, Grants, PartitionInfo, RemoteDdl, Snapshot, TableSource};
+pub use policy::{Distribution, HashSub, KeyType, Policy, Retention, RetentionMode};

@@ -54,6 +54,16 @@ pub enum StepKind {
     Undo {
         table: QualifiedName,
     },
+    /// The table behind a foreign partition, made on its data node.
+    CreateRemote {
+        node: String,
+        name: QualifiedName,
+    },
+    /// The table behind a foreign partition, dropped on its data node.
+    DropRemote {
+        node: String,
+        name: QualifiedName,
+    },
     /// A step of `chute migrate` (see `crate::migrate`); `phase` names it.
     Migrate {
         table: QualifiedName,
@@ -69,6 +79,10 @@ pub struct Step {
     pub sql: Vec<String>,
     /// Run inside BEGIN … COMMIT (all statements or none).
     pub transactional: bool,
+    /// Run on this data node (a name in `chute.nodes`), not on the
+    /// coordinator (scale-out: the remote table behind a foreign partition).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// An ordered list of steps plus notes for the user (things the planner
@@ -85,7 +99,12 @@ impl Plan {
     }
 
     pub fn push(&mut self, kind: StepKind, description: impl Into<String>, sql: Vec<String>, transactional: bool) {
-        self.steps.push(Step { kind, description: description.into(), sql, transactional });
+        self.steps.push(Step { kind, description: description.into(), sql, transactional, node: None });
+    }
+
+    /// A step that runs on data node `node` (see [`Step::node`]).
+    pub fn push_on(&mut self, node: &str, kind: StepKind, description: impl Into<String>, sql: Vec<String>) {
+        self.steps.push(Step { kind, description: description.into(), sql, transactional: true, node: Some(node.to_owned()) });
     }
 
     pub fn extend(&mut self, other: Plan) {
@@ -109,7 +128,10 @@ impl fmt::Display for Plan {
             writeln!(f, "-- nothing to do")?;
         }
         for (i, step) in self.steps.iter().enumerate() {
-            writeln!(f, "-- step {}: {}", i + 1, step.description)?;
+            match &step.node {
+                Some(node) => writeln!(f, "-- step {} (on data node {node}): {}", i + 1, step.description)?,
+                None => writeln!(f, "-- step {}: {}", i + 1, step.description)?,
+            }
             if step.transactional {
                 writeln!(f, "BEGIN;")?;
             }

@@ -47,6 +47,18 @@ pub struct Snapshot {
     /// ahead of the clock).
     pub max_key: Option<i64>,
     pub grants: Grants,
+    /// A distributed table (`Policy::distribution`): what its remote tables are made of.
+    pub remote: Option<RemoteDdl>,
+}
+
+/// How the table behind a foreign partition is made on its data node: the
+/// parent's columns and indexes, as the coordinator's catalog has them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RemoteDdl {
+    /// Column definitions, as in `CREATE TABLE t (…)`.
+    pub columns: String,
+    /// Each index of the parent from `USING` on: `USING btree ("time")`.
+    pub indexes: Vec<String>,
 }
 
 /// Who owns the parent and who may do what on it: copied to each new
@@ -318,12 +330,27 @@ fn after_detach(policy: &Policy, name: &QualifiedName) -> Plan {
     let mut plan = Plan::default();
     let Some(r) = &policy.retention else { return plan };
     match (r.mode, &r.schema) {
-        (RetentionMode::Drop, _) => plan.push(
-            StepKind::DropPartition { name: name.clone() },
-            format!("drop {name}"),
-            vec![format!("DROP TABLE {}", name.quoted())],
-            true,
-        ),
+        (RetentionMode::Drop, _) => {
+            plan.push(
+                StepKind::DropPartition { name: name.clone() },
+                format!("drop {name}"),
+                vec![format!("DROP TABLE {}", name.quoted())],
+                true,
+            );
+            if let (Some(d), Some(h)) = (&policy.distribution, &policy.hash) {
+                for r in 0..h.modulus {
+                    let Ok(child) = hash_child_name(&name.name, r) else { continue };
+                    let child = name.with_name(child);
+                    let node = d.node_of(r);
+                    plan.push_on(
+                        node,
+                        StepKind::DropRemote { node: node.to_owned(), name: child.clone() },
+                        format!("drop {child} on data node {node}"),
+                        vec![format!("DROP TABLE IF EXISTS {}", child.quoted())],
+                    );
+                }
+            }
+        }
         (RetentionMode::Detach, Some(schema)) => plan.push(
             StepKind::MoveToSchema { name: name.clone(), schema: schema.clone() },
             format!("move {name} to schema {schema}"),
@@ -385,7 +412,22 @@ fn create_partition_inner(policy: &Policy, snap: &Snapshot, plan: &mut Plan, fro
     let leaf_unlogged = if policy.hash.is_some() { "" } else { unlogged };
     sql.push(format!("CREATE {leaf_unlogged}TABLE {} (LIKE {} INCLUDING ALL){partitioning}", leaf.quoted(), policy.parent.quoted()));
     sql.extend(grant_sql(&snap.grants, &leaf));
-    if let Some(h) = &policy.hash {
+    if let (Some(h), Some(d)) = (&policy.hash, &policy.distribution) {
+        remote_shards(policy, snap, plan, &leaf, (&lo, &hi))?;
+        for r in 0..h.modulus {
+            let child = leaf.with_name(hash_child_name(&leaf.name, r)?);
+            let schema = child.schema.clone().unwrap_or_else(|| "public".into());
+            sql.push(format!(
+                "CREATE FOREIGN TABLE {} PARTITION OF {} FOR VALUES WITH (MODULUS {}, REMAINDER {r}) SERVER {} OPTIONS (schema_name {}, table_name {})",
+                child.quoted(),
+                leaf.quoted(),
+                h.modulus,
+                quote_ident(&super::policy::server_name(d.node_of(r))),
+                quote_literal(&schema),
+                quote_literal(&child.name)
+            ));
+        }
+    } else if let Some(h) = &policy.hash {
         for r in 0..h.modulus {
             let child = leaf.with_name(hash_child_name(&leaf.name, r)?);
             sql.push(format!(
@@ -417,6 +459,41 @@ fn create_partition_inner(policy: &Policy, snap: &Snapshot, plan: &mut Plan, fro
         sql,
         true,
     );
+    Ok(())
+}
+
+/// Steps on the data nodes: the table behind each shard of `leaf`, with
+/// the parent's columns and indexes and a CHECK of its time bounds (made
+/// with `IF NOT EXISTS`, so a plan interrupted after them runs again).
+fn remote_shards(policy: &Policy, snap: &Snapshot, plan: &mut Plan, leaf: &QualifiedName, (lo, hi): (&str, &str)) -> Result<(), PlanError> {
+    let (Some(h), Some(d)) = (&policy.hash, &policy.distribution) else { return Ok(()) };
+    let ddl = snap.remote.clone().unwrap_or_default();
+    let key = policy.key_sql();
+    for r in 0..h.modulus {
+        let child = leaf.with_name(hash_child_name(&leaf.name, r)?);
+        let node = d.node_of(r);
+        let mut sql = Vec::new();
+        if let Some(schema) = &child.schema {
+            sql.push(format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)));
+        }
+        let unlogged = if policy.unlogged { "UNLOGGED " } else { "" };
+        sql.push(format!(
+            "CREATE {unlogged}TABLE IF NOT EXISTS {} ({}, CONSTRAINT chute_bounds CHECK ({key} IS NOT NULL AND {key} >= {lo} AND {key} < {hi}))",
+            child.quoted(),
+            ddl.columns
+        ));
+        for (i, tail) in ddl.indexes.iter().enumerate() {
+            let index = format!("{}_i{i}", child.name);
+            check_length(&index)?;
+            sql.push(format!("CREATE INDEX IF NOT EXISTS {} ON {} {tail}", quote_ident(&index), child.quoted()));
+        }
+        plan.push_on(
+            node,
+            StepKind::CreateRemote { node: node.to_owned(), name: child.clone() },
+            format!("create {child} for [{lo}, {hi}) on data node {node}"),
+            sql,
+        );
+    }
     Ok(())
 }
 

@@ -24,11 +24,12 @@ fn policy(interval: &str) -> Policy {
         hash: None,
         unlogged: false,
         default_partition: false,
+        distribution: None,
     }
 }
 
 fn empty() -> Snapshot {
-    Snapshot { partitions: vec![], default: None, max_key: None, grants: Grants::default() }
+    Snapshot { partitions: vec![], default: None, max_key: None, grants: Grants::default(), remote: None }
 }
 
 /// The snapshot after a plan ran: its created partitions exist.

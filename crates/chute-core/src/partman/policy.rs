@@ -114,6 +114,27 @@ pub struct HashSub {
     pub modulus: u32,
 }
 
+/// Scale-out: the table's hash shards (`hash`) are foreign tables, shard
+/// `r` of every time partition living on `nodes[r % nodes.len()]` (the
+/// data nodes when the table was distributed; nodes added later hold new
+/// tables only). See `crate::cluster`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Distribution {
+    pub nodes: Vec<String>,
+}
+
+impl Distribution {
+    /// The node shard `remainder` lives on.
+    pub fn node_of(&self, remainder: u32) -> &str {
+        &self.nodes[remainder as usize % self.nodes.len()]
+    }
+}
+
+/// The `postgres_fdw` server of data node `node` on the coordinator.
+pub fn server_name(node: &str) -> String {
+    format!("chute_node_{node}")
+}
+
 /// Everything chute needs to keep one partitioned table in shape.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Policy {
@@ -134,6 +155,9 @@ pub struct Policy {
     pub unlogged: bool,
     /// A DEFAULT partition, for pg_partman habits (off by default).
     pub default_partition: bool,
+    /// Shards on data nodes (`--distribute-by`); none: every partition is local.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<Distribution>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -150,6 +174,10 @@ pub enum PolicyError {
     HashModulus(u32),
     #[error("--retention-schema goes with --retention-mode detach")]
     RetentionSchemaWithDrop,
+    #[error("--distribute-by needs --shards (hash shards over the data nodes) and at least one node (chute cluster init)")]
+    DistributionWithoutShards,
+    #[error("a distributed table has no DEFAULT partition (a foreign DEFAULT could not be moved out of)")]
+    DistributedDefault,
     #[error(transparent)]
     Interval(#[from] IntervalError),
 }
@@ -194,6 +222,14 @@ impl Policy {
             && h.modulus < 2
         {
             return Err(PolicyError::HashModulus(h.modulus));
+        }
+        if let Some(d) = &self.distribution {
+            if self.hash.is_none() || d.nodes.is_empty() {
+                return Err(PolicyError::DistributionWithoutShards);
+            }
+            if self.default_partition {
+                return Err(PolicyError::DistributedDefault);
+            }
         }
         Ok(())
     }

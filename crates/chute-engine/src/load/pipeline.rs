@@ -15,6 +15,7 @@ use super::input::{FileSource, Source};
 use super::model::{Chunk, ChunkOut, TargetMap};
 use super::rejects::RejectWriter;
 use super::routing::JitCreator;
+use super::sink::nodes::NodeSink;
 use super::sink::{Batch, CopyOutcome, CopySink, Sink, WorkerCtx};
 use super::source::{self, InputSpec};
 use super::{Errors, InputFormat, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats};
@@ -39,6 +40,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let generated = spec.generator.as_ref().map(|(_, rows)| *rows);
     let names: Vec<InputSpec> = spec.inputs.clone();
 
+    // Scale-out: the data nodes, when the table has shards on them.
+    let mut distributed = super::sink::nodes::Distributed::detect(&control, &prepared.tables, progress).await?;
     // The journal: what earlier runs of this load committed.
     let load_id = load_id_for(&spec, &inputs, &prepared.summary_table);
     let mut resumed = 0;
@@ -46,8 +49,11 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         format!("{:x}", super::journal::stable_hash(&[&std::process::id().to_string(), &format!("{:?}", std::time::SystemTime::now())]));
     if let Some(id) = &load_id {
         let described: Vec<String> = spec.inputs.iter().map(|i| i.display_name()).collect();
-        let committed =
+        let mut committed =
             recover::open_journal(&spec, &mut control, id, &prepared.summary_table, &described.join(", "), &nonce, progress).await?;
+        if let Some(d) = &mut distributed {
+            d.open_journals(&spec, id, (&prepared.summary_table, &described.join(", "), &nonce), &mut committed, progress).await?;
+        }
         for t in &prepared.tables {
             resumed += t.set_committed(&committed);
         }
@@ -78,8 +84,14 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         budget: budget.clone(),
         rejects: rejects.clone(),
     });
-    let sink = CopySink { ctx: worker_ctx, workers: spec.workers.max(1), retry_for: spec.retry_for };
-    let workers = sink.start(batch_rx, outcome_tx).await?;
+    let workers = match &mut distributed {
+        Some(d) => {
+            let nodes = std::mem::take(&mut d.nodes);
+            let sink = NodeSink { coordinator: worker_ctx, nodes, workers: spec.workers.max(1), retry_for: spec.retry_for };
+            sink.start(batch_rx, outcome_tx).await?
+        }
+        None => CopySink { ctx: worker_ctx, workers: spec.workers.max(1), retry_for: spec.retry_for }.start(batch_rx, outcome_tx).await?,
+    };
 
     // The reader, and the acknowledgements of what it read.
     let source: Box<dyn Source> = match (generated, prepared.boundary.clone()) {
@@ -287,6 +299,9 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         };
         // A lost control connection must not hide the load's own outcome.
         let _ = co.close_journal(id, status, &committed_through).await;
+        if let Some(d) = &distributed {
+            d.close_journals(id, status, &committed_through).await;
+        }
     }
     if let Some(e) = error.into_error() {
         return Err(e);

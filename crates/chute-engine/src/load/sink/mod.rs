@@ -27,6 +27,7 @@ use tokio_postgres::{Client, Transaction};
 use super::LoadError;
 
 mod isolate;
+pub(crate) mod nodes;
 
 use super::budget::Budget;
 use super::insert::{self, InsertPlan};
@@ -197,22 +198,14 @@ async fn worker(
         let result = commit_with_retries(&mut client, &batch, &tx, &ctx).await;
         ctx.budget.release(batch.budget);
         match result {
-            Ok(Committed { rows, bytes, vanished, rejected }) => {
-                let mut gone = Vec::new();
-                for (i, part) in batch.parts.into_iter().enumerate() {
-                    if vanished.contains(&i) {
-                        gone.push(part);
-                    } else {
-                        let refused: Vec<usize> = rejected.iter().filter(|(p, _)| *p == i).map(|(_, r)| *r).collect();
-                        part.seg.acks.commit(part.seg.row_ends.len(), &refused);
-                    }
-                }
+            Ok(committed) => {
+                let gone = settle(batch, &committed);
                 // Before `Loaded`: the coordinator keeps the queue open until
                 // every batch has answered, and these rows must be back by then.
                 if !gone.is_empty() {
                     let _ = tx.send(CopyOutcome::Vanished(gone));
                 }
-                let _ = tx.send(CopyOutcome::Loaded { rows, bytes });
+                let _ = tx.send(CopyOutcome::Loaded { rows: committed.rows, bytes: committed.bytes });
             }
             Err(e) => {
                 let _ = tx.send(CopyOutcome::Failed(e));
@@ -223,8 +216,22 @@ async fn worker(
     Ok(())
 }
 
+/// Acknowledges a committed batch's rows; returns the parts whose leaf vanished.
+pub(crate) fn settle(batch: Batch, c: &Committed) -> Vec<BatchPart> {
+    let mut gone = Vec::new();
+    for (i, part) in batch.parts.into_iter().enumerate() {
+        if c.vanished.contains(&i) {
+            gone.push(part);
+        } else {
+            let refused: Vec<usize> = c.rejected.iter().filter(|(p, _)| *p == i).map(|(_, r)| *r).collect();
+            part.seg.acks.commit(part.seg.row_ends.len(), &refused);
+        }
+    }
+    gone
+}
+
 /// What a committed batch did.
-struct Committed {
+pub(crate) struct Committed {
     rows: u64,
     bytes: u64,
     /// The parts whose leaf vanished (by index): nothing of them is committed.
@@ -233,7 +240,7 @@ struct Committed {
     rejected: std::collections::HashSet<(usize, usize)>,
 }
 
-async fn commit_with_retries(
+pub(crate) async fn commit_with_retries(
     client: &mut Client,
     batch: &Batch,
     tx: &flume::Sender<CopyOutcome>,

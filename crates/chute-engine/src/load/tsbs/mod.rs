@@ -202,6 +202,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
                         hash: None,
                         unlogged: false,
                         default_partition: false,
+                        distribution: None,
                     };
                     let req = crate::partman::CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
                     let mut mgr = crate::partman::PartitionManager::connect(&spec.target, Default::default()).await?;
