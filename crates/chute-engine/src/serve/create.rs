@@ -60,6 +60,7 @@ pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, co
         hash: None,
         unlogged: false,
         default_partition: false,
+        distribution: None,
     };
     let req = CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
     let now = crate::clock::now_micros();
