@@ -77,6 +77,7 @@ pub async fn run(conn: &ConnArgs, a: MigrateArgs) -> anyhow::Result<Outcome> {
         unlogged: false,
         default_partition: false,
         distribution: None,
+        storage: Vec::new(),
     };
     let req = MigrateRequest { policy, extend_primary_key: a.extend_primary_key, dry_run: a.dry_run };
     let now = jiff::Timestamp::now().as_microsecond();

@@ -113,6 +113,7 @@ async fn create(opts: &ConnectOptions, a: PartitionCreateArgs) -> anyhow::Result
         unlogged: a.unlogged,
         default_partition: a.default_partition,
         distribution: None,
+        storage: Vec::new(),
     };
     let like = a.like.as_deref().map(table_name).transpose()?;
     let mut mgr = PartitionManager::connect(opts, exec_settings(&a.plan.lock)?).await?;

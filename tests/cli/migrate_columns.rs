@@ -42,3 +42,53 @@ async fn identity_and_generated_columns_are_carried_through_migrate_and_split() 
     let leaves: i64 = c.query_one("SELECT count(*) FROM pg_partition_tree('ev') WHERE isleaf", &[]).await.unwrap().get(0);
     assert!(leaves >= 9, "{leaves} leaves for about 8 days of rows and the premade ones");
 }
+
+/// Storage parameters of the migrated table: a partitioned parent cannot
+/// hold them, so every leaf gets them, from the swap's premade leaves and
+/// the split's interval leaves to the leaves `partition maintain` makes later.
+#[tokio::test]
+async fn storage_parameters_go_to_every_leaf_then_and_later() {
+    let db = shared().fresh_db("cli_migrate_storage").await;
+    let url = db.url();
+    let c = db.client().await;
+    c.batch_execute(
+        "CREATE TABLE st (id bigint NOT NULL, time timestamptz NOT NULL, PRIMARY KEY (id, time))
+             WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01);
+         INSERT INTO st SELECT i, now() - interval '1 hour' - i * interval '1 hour' FROM generate_series(1, 100) i",
+    )
+    .await
+    .unwrap();
+    let options = async |c: &tokio_postgres::Client| -> Vec<(String, Option<Vec<String>>)> {
+        c.query(
+            "SELECT i.inhrelid::regclass::text, r.reloptions::text[] FROM pg_inherits i JOIN pg_class r ON r.oid = i.inhrelid
+             WHERE i.inhparent = 'st'::regclass ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+    };
+    let want = Some(vec!["fillfactor=70".to_owned(), "autovacuum_vacuum_scale_factor=0.01".to_owned()]);
+    run_expect(chute().args(["--url", &url, "migrate", "st", "--key", "time", "--interval", "1d", "--premake", "2"]), 0);
+    let after_swap = options(&c).await;
+    assert!(after_swap.len() >= 3, "{after_swap:?}");
+    for (leaf, opts) in &after_swap {
+        assert_eq!(opts, &want, "{leaf}");
+    }
+    run_expect(chute().args(["--url", &url, "migrate", "st", "--split"]), 0);
+    let after_split = options(&c).await;
+    assert!(after_split.len() >= 6, "four days of rows and the premade leaves: {after_split:?}");
+    for (leaf, opts) in &after_split {
+        assert_eq!(opts, &want, "{leaf}");
+    }
+    // A week on, maintain makes the leaves ahead of the new now with them too.
+    let later = jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_hours(24 * 7)).unwrap().to_string();
+    run_expect(chute().args(["--url", &url, "partition", "maintain", "st", "--now", &later]), 0);
+    let after_maintain = options(&c).await;
+    assert!(after_maintain.len() > after_split.len(), "{after_maintain:?}");
+    for (leaf, opts) in &after_maintain {
+        assert_eq!(opts, &want, "{leaf}");
+    }
+}

@@ -349,6 +349,7 @@ impl CellContext<'_> {
             unlogged: cell.unlogged,
             default_partition: false,
             distribution: None,
+            storage: Vec::new(),
         };
         let start = w.key_type.literal(w.key_first).map_err(|e| BenchError::Setup(e.to_string()))?;
         let req =

@@ -89,6 +89,7 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
         unlogged: false,
         default_partition: false,
         distribution: None,
+        storage: Vec::new(),
     };
     let req = CreateRequest {
         policy,

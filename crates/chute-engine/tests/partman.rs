@@ -37,6 +37,7 @@ fn policy(table: &str, interval: &str) -> Policy {
         unlogged: false,
         default_partition: false,
         distribution: None,
+        storage: Vec::new(),
     }
 }
 

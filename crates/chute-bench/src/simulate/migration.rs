@@ -88,6 +88,7 @@ async fn migrate(
         unlogged: false,
         default_partition: false,
         distribution: None,
+        storage: Vec::new(),
     };
     let state = state.clone();
     let mut last = String::new();

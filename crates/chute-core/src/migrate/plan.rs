@@ -303,7 +303,7 @@ pub fn plan_split_setup(
     let mut sql = vec![format!("CREATE TABLE {st} (LIKE {t} INCLUDING ALL) PARTITION BY RANGE ({key})")];
     for l in leaves {
         let (lo, hi) = (policy.key_type.literal(l.from)?, policy.key_type.literal(l.to)?);
-        sql.push(format!("CREATE TABLE {} (LIKE {t} INCLUDING ALL)", l.name.quoted()));
+        sql.push(format!("CREATE TABLE {} (LIKE {t} INCLUDING ALL){}", l.name.quoted(), policy.storage_clause()));
         sql.extend(grant_sql(grants, &l.name));
         sql.push(format!(
             "ALTER TABLE {} ADD CONSTRAINT chute_bounds CHECK ({key} IS NOT NULL AND {key} >= {lo} AND {key} < {hi})",
@@ -418,7 +418,7 @@ pub fn plan_cutover(policy: &Policy, names: &Names, c: Cutover<'_>) -> Result<Pl
         let cols = c.columns.list();
         for l in c.early {
             let (lo, hi) = (policy.key_type.literal(l.from)?, policy.key_type.literal(l.to)?);
-            sql.push(format!("CREATE TABLE {} (LIKE {t} INCLUDING ALL)", l.name.quoted()));
+            sql.push(format!("CREATE TABLE {} (LIKE {t} INCLUDING ALL){}", l.name.quoted(), policy.storage_clause()));
             sql.extend(grant_sql(c.grants, &l.name));
             sql.push(format!(
                 "WITH moved AS (DELETE FROM {early} WHERE {key} >= {lo} AND {key} < {hi} RETURNING *) \

@@ -20,6 +20,7 @@ fn policy() -> Policy {
         unlogged: false,
         default_partition: false,
         distribution: None,
+        storage: Vec::new(),
     }
 }
 

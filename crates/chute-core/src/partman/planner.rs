@@ -410,7 +410,13 @@ fn create_partition_inner(policy: &Policy, snap: &Snapshot, plan: &mut Plan, fro
     };
     // A partitioned table cannot be UNLOGGED; its hash children are.
     let leaf_unlogged = if policy.hash.is_some() { "" } else { unlogged };
-    sql.push(format!("CREATE {leaf_unlogged}TABLE {} (LIKE {} INCLUDING ALL){partitioning}", leaf.quoted(), policy.parent.quoted()));
+    // Storage parameters go on tables with storage: the hash children, if any.
+    let storage = if policy.hash.is_some() { String::new() } else { policy.storage_clause() };
+    sql.push(format!(
+        "CREATE {leaf_unlogged}TABLE {} (LIKE {} INCLUDING ALL){partitioning}{storage}",
+        leaf.quoted(),
+        policy.parent.quoted()
+    ));
     sql.extend(grant_sql(&snap.grants, &leaf));
     if let (Some(h), Some(d)) = (&policy.hash, &policy.distribution) {
         remote_shards(policy, snap, plan, &leaf, (&lo, &hi))?;
@@ -431,10 +437,11 @@ fn create_partition_inner(policy: &Policy, snap: &Snapshot, plan: &mut Plan, fro
         for r in 0..h.modulus {
             let child = leaf.with_name(hash_child_name(&leaf.name, r)?);
             sql.push(format!(
-                "CREATE {unlogged}TABLE {} PARTITION OF {} FOR VALUES WITH (MODULUS {}, REMAINDER {r})",
+                "CREATE {unlogged}TABLE {} PARTITION OF {} FOR VALUES WITH (MODULUS {}, REMAINDER {r}){}",
                 child.quoted(),
                 leaf.quoted(),
-                h.modulus
+                h.modulus,
+                policy.storage_clause()
             ));
             sql.extend(grant_sql(&snap.grants, &child));
         }

@@ -25,6 +25,7 @@ fn policy(interval: &str) -> Policy {
         unlogged: false,
         default_partition: false,
         distribution: None,
+        storage: Vec::new(),
     }
 }
 

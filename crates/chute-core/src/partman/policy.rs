@@ -158,6 +158,11 @@ pub struct Policy {
     /// Shards on data nodes (`--distribute-by`); none: every partition is local.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distribution: Option<Distribution>,
+    /// Storage parameters every new leaf gets (`fillfactor=70`,
+    /// `autovacuum_…`): a partitioned parent cannot hold them, so `chute
+    /// migrate` keeps the old table's here for the leaves made after it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -183,6 +188,23 @@ pub enum PolicyError {
 }
 
 impl Policy {
+    /// ` WITH (…)` for a new leaf's `CREATE TABLE`, or nothing.
+    /// Each parameter's name is checked and its value quoted, so a policy
+    /// row edited by hand cannot add SQL of its own.
+    pub fn storage_clause(&self) -> String {
+        let params: Vec<String> = self
+            .storage
+            .iter()
+            .filter_map(|p| {
+                let (name, value) = p.split_once('=')?;
+                let ok = name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+                    && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.');
+                ok.then(|| format!("{name} = {}", crate::ident::quote_literal(value)))
+            })
+            .collect();
+        if params.is_empty() { String::new() } else { format!(" WITH ({})", params.join(", ")) }
+    }
+
     /// Checks that the parts of a policy fit together.
     pub fn validate(&self) -> Result<(), PolicyError> {
         let ty = self.key_type.sql_name();

@@ -11,6 +11,15 @@ fn strings(rows: Vec<tokio_postgres::Row>) -> Vec<String> {
     rows.into_iter().map(|r| r.get(0)).collect()
 }
 
+/// A table's storage parameters (`fillfactor=70`, …), which its leaves get
+/// after a migration (a partitioned parent cannot hold them).
+pub async fn storage(client: &Client, table: &QualifiedName) -> Result<Vec<String>, tokio_postgres::Error> {
+    let row = client
+        .query_one("SELECT coalesce(reloptions, '{}')::text[] FROM pg_class WHERE oid = $1::text::regclass", &[&table.quoted()])
+        .await?;
+    Ok(row.get(0))
+}
+
 pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts, CatalogError> {
     let oid = info.oid;
     let row = client

@@ -206,6 +206,10 @@ impl Migrator {
             // Swapped already (maybe killed before the policy was stored).
             let ty = catalog::column_type(&self.client, info.oid, &req.policy.key).await?.unwrap_or_default();
             req.policy.key_type = key_type(&ty, &req.policy.key)?;
+            // The old table keeps its storage parameters until the split drops it.
+            if self.exists(&names.old).await? {
+                req.policy.storage = facts::storage(&self.client, &names.old).await?;
+            }
             req.policy.validate().map_err(|e| MigrateError::Refused(e.to_string()))?;
             let mut plan = Plan::default();
             plan.push(
@@ -229,6 +233,7 @@ impl Migrator {
         }
         let ty = facts.key_type.clone().unwrap_or_default();
         req.policy.key_type = key_type(&ty, &req.policy.key)?;
+        req.policy.storage = facts::storage(&self.client, &table).await?;
         req.policy.validate().map_err(|e| MigrateError::Refused(e.to_string()))?;
         let stored_hi: Option<i64> = match (&row, phase.as_deref()) {
             (Some(r), Some("prepare")) => Some(r.get(1)),

@@ -61,6 +61,7 @@ pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, co
         unlogged: false,
         default_partition: false,
         distribution: None,
+        storage: Vec::new(),
     };
     let req = CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
     let now = crate::clock::now_micros();

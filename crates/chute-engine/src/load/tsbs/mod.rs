@@ -203,6 +203,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
                         unlogged: false,
                         default_partition: false,
                         distribution: None,
+                        storage: Vec::new(),
                     };
                     let req = crate::partman::CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
                     let mut mgr = crate::partman::PartitionManager::connect(&spec.target, Default::default()).await?;
