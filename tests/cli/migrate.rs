@@ -153,6 +153,8 @@ struct WriterLog {
     inserted: Vec<i64>,
     latencies: Vec<Duration>,
     retried: u64,
+    /// When the longest operation started, and what it was.
+    worst: Option<(Instant, Duration, &'static str)>,
 }
 
 /// Inserts new orders and updates random existing ones (old and new) by
@@ -197,7 +199,11 @@ async fn writer(c: Client, old_rows: i64, stop: Arc<AtomicBool>) -> WriterLog {
                 Err(e) => panic!("the writer got an error: {e:?}"),
             }
         }
-        log.latencies.push(began.elapsed());
+        let took = began.elapsed();
+        if log.worst.is_none_or(|w| w.1 < took) {
+            log.worst = Some((began, took, if r % 3 == 0 { "insert" } else { "update" }));
+        }
+        log.latencies.push(took);
     }
     log
 }
@@ -280,6 +286,7 @@ async fn writer_keeps_writing_through_migrate_and_split() {
         inserted: base_log.inserted.iter().chain(&log.inserted).copied().collect(),
         latencies: vec![],
         retried: log.retried,
+        worst: None,
     };
     check_against_log(&c, rows, &all).await;
     let new_rows: i64 = c
@@ -294,6 +301,13 @@ async fn writer_keeps_writing_through_migrate_and_split() {
     let mut during = log.latencies.clone();
     during.sort();
     let max = *during.last().unwrap();
+    if let Some((at, took, what)) = log.worst {
+        println!(
+            "longest writer operation: an {what} of {took:?}, starting {:.1}s after the migration began (swap phase took {:.1}s)",
+            at.saturating_duration_since(began).as_secs_f64(),
+            swapped.as_secs_f64()
+        );
+    }
     println!(
         "migrate {rows} rows: swap phase {:.1}s, split {:.1}s ({:.0} rows/s); writer ops {} (retried {}); latency p50/p99/max without {:?}/{:?}/{:?}, during {:?}/{:?}/{:?}",
         swapped.as_secs_f64(),

@@ -202,7 +202,7 @@ impl Migrator {
         let info = catalog::require_table(&self.client, &table).await?;
         let row = self.row(&table).await?;
         let phase: Option<String> = row.as_ref().map(|r| r.get(0));
-        if info.relkind == 'p' && matches!(phase.as_deref(), Some("swapped" | "copying" | "done")) {
+        if info.relkind == 'p' && matches!(phase.as_deref(), Some("swapped" | "copying" | "flattening" | "done")) {
             // Swapped already (maybe killed before the policy was stored).
             let ty = catalog::column_type(&self.client, info.oid, &req.policy.key).await?.unwrap_or_default();
             req.policy.key_type = key_type(&ty, &req.policy.key)?;
@@ -323,7 +323,7 @@ impl Migrator {
         let mut longest = Duration::ZERO;
         let mut began = Instant::now();
         let result = exec::run_plan(&mut self.client, plan, self.settings, |i, step, e| {
-            let locking = matches!(&step.kind, StepKind::Migrate { phase, .. } if phase == "swap" || phase == "cutover");
+            let locking = matches!(&step.kind, StepKind::Migrate { phase, .. } if phase == "swap" || phase == "cutover" || phase == "flatten");
             match e {
                 StepEvent::Started => began = Instant::now(),
                 StepEvent::Retrying { pause, .. } if locking => {
@@ -384,6 +384,13 @@ impl Migrator {
         }
         let policy = self.policy(&table).await?;
         let mut all = Plan::default();
+        if phase == "flattening" {
+            // Killed after the cutover: only moving leaves up is left.
+            let split_from: i64 = row.get::<_, Option<i64>>(2).unwrap_or(hi);
+            let leaves = mplan::split_leaves(&policy, split_from, hi)?;
+            self.flatten(&table, &names, &policy, &leaves, req.dry_run, report, &mut all).await?;
+            return Ok(all);
+        }
         let key_expr = |e: &str| catalog::key_as_i64(&policy, e);
         let split_from: i64 = match row.get::<_, Option<i64>>(2) {
             Some(f) if phase == "copying" => f,
@@ -421,34 +428,47 @@ impl Migrator {
             copy_done = false;
         }
         let key = policy.key_sql();
+        // Blocks of the old partition (read after the trigger exists: any
+        // row version written later is the trigger's to carry), and about
+        // how many hold `batch_rows` rows.
+        let (blocks, per_batch): (i64, i64) = if req.dry_run {
+            (1, 1)
+        } else {
+            let r = self
+                .client
+                .query_one(
+                    "SELECT (pg_relation_size(c.oid) / current_setting('block_size')::int8)::int8, c.relpages::int8, c.reltuples::float8
+                     FROM pg_class c WHERE c.oid = $1::text::regclass",
+                    &[&names.old.quoted()],
+                )
+                .await?;
+            let (blocks, pages, tuples): (i64, i64, f64) = (r.get(0), r.get(1), r.get(2));
+            // The rows counted when the split began, else the statistics.
+            let total: Option<i64> = self.row(&table).await?.and_then(|r| r.get(6));
+            let per_block = match total {
+                Some(t) if t > 0 && blocks > 0 => t as f64 / blocks as f64,
+                _ if pages > 0 && tuples > 0.0 => tuples / pages as f64,
+                _ => 50.0,
+            };
+            (blocks, ((req.batch_rows as f64 / per_block).ceil() as i64).max(1))
+        };
+        let mut from = cursor.unwrap_or(0);
         while !copy_done {
             let started = Instant::now();
-            let from_cond = match cursor {
-                Some(c) => format!("WHERE {key} >= {}", policy.key_type.literal(c).map_err(PlanError::from)?),
-                None => String::new(),
-            };
-            let next: Option<i64> = if req.dry_run {
-                None
-            } else {
-                let sql = format!("SELECT {} FROM {} {from_cond} ORDER BY {key} OFFSET $1 LIMIT 1", key_expr(&key), names.old.quoted());
-                self.client.query_opt(&sql, &[&req.batch_rows]).await?.map(|r| r.get(0))
-            };
-            let to = next.map(|n| match cursor {
-                Some(c) if n <= c => c + 1,
-                _ => n,
-            });
-            let batch = mplan::plan_copy_batch(&policy, &names, &columns, cursor, to)?;
+            let to = (from + per_batch).min(blocks.max(from + 1));
+            let last = to >= blocks;
+            let batch = mplan::plan_copy_batch(&names, &columns, from, to, last)?;
             if req.dry_run {
                 all.extend(batch);
-                all.notes.push(format!("the copy runs in batches of {} rows by {}, resumable after each", req.batch_rows, policy.key));
+                all.notes.push(format!("the copy runs in batches of about {} rows by heap block, resumable after each", req.batch_rows));
                 break;
             }
             exec::run_plan(&mut self.client, &batch, self.settings, &mut *report).await?;
             if all.steps.iter().all(|s| !matches!(&s.kind, StepKind::Migrate { phase, .. } if phase == "copy")) {
                 all.extend(batch);
             }
-            cursor = to;
-            copy_done = to.is_none();
+            from = to;
+            copy_done = last;
             if let Some(rate) = req.rows_per_s
                 && rate > 0.0
             {
@@ -486,7 +506,68 @@ impl Migrator {
                 }
             }
             all.extend(cutover);
-            return Ok(all);
+            break;
+        }
+        self.flatten(&table, &names, &policy, &leaves, req.dry_run, report, &mut all).await?;
+        Ok(all)
+    }
+
+    /// Moves the staging parent's leaves up to the table, oldest first, a
+    /// few per short transaction (see `plan_flatten_step`), sized so that
+    /// each holds its lock about `FLATTEN_HOLD`: a step's ATTACHes cost in
+    /// proportion to the partitions there, so the count adapts to what the
+    /// last step took. Resumable: what is left is read from the catalog.
+    #[allow(clippy::too_many_arguments)]
+    async fn flatten(
+        &mut self,
+        table: &QualifiedName,
+        names: &Names,
+        policy: &Policy,
+        leaves: &[Leaf],
+        dry_run: bool,
+        report: StepReporter<'_>,
+        all: &mut Plan,
+    ) -> Result<(), MigrateError> {
+        const FLATTEN_HOLD: Duration = Duration::from_millis(200);
+        let mut per_step = 16usize;
+        loop {
+            let under: Vec<String> = if dry_run {
+                leaves.iter().map(|l| l.name.name.clone()).collect()
+            } else {
+                self.client
+                    .query(
+                        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1)",
+                        &[&names.staging.quoted()],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect()
+            };
+            let left: Vec<&Leaf> = leaves.iter().filter(|l| under.contains(&l.name.name)).collect();
+            if left.is_empty() && !dry_run && !self.exists(&names.staging).await? {
+                return Ok(());
+            }
+            let n = per_step.min(left.len());
+            let moving: Vec<Leaf> = left[..n].iter().map(|l| (*l).clone()).collect();
+            let rest = left.get(n).map(|next| (next.from, left.last().map_or(next.to, |l| l.to)));
+            let step = mplan::plan_flatten_step(policy, names, &moving, rest)?;
+            if dry_run {
+                all.extend(step);
+                all.notes.push(format!("the leaves move up {per_step} or so per step, each step a short transaction"));
+                return Ok(());
+            }
+            let began = Instant::now();
+            self.run_timed(table, &step, report).await?;
+            let took = began.elapsed().max(Duration::from_millis(1));
+            if all.steps.iter().all(|s| !matches!(&s.kind, StepKind::Migrate { phase, .. } if phase == "flatten")) {
+                all.extend(step);
+            }
+            if rest.is_none() {
+                return Ok(());
+            }
+            let scaled = (n as f64 * FLATTEN_HOLD.as_secs_f64() / took.as_secs_f64()) as usize;
+            per_step = scaled.clamp(4, 256);
         }
     }
 
