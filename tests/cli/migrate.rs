@@ -35,7 +35,7 @@ async fn make_orders(c: &Client, rows: i64) {
         "CREATE TABLE orders (id bigserial PRIMARY KEY, time timestamptz NOT NULL, status int NOT NULL DEFAULT 0, note text);
          CREATE INDEX ON orders (time);
          INSERT INTO orders (time, status, note)
-           SELECT now() - (i * interval '1 second') * (10 * 86400 / {rows}), 0, 'n' || i FROM generate_series(1, {rows}) i;
+           SELECT now() - i * interval '1 microsecond' * (864000000000 / {rows}), 0, 'n' || i FROM generate_series(1, {rows}) i;
          GRANT SELECT ON orders TO PUBLIC;
          COMMENT ON TABLE orders IS 'the orders';
          ANALYZE orders"

@@ -81,3 +81,26 @@ async fn keys_moved_before_the_oldest_interval_during_the_split_get_their_own_pa
     let (st, _) = run_expect(chute().args(["--url", &url, "partition", "status", "orders"]), 0);
     assert!(!st.contains("stray"), "{st}");
 }
+
+/// Rows sharing one key (a bulk insert stamped with one `now()`) are still
+/// copied in batches of about `--batch-rows`: the copy goes by heap block, not
+/// by key range, so no batch holds the whole table locked FOR SHARE.
+#[tokio::test]
+async fn rows_sharing_one_key_are_still_copied_in_small_batches() {
+    const ROWS: i64 = 30_000;
+    let db = shared().fresh_db("cli_migrate_one_key").await;
+    let url = db.url();
+    let c = db.client().await;
+    c.batch_execute(&format!(
+        "CREATE TABLE orders (id bigint NOT NULL, time timestamptz NOT NULL, PRIMARY KEY (id, time));
+         INSERT INTO orders SELECT i, now() - interval '1 day' FROM generate_series(1, {ROWS}) i; ANALYZE orders"
+    ))
+    .await
+    .unwrap();
+    run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d"]), 0);
+    let (out, err) = run_expect(chute().args(["--url", &url, "migrate", "orders", "--split", "--batch-rows", "2000"]), 0);
+    let batches = format!("{out}{err}").lines().filter(|l| l.contains("done: copy the rows")).count();
+    assert!((10..=20).contains(&batches), "{batches} copy batches for {ROWS} rows of one key at --batch-rows 2000:\n{out}{err}");
+    let n: i64 = c.query_one("SELECT count(*) FROM orders", &[]).await.unwrap().get(0);
+    assert_eq!(n, ROWS);
+}

@@ -354,9 +354,12 @@ pub fn plan_split_setup(
 /// version in a later block, or the sync trigger has carried it: either way
 /// `ON CONFLICT DO NOTHING` keeps the newest. Every row of the range counts
 /// as moved, whether this batch copied it or the trigger carried it first.
-/// `last`: the final batch, which marks the copy done.
+/// `last`: the final batch, open-ended (it also counts the row versions
+/// written at the end of the table since the split began, which the trigger
+/// carried), and it marks the copy done. So `rows_moved` counts every row at
+/// least once; a row updated after its block was copied may count twice.
 pub fn plan_copy_batch(names: &Names, columns: &SplitColumns, from: i64, to: i64, last: bool) -> Result<Plan, PlanError> {
-    let cond = format!("ctid >= '({from},0)'::tid AND ctid < '({to},0)'::tid");
+    let cond = if last { format!("ctid >= '({from},0)'::tid") } else { format!("ctid >= '({from},0)'::tid AND ctid < '({to},0)'::tid") };
     let done = if last { ", copy_done = true" } else { "" };
     let cols = columns.list();
     let sql = format!(
@@ -373,7 +376,12 @@ pub fn plan_copy_batch(names: &Names, columns: &SplitColumns, from: i64, to: i64
         &mut plan,
         &names.table,
         "copy",
-        format!("copy the rows of {} in blocks {from} to {} into {}", names.old, to - 1, names.staging),
+        format!(
+            "copy the rows of {} in blocks {from} to {} into {}",
+            names.old,
+            if last { "the end".to_owned() } else { (to - 1).to_string() },
+            names.staging
+        ),
         vec![sql],
         true,
     );

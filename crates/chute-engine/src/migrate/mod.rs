@@ -323,7 +323,8 @@ impl Migrator {
         let mut longest = Duration::ZERO;
         let mut began = Instant::now();
         let result = exec::run_plan(&mut self.client, plan, self.settings, |i, step, e| {
-            let locking = matches!(&step.kind, StepKind::Migrate { phase, .. } if phase == "swap" || phase == "cutover" || phase == "flatten");
+            let locking =
+                matches!(&step.kind, StepKind::Migrate { phase, .. } if phase == "swap" || phase == "cutover" || phase == "flatten");
             match e {
                 StepEvent::Started => began = Instant::now(),
                 StepEvent::Retrying { pause, .. } if locking => {
