@@ -120,3 +120,47 @@ async fn the_longest_lock_is_one_attempt_not_the_retries() {
     let n: i64 = c.query_one("SELECT count(*) FROM orders", &[]).await.unwrap().get(0);
     assert_eq!(n, 1_000);
 }
+
+/// Hundreds of leaves: the cutover attaches the staging parent whole and the
+/// leaves move up in several short steps, so no step holds its lock long
+/// (one by one in one transaction, the lock grew with the square of the
+/// leaves); the table ends flat, every row in its interval partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_leaves_move_up_in_short_steps() {
+    const ROWS: i64 = 7_200;
+    let db = shared().fresh_db("cli_migrate_flatten").await;
+    let url = db.url();
+    let c = db.client().await;
+    // One row an hour for 300 days: 300 daily leaves.
+    c.batch_execute(&format!(
+        "CREATE TABLE orders (id bigint NOT NULL, time timestamptz NOT NULL, status int NOT NULL DEFAULT 0, PRIMARY KEY (id, time));
+         INSERT INTO orders SELECT i, now() - interval '1 hour' - i * interval '1 hour', 0 FROM generate_series(1, {ROWS}) i"
+    ))
+    .await
+    .unwrap();
+    run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d"]), 0);
+    let (out, err) = run_expect(chute().args(["--url", &url, "migrate", "orders", "--split", "--batch-rows", "2000"]), 0);
+    let text = format!("{out}{err}");
+    // 300 days and the one before them (the partial first day).
+    assert!(text.contains("attach public.orders_chute_split with its 30"), "{text}");
+    let steps = text.lines().filter(|l| l.contains("done: move ")).count();
+    assert!(steps >= 2, "the leaves moved up in {steps} step(s):\n{text}");
+    let s = status(&url);
+    assert_eq!(s["phase"], "done", "{s}");
+    assert!(s["longest_lock_ms"].as_i64().unwrap() < 2_000, "{s}");
+    // Flat: every partition of orders is a plain table holding its own interval's rows.
+    let r = c
+        .query_one(
+            "SELECT count(*) FILTER (WHERE c.relkind <> 'r'), count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+             WHERE i.inhparent = 'orders'::regclass",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, i64>(0), 0, "a partitioned partition is left");
+    assert!(r.get::<_, i64>(1) >= 301);
+    let n: i64 = c.query_one("SELECT count(*) FROM orders", &[]).await.unwrap().get(0);
+    assert_eq!(n, ROWS);
+    let staging: bool = c.query_one("SELECT to_regclass('orders_chute_split') IS NULL", &[]).await.unwrap().get(0);
+    assert!(staging, "the staging parent is left");
+}
