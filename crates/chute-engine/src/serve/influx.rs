@@ -22,7 +22,7 @@ use chute_core::parse::lineproto::{FieldType, FieldValue, Line, Precision, parse
 use super::Shared;
 use super::catalog::{ColKind, LaneError};
 use super::create::Wanted;
-use super::submit::{Part, Rejected, submit_and_answer};
+use super::submit::{Part, Rejected, idempotency_key, submit_and_answer};
 
 pub(crate) async fn write_v1(
     State(s): State<Arc<Shared>>,
@@ -178,7 +178,8 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
         }
     }
     let lines = line_of;
-    submit_and_answer(s, parts, rejects, |csv_line| lines.get(csv_line as usize - 1).copied().unwrap_or(0), total).await
+    submit_and_answer(s, parts, rejects, |csv_line| lines.get(csv_line as usize - 1).copied().unwrap_or(0), total, idempotency_key(headers))
+        .await
 }
 
 /// Every tag and field of a measurement's lines, in order of appearance,

@@ -19,6 +19,7 @@ mod body;
 mod catalog;
 mod create;
 mod influx;
+mod keys;
 mod lanes;
 mod metrics;
 mod submit;

@@ -16,7 +16,7 @@ use chute_core::ident::QualifiedName;
 use super::Shared;
 use super::catalog::LaneError;
 use super::lanes::{Shape, TableFormat};
-use super::submit::{Part, submit_and_answer};
+use super::submit::{Part, idempotency_key, submit_and_answer};
 
 pub(crate) async fn write_table(
     State(s): State<Arc<Shared>>,
@@ -106,7 +106,7 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
     let lines = chute_core::parse::count_lines(&data) as usize;
     s.metrics.received(&table.to_string(), lines as u64, data.len() as u64);
     let part = Part { lane, data, first_line };
-    submit_and_answer(s, vec![part], Vec::new(), |l| l, lines).await
+    submit_and_answer(s, vec![part], Vec::new(), |l| l, lines, idempotency_key(headers)).await
 }
 
 fn memchr_newline(b: &[u8]) -> Option<usize> {
