@@ -45,6 +45,7 @@ pub(crate) async fn submit_and_answer(
     let mut keyed_lanes = Vec::new();
     let mut replay: Option<(u16, String)> = None;
     let mut sent = 0;
+    let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     if !parts.is_empty() {
         let (tx, rx) = flume::bounded(1);
         let tag = s.next_request.fetch_add(1, Ordering::Relaxed);
@@ -54,7 +55,8 @@ pub(crate) async fn submit_and_answer(
             let (mut start, _) = p.lane.offsets(len);
             if let Some(k) = key {
                 held.push(keys.hold(&p.lane.id, k).await);
-                match keys.lookup(&s.config, &p.lane.id, k, start, len, p.lane.generation()).await {
+                let looked = patiently(deadline, || keys.lookup(&s.config, &p.lane.id, k, start, len, p.lane.generation())).await;
+                match looked {
                     Err(e) => return super::unavailable(&format!("cannot record the Idempotency-Key: {e}")),
                     Ok(KeyState::New) => {}
                     Ok(KeyState::Done { status, answer }) => {
@@ -68,7 +70,7 @@ pub(crate) async fn submit_and_answer(
                         if owner == keys.owner && generation == p.lane.generation() && !p.lane.restart(s.config.request_timeout).await {
                             return super::unavailable("the table's load is restarting: retry");
                         }
-                        if let Err(e) = keys.attempt(&s.config, &p.lane.id, k, p.lane.generation()).await {
+                        if let Err(e) = patiently(deadline, || keys.attempt(&s.config, &p.lane.id, k, p.lane.generation())).await {
                             return super::unavailable(&format!("cannot record the Idempotency-Key: {e}"));
                         }
                         start = at;
@@ -95,7 +97,7 @@ pub(crate) async fn submit_and_answer(
         {
             return stored(status, answer);
         }
-        let done = match tokio::time::timeout(s.config.request_timeout, rx.recv_async()).await {
+        let done = match tokio::time::timeout_at(deadline, rx.recv_async()).await {
             Ok(Ok(c)) => c,
             Ok(Err(_)) => return super::unavailable("the service is stopping: retry"),
             Err(_) => {
@@ -124,6 +126,21 @@ pub(crate) async fn submit_and_answer(
     }
     drop(held);
     stored(status.as_u16(), answer)
+}
+
+/// Tries `f` until it succeeds or `deadline` passes (PostgreSQL may be
+/// restarting): the last error then.
+pub(crate) async fn patiently<T, F: Future<Output = Result<T, String>>>(
+    deadline: tokio::time::Instant,
+    mut f: impl FnMut() -> F,
+) -> Result<T, String> {
+    loop {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) if tokio::time::Instant::now() + std::time::Duration::from_millis(250) >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+        }
+    }
 }
 
 /// The answer (status and body) for a request whose rows are all committed or rejected.

@@ -98,7 +98,16 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
         Some(e) => return bad(&format!("unknown epoch unit {e:?}: use s, ms, us or ns")),
     };
     let shape = Shape::Table { format, columns, delimiter, null: q.get("null").cloned(), epoch };
-    let lane = match s.lanes.get(&table, &shape).await {
+    let deadline = tokio::time::Instant::now() + s.config.request_timeout;
+    let got = loop {
+        match s.lanes.get(&table, &shape).await {
+            Err(LaneError::Unreachable(_)) if tokio::time::Instant::now() + std::time::Duration::from_millis(250) < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            other => break other,
+        }
+    };
+    let lane = match got {
         Ok(l) => l,
         Err(LaneError::Unreachable(e)) => return super::unavailable(&format!("PostgreSQL is unreachable: {e}")),
         Err(e) => return super::error(StatusCode::NOT_FOUND, "not found", &e.to_string()),
