@@ -1,7 +1,7 @@
 //! `chute serve` at its limits: PostgreSQL down (requests wait up to
 //! --request-timeout, then 503 with Retry-After; /ready says so; nothing
 //! acknowledged is lost), the memory budget full (429 with Retry-After),
-//! and a body too large (413).
+//! a body too large (413), and HTTPS.
 
 use std::time::Duration;
 
@@ -88,4 +88,44 @@ async fn a_full_memory_budget_answers_429_and_a_huge_body_413() {
     assert_eq!(post(&write, &[], huge.as_bytes()).0, 413);
     let (status, text) = post(&write, &[("Content-Encoding", "gzip")], &super::serve::gzip(huge.as_bytes()));
     assert_eq!(status, 413, "{text}");
+}
+
+#[tokio::test]
+async fn https_with_a_certificate_and_key() {
+    let db = shared().fresh_db("serve_tls").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", "time timestamptz not null, host text, usage float8", "1 day", &[]);
+    let dir = crate::common::open_tempdir();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap().self_signed(&key).unwrap();
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let s = Server::start(&url, &["--tls-cert", cert_path.to_str().unwrap(), "--tls-key", key_path.to_str().unwrap()]);
+    let port = s.base.strip_prefix("https://127.0.0.1:").unwrap_or_else(|| panic!("{}", s.base)).to_owned();
+    let curl = |scheme: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "20", "--cacert"])
+            .arg(&cert_path)
+            .args(["--resolve", &format!("localhost:{port}:127.0.0.1")])
+            .arg(format!("{scheme}://localhost:{port}/write?db=public"))
+            .args(["--data-binary", "cpu,host=tls usage=1 1700000000000000000"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(curl("https"), "204", "{}", s.log());
+    assert_ne!(curl("http"), "204", "plain HTTP is not served on the TLS port");
+    let c = db.client().await;
+    let n: i64 = c.query_one("SELECT count(*) FROM cpu WHERE host = 'tls'", &[]).await.unwrap().get(0);
+    assert_eq!(n, 1);
+    // A key that is not the certificate's is refused before listening.
+    let other = rcgen::KeyPair::generate().unwrap();
+    std::fs::write(&key_path, other.serialize_pem()).unwrap();
+    let out = crate::common::chute()
+        .args(["--url", &url, "serve", "--listen", "127.0.0.1:0", "--tls-cert", cert_path.to_str().unwrap(), "--tls-key"])
+        .arg(&key_path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
