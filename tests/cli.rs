@@ -59,6 +59,10 @@ mod routing;
 mod serve;
 #[path = "cli/serve_clients.rs"]
 mod serve_clients;
+#[path = "cli/serve_limits.rs"]
+mod serve_limits;
+#[path = "cli/serve_once.rs"]
+mod serve_once;
 #[path = "cli/settings.rs"]
 mod settings;
 #[path = "cli/setup_scripts.rs"]

@@ -15,6 +15,14 @@ pub struct ServeArgs {
     #[arg(long)]
     pub insecure_listen: bool,
 
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
     /// Schema of every table (default: the request's db or bucket, else the search_path).
     #[arg(long)]
     pub schema: Option<String>,

@@ -16,8 +16,8 @@ use crate::settings;
 pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     let listen: SocketAddr = a.listen.parse().with_context(|| format!("--listen {:?}: expected ADDRESS:PORT", a.listen))?;
     anyhow::ensure!(
-        listen.ip().is_loopback() || a.insecure_listen,
-        "--listen {listen}: plain HTTP is allowed only on a loopback address; add --insecure-listen to serve it on {} anyway",
+        listen.ip().is_loopback() || a.insecure_listen || a.tls_cert.is_some(),
+        "--listen {listen}: plain HTTP is allowed only on a loopback address; give --tls-cert and --tls-key, or add --insecure-listen to serve plain HTTP on {} anyway",
         listen.ip()
     );
     anyhow::ensure!(a.workers >= 1 && a.parse_threads >= 1, "--workers and --parse-threads must be at least 1");
@@ -47,6 +47,7 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.request_timeout = parse_duration(&a.request_timeout).context("--request-timeout")?;
     config.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
     config.no_create_partitions = a.no_create_partitions;
+    config.tls = a.tls_cert.clone().zip(a.tls_key.clone());
     settings::check_interval("--interval", &a.interval)?;
     config.create_tables = a.create_tables;
     config.interval = a.interval.clone();
@@ -65,7 +66,7 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
             eprintln!("chute serve: stopping: no new requests; answering those in flight once their rows are committed");
         }
     };
-    serve(config, shutdown, |addr| eprintln!("chute serve: listening on http://{addr}")).await?;
+    serve(config, shutdown, |addr, tls| eprintln!("chute serve: listening on {}://{addr}", if tls { "https" } else { "http" })).await?;
     Ok(match signal.load(Ordering::SeqCst) {
         130 => Outcome::Interrupted,
         143 => Outcome::Terminated,

@@ -20,13 +20,9 @@ pub struct Server {
 
 impl Server {
     pub fn start(url: &str, extra: &[&str]) -> Server {
-        let mut child = chute()
-            .args(["--url", url, "serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let listen: &[&str] = if extra.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
+        let mut child =
+            chute().args(["--url", url, "serve"]).args(listen).args(extra).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -300,4 +296,30 @@ async fn sigterm_answers_requests_in_flight_then_exits_143() {
     let c = db.client().await;
     let n: i64 = c.query_one("SELECT count(*) FROM cpu", &[]).await.unwrap().get(0);
     assert_eq!(n, 8, "every answered request is committed");
+}
+
+#[tokio::test]
+async fn a_retried_idempotency_key_gets_the_same_answer_and_writes_nothing_twice() {
+    let db = shared().fresh_db("serve_key").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
+    let s = Server::start(&url, &[]);
+    let write = format!("{}/write?db=public", s.base);
+    let good = b"cpu,host=a usage=1 1700000000000000000\ncpu,host=b usage=2 1700000100000000000\n";
+    for _ in 0..3 {
+        let (status, text) = post(&write, &[("Idempotency-Key", "k-1")], good);
+        assert_eq!(status, 204, "{text}");
+    }
+    // A partly bad request: its answer is kept with the key.
+    let mixed = b"cpu,host=c usage=3 1700000000000000000\ncpu,host=d usage=oops 1700000000000000000\n";
+    let first = post(&write, &[("Idempotency-Key", "k-2")], mixed);
+    assert_eq!(first.0, 400, "{}", first.1);
+    assert_eq!(post(&write, &[("X-Request-Id", "k-2")], mixed), first);
+    // Without a key, a repeat is a new request.
+    assert_eq!(post(&write, &[], good).0, 204);
+    let c = db.client().await;
+    let hosts: Vec<String> = c.query("SELECT host FROM cpu ORDER BY host", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(hosts, vec!["a", "a", "b", "b", "c"]);
+    let (_, metrics) = get(&format!("{}/metrics", s.base));
+    assert!(metrics.contains("chute_idempotent_replays_total 3"), "{metrics}");
 }

@@ -22,7 +22,7 @@ use chute_core::parse::lineproto::{FieldType, FieldValue, Line, Precision, parse
 use super::Shared;
 use super::catalog::{ColKind, LaneError};
 use super::create::Wanted;
-use super::submit::{Part, Rejected, submit_and_answer};
+use super::submit::{Part, Rejected, idempotency_key, submit_and_answer};
 
 pub(crate) async fn write_v1(
     State(s): State<Arc<Shared>>,
@@ -98,6 +98,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
         }
     });
 
+    let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let mut parts = Vec::new();
     let mut line_of: Vec<u64> = Vec::new();
     for (measurement, lines) in by_table {
@@ -106,7 +107,16 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
             None => QualifiedName { schema: None, name: measurement.clone() },
         };
         let wanted = wanted_columns(&lines);
-        let lane = match s.lanes.lines(&table, &wanted).await {
+        let got = loop {
+            match s.lanes.lines(&table, &wanted).await {
+                // PostgreSQL may be restarting: wait for it up to the request's deadline.
+                Err(LaneError::Unreachable(_)) if tokio::time::Instant::now() + std::time::Duration::from_millis(250) < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                other => break other,
+            }
+        };
+        let lane = match got {
             Ok(l) => l,
             Err(LaneError::Unreachable(e)) => return super::unavailable(&format!("PostgreSQL is unreachable: {e}")),
             Err(e) => {
@@ -178,7 +188,8 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
         }
     }
     let lines = line_of;
-    submit_and_answer(s, parts, rejects, |csv_line| lines.get(csv_line as usize - 1).copied().unwrap_or(0), total).await
+    submit_and_answer(s, parts, rejects, |csv_line| lines.get(csv_line as usize - 1).copied().unwrap_or(0), total, idempotency_key(headers))
+        .await
 }
 
 /// Every tag and field of a measurement's lines, in order of appearance,

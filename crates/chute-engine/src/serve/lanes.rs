@@ -37,13 +37,21 @@ pub(crate) enum TableFormat {
 }
 
 pub(crate) struct Lane {
+    /// The lane's load id in the journal (see `keys`).
+    pub id: String,
     /// Line protocol lanes: the columns rows are written in (time first).
     pub columns: Vec<LaneColumn>,
     tx: flume::Sender<Chunk>,
-    /// Virtual offsets of the chunks sent (see `AckId`).
+    /// Offsets of the chunks sent: journaled, so never used twice (a block
+    /// of its own per lane, see `Keys::offset_block`).
     next_offset: AtomicU64,
     /// Whether the lane's load is running (set while its set-up succeeded).
     pub up: Arc<AtomicBool>,
+    /// Counts the runs of the lane's load; a run reads the journal after
+    /// its number is set.
+    generation: Arc<AtomicU64>,
+    /// Stops the current run (the lane starts the next one).
+    cancel: Arc<std::sync::Mutex<Arc<AtomicBool>>>,
 }
 
 impl Lane {
@@ -57,6 +65,26 @@ impl Lane {
         let start = self.next_offset.fetch_add(len.max(1), Ordering::Relaxed);
         (start, start + len.max(1))
     }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Ends the current run of the lane's load (what is in flight is
+    /// committed or dropped) and waits until the next one has started, so
+    /// that it has read the journal; `false` if that took longer than `wait`.
+    pub(crate) async fn restart(&self, wait: Duration) -> bool {
+        let before = self.generation();
+        self.cancel.lock().expect("lane cancel").store(true, Ordering::SeqCst);
+        let began = std::time::Instant::now();
+        while self.generation() == before {
+            if began.elapsed() > wait {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
 }
 
 /// Every lane, by table and shape; made on first use.
@@ -66,6 +94,7 @@ pub(crate) struct Lanes {
     lanes: Mutex<HashMap<(QualifiedName, Shape), Arc<Lane>>>,
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     pub stopping: Arc<AtomicBool>,
+    pub keys: Arc<super::keys::Keys>,
 }
 
 impl Lanes {
@@ -76,6 +105,7 @@ impl Lanes {
             lanes: Mutex::new(HashMap::new()),
             tasks: std::sync::Mutex::new(Vec::new()),
             stopping: Arc::new(AtomicBool::new(false)),
+            keys: Arc::new(super::keys::Keys::new()),
         }
     }
 
@@ -94,7 +124,7 @@ impl Lanes {
                 Err(e) => return Err(e),
             },
         };
-        let lane = self.start(table, shape, columns);
+        let lane = self.start(table, shape, columns).await?;
         lanes.insert(key, lane.clone());
         Ok(lane)
     }
@@ -116,7 +146,7 @@ impl Lanes {
                     }
                     other => other?,
                 };
-                let lane = self.start(table, &Shape::Lines, columns);
+                let lane = self.start(table, &Shape::Lines, columns).await?;
                 lanes.insert(key.clone(), lane.clone());
                 lane
             }
@@ -132,16 +162,24 @@ impl Lanes {
         super::create::add_columns(&self.config, table, &missing).await?;
         // The old lane finishes what it holds; new rows go to one that writes the new columns.
         let columns = read_columns(&self.config, table).await?;
-        let lane = self.start(table, &Shape::Lines, columns);
+        let lane = self.start(table, &Shape::Lines, columns).await?;
         lanes.insert(key, lane.clone());
         Ok(lane)
     }
 
-    fn start(&self, table: &QualifiedName, shape: &Shape, columns: Vec<LaneColumn>) -> Arc<Lane> {
+    async fn start(&self, table: &QualifiedName, shape: &Shape, columns: Vec<LaneColumn>) -> Result<Arc<Lane>, LaneError> {
         let c = &self.config;
+        let base = self.keys.offset_block(c).await.map_err(LaneError::Unreachable)?;
         let (tx, feed) = Feed::bounded(c.queue_depth);
         let mut spec = LoadSpec::new(c.target.clone(), table.clone(), Vec::new());
         spec.feed = Some(feed.clone());
+        // Journaled: a keyed request's retry skips what its earlier attempts committed.
+        let id = match shape {
+            Shape::Lines => format!("serve {table}"),
+            other => format!("serve {table} {:x}", crate::load::journal::stable_hash(&[&format!("{other:?}")])),
+        };
+        spec.load_id = Some(id.clone());
+        spec.wait = true;
         spec.workers = c.workers;
         spec.parse_threads = c.parse_threads;
         spec.batch_bytes = c.batch_bytes;
@@ -172,14 +210,29 @@ impl Lanes {
             }
         }
         let up = Arc::new(AtomicBool::new(false));
-        let lane = Arc::new(Lane { columns, tx, next_offset: AtomicU64::new(0), up: up.clone() });
+        let generation = Arc::new(AtomicU64::new(0));
+        let cancel = Arc::new(std::sync::Mutex::new(Arc::new(AtomicBool::new(false))));
+        let lane = Arc::new(Lane {
+            id,
+            columns,
+            tx,
+            next_offset: AtomicU64::new(base),
+            up: up.clone(),
+            generation: generation.clone(),
+            cancel: cancel.clone(),
+        });
         let (metrics, stopping, name) = (self.metrics.clone(), self.stopping.clone(), table.to_string());
         let task = tokio::spawn(async move {
             loop {
                 let mut progress =
                     LaneProgress { table: name.clone(), metrics: metrics.clone(), last: LoadStats::default(), up: up.clone() };
                 up.store(true, Ordering::Relaxed);
-                let result = crate::load::run(spec.clone(), &mut progress).await;
+                let stop = Arc::new(AtomicBool::new(false));
+                *cancel.lock().expect("lane cancel") = stop.clone();
+                let mut spec = spec.clone();
+                spec.cancel = stop.clone();
+                generation.fetch_add(1, Ordering::SeqCst);
+                let result = crate::load::run(spec, &mut progress).await;
                 up.store(false, Ordering::Relaxed);
                 if let Err(e) = &result {
                     metrics.lane_failed(&name);
@@ -192,11 +245,14 @@ impl Lanes {
                 if stopping.load(Ordering::Relaxed) && result.is_ok() {
                     return;
                 }
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                // Asked to start again (see `Lane::restart`): at once.
+                if !stop.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
             }
         });
         self.tasks.lock().expect("lane tasks").push(task);
-        lane
+        Ok(lane)
     }
 
     /// Closes every lane and waits for their loads to commit what they hold.

@@ -64,6 +64,10 @@ impl Metrics {
         counter!("chute_load_restarts_total", "table" => table.to_owned()).increment(1);
     }
 
+    pub(crate) fn idempotent_replay(&self) {
+        counter!("chute_idempotent_replays_total").increment(1);
+    }
+
     /// A lane's load reported: the differences since its last report.
     pub(crate) fn lane_progress(&self, table: &str, last: &LoadStats, now: &LoadStats) {
         let d = |a: u64, b: u64| b.saturating_sub(a);

@@ -19,10 +19,12 @@ mod body;
 mod catalog;
 mod create;
 mod influx;
+mod keys;
 mod lanes;
 mod metrics;
 mod submit;
 mod tables;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -67,6 +69,8 @@ pub struct ServeConfig {
     pub no_create_partitions: bool,
     /// Bearer tokens accepted; empty: no authentication.
     pub tokens: Vec<String>,
+    /// HTTPS with this certificate chain and private key (PEM files).
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// Make a table for a new measurement and columns for new tags and fields.
     pub create_tables: bool,
     /// The partition interval of tables made by `create_tables`.
@@ -93,6 +97,7 @@ impl ServeConfig {
             queue_depth: 64,
             no_create_partitions: false,
             tokens: Vec::new(),
+            tls: None,
             create_tables: false,
             interval: "1d".into(),
             lock_timeout: Duration::from_secs(2),
@@ -106,6 +111,8 @@ pub enum ServeError {
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("the HTTP server failed: {0}")]
     Http(std::io::Error),
+    #[error("{0}")]
+    Tls(String),
 }
 
 /// The state every handler shares.
@@ -157,11 +164,12 @@ impl Drop for Reserved<'_> {
 
 /// Runs the service until `shutdown` completes: then it stops accepting,
 /// answers the requests in flight once their rows are committed, and
-/// returns. `bound` is told the address listened on (port 0 picks one).
+/// returns. `bound` is told the address listened on (port 0 picks one)
+/// and whether it speaks TLS.
 pub async fn serve(
     config: ServeConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    bound: impl FnOnce(SocketAddr),
+    bound: impl FnOnce(SocketAddr, bool),
 ) -> Result<(), ServeError> {
     let config = Arc::new(config);
     let metrics = Arc::new(metrics::Metrics::new());
@@ -184,11 +192,24 @@ pub async fn serve(
         .route("/metrics", get(metrics_text))
         .layer(DefaultBodyLimit::max(config.max_body))
         .with_state(shared.clone());
+    let tls = match &config.tls {
+        Some((cert, key)) => Some(tls::server_config(cert, key).map_err(ServeError::Tls)?),
+        None => None,
+    };
     let listener =
         tokio::net::TcpListener::bind(config.listen).await.map_err(|source| ServeError::Listen { addr: config.listen, source })?;
     let addr = listener.local_addr().map_err(ServeError::Http)?;
-    bound(addr);
-    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+    let served = match tls {
+        Some(tls) => {
+            let listener = tls::TlsListener::new(listener, tls).map_err(ServeError::Http)?;
+            bound(addr, true);
+            axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+        }
+        None => {
+            bound(addr, false);
+            axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+        }
+    };
     // Every request is answered: the lanes commit what they still hold.
     shared.lanes.close().await;
     served.map_err(ServeError::Http)

@@ -16,7 +16,7 @@ use chute_core::ident::QualifiedName;
 use super::Shared;
 use super::catalog::LaneError;
 use super::lanes::{Shape, TableFormat};
-use super::submit::{Part, submit_and_answer};
+use super::submit::{Part, idempotency_key, submit_and_answer};
 
 pub(crate) async fn write_table(
     State(s): State<Arc<Shared>>,
@@ -98,7 +98,16 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
         Some(e) => return bad(&format!("unknown epoch unit {e:?}: use s, ms, us or ns")),
     };
     let shape = Shape::Table { format, columns, delimiter, null: q.get("null").cloned(), epoch };
-    let lane = match s.lanes.get(&table, &shape).await {
+    let deadline = tokio::time::Instant::now() + s.config.request_timeout;
+    let got = loop {
+        match s.lanes.get(&table, &shape).await {
+            Err(LaneError::Unreachable(_)) if tokio::time::Instant::now() + std::time::Duration::from_millis(250) < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            other => break other,
+        }
+    };
+    let lane = match got {
         Ok(l) => l,
         Err(LaneError::Unreachable(e)) => return super::unavailable(&format!("PostgreSQL is unreachable: {e}")),
         Err(e) => return super::error(StatusCode::NOT_FOUND, "not found", &e.to_string()),
@@ -106,7 +115,7 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
     let lines = chute_core::parse::count_lines(&data) as usize;
     s.metrics.received(&table.to_string(), lines as u64, data.len() as u64);
     let part = Part { lane, data, first_line };
-    submit_and_answer(s, vec![part], Vec::new(), |l| l, lines).await
+    submit_and_answer(s, vec![part], Vec::new(), |l| l, lines, idempotency_key(headers)).await
 }
 
 fn memchr_newline(b: &[u8]) -> Option<usize> {

@@ -1,0 +1,183 @@
+//! Exactly-once retries: a request with an `Idempotency-Key` header.
+//!
+//! Every lane is a journaled load (`chute.load_journal`): each COPY batch
+//! records, in the transaction of its rows, the input ranges it holds per
+//! leaf, and a new run of the lane skips a row whose offset lies in a
+//! committed range of its leaf. A keyed request's rows get, per lane, a
+//! range of offsets that is remembered with its key (`chute.serve_requests`)
+//! before they are sent; a retry sends its rows again at the same offsets,
+//! so whatever an earlier attempt committed is skipped and the rest is
+//! loaded. That holds once the lane's load has read the journal after the
+//! earlier attempt ended: an attempt of another process (the service was
+//! restarted) always is; one of this process in the lane's current run makes
+//! the lane start a new run first. A request whose every row is committed is
+//! marked done with its answer, which a retry gets again at once.
+//!
+//! A retry must carry the same body: its rows are matched by position.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use tokio_postgres::Client;
+
+use super::ServeConfig;
+
+const DDL: &str = "
+CREATE TABLE IF NOT EXISTS chute.serve_requests (
+    lane text NOT NULL,
+    key text NOT NULL,
+    start_offset int8 NOT NULL,
+    end_offset int8 NOT NULL,
+    owner text NOT NULL,
+    generation int8 NOT NULL,
+    status int4,
+    answer text,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (lane, key)
+);
+CREATE SEQUENCE IF NOT EXISTS chute.serve_offsets;
+";
+
+/// What is known of a key in one lane.
+#[derive(Debug, Clone)]
+pub(crate) enum KeyState {
+    /// First seen now: its range is recorded.
+    New,
+    /// Seen before: send again at `start` (after the lane's run is newer
+    /// than `generation` when `owner` is this process).
+    Retry { start: u64, owner: String, generation: u64 },
+    /// Every row of it is committed: the answer given then.
+    Done { status: u16, answer: String },
+}
+
+/// The service's connection for keys, made (again) when needed.
+pub(crate) struct Keys {
+    client: tokio::sync::Mutex<Option<Client>>,
+    /// Keys being handled by a request now (a second one waits).
+    busy: Mutex<HashSet<(String, String)>>,
+    /// This process, as recorded with its keys.
+    pub owner: String,
+}
+
+/// A key held by one request at a time: released when dropped.
+pub(crate) struct Held<'a> {
+    keys: &'a Keys,
+    id: (String, String),
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.keys.busy.lock().expect("busy keys").remove(&self.id);
+    }
+}
+
+impl Keys {
+    pub(crate) fn new() -> Keys {
+        let owner = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
+        Keys { client: tokio::sync::Mutex::new(None), busy: Mutex::new(HashSet::new()), owner }
+    }
+
+    /// Waits until no other request of this process handles `key` in `lane`, then holds it.
+    pub(crate) async fn hold(&self, lane: &str, key: &str) -> Held<'_> {
+        let id = (lane.to_owned(), key.to_owned());
+        loop {
+            if self.busy.lock().expect("busy keys").insert(id.clone()) {
+                return Held { keys: self, id };
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn with_client<T>(
+        &self,
+        config: &ServeConfig,
+        f: impl AsyncFnOnce(&Client) -> Result<T, tokio_postgres::Error>,
+    ) -> Result<T, String> {
+        let mut c = self.client.lock().await;
+        if c.as_ref().is_none_or(Client::is_closed) {
+            let client = config.target.connect().await.map_err(|e| e.to_string())?;
+            crate::schema::ensure(&client).await.map_err(|e| e.to_string())?;
+            client.batch_execute(DDL).await.map_err(|e| format!("creating chute.serve_requests: {e}"))?;
+            *c = Some(client);
+        }
+        let client = c.as_ref().expect("connected");
+        f(client).await.map_err(|e| {
+            let text = crate::error::SqlError::new("recording an idempotency key", e).to_string();
+            *c = None;
+            text
+        })
+    }
+
+    /// A fresh block of offsets for a lane's run: 2^40 of them, never used before.
+    pub(crate) async fn offset_block(&self, config: &ServeConfig) -> Result<u64, String> {
+        self.with_client(config, async |c| {
+            let v: i64 = c.query_one("SELECT nextval('chute.serve_offsets')", &[]).await?.get(0);
+            Ok((v as u64) << 40)
+        })
+        .await
+    }
+
+    /// The state of `key` in `lane`; a new key gets `start` (and the range
+    /// of `len` offsets from it) recorded.
+    pub(crate) async fn lookup(
+        &self,
+        config: &ServeConfig,
+        lane: &str,
+        key: &str,
+        start: u64,
+        len: u64,
+        generation: u64,
+    ) -> Result<KeyState, String> {
+        let owner = self.owner.clone();
+        self.with_client(config, async |c| {
+            let inserted = c
+                .execute(
+                    "INSERT INTO chute.serve_requests (lane, key, start_offset, end_offset, owner, generation)
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (lane, key) DO NOTHING",
+                    &[&lane, &key, &(start as i64), &((start + len) as i64), &owner, &(generation as i64)],
+                )
+                .await?;
+            if inserted == 1 {
+                return Ok(KeyState::New);
+            }
+            let r = c
+                .query_one(
+                    "SELECT start_offset, owner, generation, status, answer FROM chute.serve_requests WHERE lane = $1 AND key = $2",
+                    &[&lane, &key],
+                )
+                .await?;
+            Ok(match (r.get::<_, Option<i32>>(3), r.get::<_, Option<String>>(4)) {
+                (Some(status), Some(answer)) => KeyState::Done { status: status as u16, answer },
+                _ => KeyState::Retry { start: r.get::<_, i64>(0) as u64, owner: r.get(1), generation: r.get::<_, i64>(2) as u64 },
+            })
+        })
+        .await
+    }
+
+    /// A new attempt of a key in this process, in the lane's run `generation`.
+    pub(crate) async fn attempt(&self, config: &ServeConfig, lane: &str, key: &str, generation: u64) -> Result<(), String> {
+        let owner = self.owner.clone();
+        self.with_client(config, async |c| {
+            c.execute(
+                "UPDATE chute.serve_requests SET owner = $3, generation = $4 WHERE lane = $1 AND key = $2",
+                &[&lane, &key, &owner, &(generation as i64)],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Every row of the key's request is committed (or rejected for good): its answer.
+    pub(crate) async fn done(&self, config: &ServeConfig, lane: &str, key: &str, status: u16, answer: &str) -> Result<(), String> {
+        self.with_client(config, async |c| {
+            c.execute(
+                "UPDATE chute.serve_requests SET status = $3, answer = $4 WHERE lane = $1 AND key = $2",
+                &[&lane, &key, &i32::from(status), &answer],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+}

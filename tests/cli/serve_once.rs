@@ -1,0 +1,114 @@
+//! Exactly once through `chute serve`: 100 concurrent clients post
+//! 1,000-row line-protocol batches for 30 s, each retrying a request that
+//! was not answered 204 with the same `Idempotency-Key`; meanwhile
+//! PostgreSQL is restarted (`pg_ctl restart -m fast`) and chute gets
+//! SIGTERM and is started again. Every acknowledged row is in the table,
+//! and no row is there twice.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chute_testkit::TestCluster;
+
+use super::serve::{Server, agent};
+use crate::common::create_time_partitioned;
+
+const CLIENTS: u64 = 100;
+const ROWS: u64 = 1_000;
+
+fn body(client: u64, batch: u64) -> String {
+    let mut out = String::with_capacity(ROWS as usize * 60);
+    for r in 0..ROWS {
+        let id = (client * 100_000 + batch) * ROWS + r;
+        // Three days of seconds: rows of a batch spread over several leaves.
+        out.push_str(&format!("cpu,client=c{client} id={id}i,v={r}.5 {}\n", 1_700_000_000 + (id * 7919) % 259_200));
+    }
+    out
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn retried_requests_are_exactly_once_through_a_server_restart_and_a_sigterm() {
+    let cluster = TestCluster::start();
+    let db = cluster.fresh_db("serve_once").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", "time timestamptz not null, client text, id bigint, v float8", "1 day", &[]);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let args = ["--listen", listen.as_str(), "--retry-for", "2min", "--request-timeout", "30s"];
+    let mut server = Some(Server::start(&url, &args));
+    let write = format!("http://{listen}/write?db=public&precision=s");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let retries = Arc::new(AtomicU64::new(0));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let (stop, acked, retries, write) = (stop.clone(), acked.clone(), retries.clone(), write.clone());
+            std::thread::spawn(move || {
+                let agent = agent();
+                let mut batch = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let body = body(client, batch);
+                    let key = format!("c{client}-b{batch}");
+                    let began = Instant::now();
+                    loop {
+                        let r = agent.post(&write).header("Idempotency-Key", &key).send(body.as_bytes());
+                        match r {
+                            Ok(resp) if resp.status().as_u16() == 204 => break,
+                            Ok(mut resp) if resp.status().as_u16() == 400 => {
+                                panic!("batch {key} refused: {}", resp.body_mut().read_to_string().unwrap_or_default())
+                            }
+                            _ => {
+                                retries.fetch_add(1, Ordering::Relaxed);
+                                assert!(began.elapsed() < Duration::from_secs(180), "batch {key} never acknowledged");
+                                std::thread::sleep(Duration::from_millis(200));
+                            }
+                        }
+                    }
+                    acked.lock().unwrap().push((client * 100_000 + batch) as i64);
+                    batch += 1;
+                }
+            })
+        })
+        .collect();
+
+    let began = Instant::now();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let before_restart = acked.lock().unwrap().len();
+    cluster.cluster.restart(chute_engine::local::StopMode::Fast).unwrap();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (code, log) = server.take().unwrap().terminate();
+    assert_eq!(code, Some(143), "{log}");
+    let before_sigterm = acked.lock().unwrap().len();
+    server = Some(Server::start(&url, &args));
+    tokio::time::sleep(Duration::from_secs(30u64.saturating_sub(began.elapsed().as_secs()))).await;
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let log = server.as_ref().unwrap().log();
+    let acked = acked.lock().unwrap().clone();
+    assert!(before_restart > 0 && acked.len() > before_sigterm, "acknowledged: {before_restart}, {before_sigterm}, {}\n{log}", acked.len());
+
+    let c = db.client().await;
+    let (n, distinct): (i64, i64) = {
+        let r = c.query_one("SELECT count(*), count(DISTINCT id) FROM cpu", &[]).await.unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(n, distinct, "rows stored twice ({} retries)", retries.load(Ordering::Relaxed));
+    let present: i64 = c.query_one("SELECT count(*) FROM cpu WHERE id / 1000 = ANY($1)", &[&acked]).await.unwrap().get(0);
+    assert_eq!(present, acked.len() as i64 * ROWS as i64, "acknowledged rows missing");
+    // Every request was retried until acknowledged: nothing else is there.
+    assert_eq!(n, present);
+    eprintln!(
+        "serve_once: {} batches acknowledged ({} rows in the table), {} retries; {before_restart} before the server restart, \
+         {before_sigterm} before SIGTERM",
+        acked.len(),
+        n,
+        retries.load(Ordering::Relaxed)
+    );
+}
