@@ -33,6 +33,10 @@ pub enum ClusterCommand {
     /// Each node: reachable, version, shard tables, rows and bytes; the skew
     /// between nodes; DDL drift between the coordinator and the nodes.
     Status(StatusArgs),
+    /// Resolve transactions an interrupted `chute load --atomic` left
+    /// prepared on the servers: committed where the load had decided to
+    /// commit, rolled back otherwise (a load still running is left alone).
+    Recover(StatusArgs),
     /// Apply the SQL that fixes DDL drift (a column or an index of the
     /// coordinator's parent missing on a node).
     SyncDdl(SyncArgs),
@@ -101,6 +105,26 @@ pub async fn run(conn: &ConnArgs, cmd: ClusterCommand) -> anyhow::Result<Outcome
         ClusterCommand::Status(a) => {
             let client = coordinator(conn, &a.coordinator).await?;
             status(&client, a.json).await
+        }
+        ClusterCommand::Recover(a) => {
+            let conn = ConnArgs { url: a.coordinator.clone().or_else(|| conn.url.clone()), data_dir: conn.data_dir.clone() };
+            let opts = settings::target(&conn)?;
+            let client = coordinator(&conn, &None).await?;
+            let mut servers = vec![("the coordinator".to_owned(), opts)];
+            for (n, o) in cluster::all_node_options(&client, &ProcessEnv).await? {
+                servers.push((format!("data node {}", n.name), o));
+            }
+            let resolved = chute_engine::load::recover_prepared(&client, &servers).await?;
+            if a.json {
+                println!("{}", serde_json::json!({ "resolved": resolved }));
+            } else if resolved.is_empty() {
+                println!("no prepared transaction left by chute");
+            } else {
+                for r in &resolved {
+                    println!("{} {} on {}", if r.committed { "committed" } else { "rolled back" }, r.gid, r.server);
+                }
+            }
+            Ok(Outcome::Ok)
         }
         ClusterCommand::SyncDdl(a) => {
             let client = coordinator(conn, &a.coordinator).await?;

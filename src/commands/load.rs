@@ -94,6 +94,7 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     spec.load_id = a.load_id.clone();
     spec.wait = a.wait;
     spec.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
+    spec.atomic = a.atomic;
     spec.flush_every = match a.flush_every.as_deref() {
         Some("off") => None,
         Some(d) => {

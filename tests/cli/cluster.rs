@@ -394,3 +394,115 @@ async fn retention_drops_the_remote_tables_too() {
         );
     }
 }
+
+#[tokio::test]
+async fn local_start_with_nodes_then_the_demo_on_three_nodes() {
+    let tmp = open_tempdir();
+    let data = tmp.path().join("pg").to_str().unwrap().to_owned();
+    let (url, err) = run_expect(chute().args(["--data-dir", &data, "local", "start", "--nodes", "3"]), 0);
+    assert!(err.contains("data node n3 runs in"), "{err}");
+    let (out, _) = run_expect(chute().args(["--data-dir", &data, "cluster", "status", "--json"]), 0);
+    let st: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(st["nodes"].as_array().unwrap().len(), 3, "{out}");
+    // The demo, twice: the second run starts over on every node.
+    for _ in 0..2 {
+        let (out, _) = run_expect(chute().args(["--data-dir", &data, "demo", "--nodes", "3", "--rows", "30000", "--days", "2"]), 0);
+        assert!(out.contains("rows loaded      30000"), "{out}");
+        assert!(out.contains("data nodes       3"), "{out}");
+        let (st, _) = run_expect(chute().args(["--data-dir", &data, "cluster", "status", "--json"]), 0);
+        let st: serde_json::Value = serde_json::from_str(&st).unwrap();
+        assert_eq!(st["rows"].as_i64(), Some(30000), "{st}");
+        assert!(st["nodes"].as_array().unwrap().iter().all(|n| n["rows"].as_i64().unwrap() > 0), "{st}");
+    }
+    let c = chute_engine::ConnectOptions::resolve(Some(url.trim()), &[("X", "")]).unwrap().connect().await.unwrap();
+    assert_eq!(count(&c, "SELECT count(*) FROM chute_demo.conditions").await, 30000);
+    // One command stops them all.
+    let (_, err) = run_expect(chute().args(["--data-dir", &data, "local", "stop"]), 0);
+    assert_eq!(err.matches("data node in").count(), 3, "{err}");
+    for i in 1..=3 {
+        assert!(!std::path::Path::new(&format!("{data}-node{i}/postmaster.pid")).exists(), "node {i} still runs");
+    }
+}
+
+/// Starts `chute load --atomic` with a pause at `hook`, waits for the pause and kills it (-9).
+fn kill_at(s: &Setup, table: &str, file: &std::path::Path, hook: &str) {
+    use std::io::BufRead;
+    let mut child = chute()
+        .args(["--url", &s.url, "load", table])
+        .arg(file)
+        .args(["--columns", "time,dev_id,v", "--atomic"])
+        .env(hook, "60")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut seen = String::new();
+    for line in std::io::BufReader::new(stderr).lines() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("pausing") {
+            break;
+        }
+    }
+    assert!(seen.contains("pausing"), "the load ended before {hook}: {seen}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+async fn prepared(s: &Setup) -> i64 {
+    let mut n = 0;
+    for i in 0..3 {
+        n += count(&s.node(i).await, "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'chute:%'").await;
+    }
+    n
+}
+
+#[tokio::test]
+async fn atomic_loads_survive_a_kill_between_prepare_and_commit() {
+    let s = Setup::start().await;
+    s.init();
+    s.distribute("m", "3");
+    let c = s.coordinator().await;
+    let dir = open_tempdir();
+    let file = dir.path().join("m.csv");
+    let rows = 20_000;
+    write_rows(&file, rows);
+
+    // Killed after every node prepared, before the decision: nothing is visible,
+    // and the next run rolls the prepared transactions back and loads it all.
+    kill_at(&s, "m", &file, "CHUTE_TEST_PAUSE_AFTER_PREPARE");
+    assert_eq!(prepared(&s).await, 3);
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, 0);
+    let (out, _) = run_expect(chute().args(["cluster", "status", "--coordinator", &s.url]), 0);
+    assert!(out.contains("prepared transaction(s) left by chute"), "{out}");
+    let (_, err) = run_expect(chute().args(["--url", &s.url, "load", "m"]).arg(&file).args(["--columns", "time,dev_id,v", "--atomic"]), 0);
+    assert!(err.contains("rolled back the transaction"), "{err}");
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64);
+    assert_eq!(prepared(&s).await, 0);
+
+    // Killed after the decision to commit: `cluster recover` commits on every node.
+    let file2 = dir.path().join("m2.csv");
+    std::fs::write(&file2, std::fs::read_to_string(&file).unwrap().replace(".5\n", ".25\n")).unwrap();
+    kill_at(&s, "m", &file2, "CHUTE_TEST_PAUSE_AFTER_DECISION");
+    assert_eq!(prepared(&s).await, 3);
+    let (out, _) = run_expect(chute().args(["cluster", "recover", "--coordinator", &s.url]), 0);
+    assert_eq!(out.matches("committed chute:").count(), 3, "{out}");
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, 2 * rows as i64);
+    // The journals committed with the rows: running it again loads nothing.
+    run_expect(chute().args(["--url", &s.url, "load", "m"]).arg(&file2).args(["--columns", "time,dev_id,v", "--atomic"]), 0);
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, 2 * rows as i64);
+    assert_eq!(count(&c, "SELECT count(DISTINCT (time, dev_id, v)) FROM m").await, 2 * rows as i64);
+
+    // A node that cannot prepare: refused up front, with the setting to change.
+    let n4 = TestCluster::start_with(&ClusterSetup { settings: &[("max_prepared_transactions", "0")], ..Default::default() });
+    run_expect(chute().args(["cluster", "add-node", "--coordinator", &s.url, &format!("n4={}", n4.options("postgres").display_url())]), 0);
+    s.distribute("w", "4");
+    let (_, err) = run_expect(chute().args(["--url", &s.url, "load", "w"]).arg(&file).args(["--columns", "time,dev_id,v", "--atomic"]), 2);
+    assert!(err.contains("data node n4 has max_prepared_transactions = 0"), "{err}");
+    assert_eq!(count(&c, "SELECT count(*) FROM w").await, 0);
+    // Without --atomic it loads.
+    run_expect(chute().args(["--url", &s.url, "load", "w"]).arg(&file).args(["--columns", "time,dev_id,v"]), 0);
+    assert_eq!(count(&c, "SELECT count(*) FROM w").await, rows as i64);
+}

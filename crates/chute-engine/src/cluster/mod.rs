@@ -334,3 +334,38 @@ pub async fn remote_ddl(client: &Client, parent: u32) -> Result<RemoteDdl, tokio
         .collect();
     Ok(RemoteDdl { columns, indexes })
 }
+
+/// Drops the tables behind `table`'s foreign partitions on their nodes
+/// (before `table` itself is dropped on the coordinator), and forgets the
+/// journal of load `forget_load` there.
+pub async fn drop_remote(coordinator: &Client, table: &str, forget_load: Option<&str>) -> Result<(), ClusterError> {
+    let root: Option<u32> =
+        coordinator.query_one("SELECT to_regclass($1)::oid", &[&table]).await.map_err(ClusterError::sql("looking up the table"))?.get(0);
+    let shards = match root {
+        Some(root) => shards::shards(coordinator).await?.into_iter().filter(|s| s.root == root).collect(),
+        None => Vec::new(),
+    };
+    for (node, opts) in all_node_options(coordinator, &crate::connect::ProcessEnv).await? {
+        let client = opts.connect().await?;
+        for s in shards.iter().filter(|s| s.server == node.server) {
+            client
+                .batch_execute(&format!("DROP TABLE IF EXISTS {}.{}", quote_ident(&s.schema), quote_ident(&s.table)))
+                .await
+                .map_err(ClusterError::sql(format!("dropping {}.{} on node {}", s.schema, s.table, node.name)))?;
+        }
+        if let Some(id) = forget_load {
+            let exists: bool = client
+                .query_one("SELECT to_regclass('chute.loads') IS NOT NULL", &[])
+                .await
+                .map_err(ClusterError::sql("reading chute.loads"))?
+                .get(0);
+            if exists {
+                client
+                    .execute("DELETE FROM chute.loads WHERE load_id = $1", &[&id])
+                    .await
+                    .map_err(ClusterError::sql("forgetting the load"))?;
+            }
+        }
+    }
+    Ok(())
+}
