@@ -298,6 +298,14 @@ async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The load holds the shard map: the nodes cannot change under it.
+    let mut again = chute();
+    again.args(["cluster", "init", "--coordinator", &s.url]);
+    for i in 0..3 {
+        again.args(["--node", &format!("n{}={}", i + 1, s.node_url(i))]);
+    }
+    let (_, err) = run_expect(&mut again, 2);
+    assert!(err.contains("a load into a distributed table is running"), "{err}");
     // Fast, not immediate: the test servers run with fsync and synchronous_commit
     // off, so a crash could lose commits they already acknowledged.
     s.nodes[1].cluster.stop(StopMode::Fast).unwrap();

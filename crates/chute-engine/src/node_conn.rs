@@ -5,6 +5,11 @@
 
 use tokio_postgres::Client;
 
+/// The advisory lock key that keeps the shard map stable: a load into a
+/// distributed table holds it shared on the coordinator for its whole run;
+/// changing the set of nodes takes it exclusively.
+pub(crate) const SHARD_MAP_LOCK: i64 = 0x6368_7574_655f_736d;
+
 use crate::ConnectOptions;
 use crate::connect::Env;
 

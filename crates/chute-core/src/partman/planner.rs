@@ -670,6 +670,10 @@ pub fn plan_undo(parent: &QualifiedName, owned_sequences: &[(QualifiedName, Stri
 #[path = "planner_tests.rs"]
 mod tests;
 
+#[cfg(test)]
+#[path = "planner_dist_tests.rs"]
+mod dist_tests;
+
 /// A statement that fails, naming the table, when `parent` has rows. The
 /// message goes through `RAISE … USING MESSAGE`, where `%` is plain text,
 /// and the body's dollar quote is a tag the body does not contain, so no

@@ -186,6 +186,17 @@ pub async fn add_nodes(coordinator: &Client, specs: &[NodeSpec], env: &(dyn Env 
         }
         checked.push((s, opts, version));
     }
+    // No load into a distributed table may run while the nodes change.
+    let free: bool = coordinator
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&crate::node_conn::SHARD_MAP_LOCK])
+        .await
+        .map_err(ClusterError::sql("locking the shard map"))?
+        .get(0);
+    if !free {
+        return Err(ClusterError::Refused(
+            "a load into a distributed table is running (it holds the shard map): change the nodes once it is done".into(),
+        ));
+    }
     coordinator.batch_execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw").await.map_err(|e| {
         ClusterError::Refused(format!(
             "cannot create the extension postgres_fdw on the coordinator ({}): it ships with PostgreSQL's contrib (Debian: in the postgresql-NN package; others: postgresql-contrib) and needs a superuser or a trusted-extension grant",
@@ -208,6 +219,7 @@ pub async fn add_nodes(coordinator: &Client, specs: &[NodeSpec], env: &(dyn Env 
             .map_err(ClusterError::sql("recording the node in chute.nodes"))?;
         out.push(NodeAdded { name: s.name.clone(), url: opts.display_url(), server, version, existed });
     }
+    let _ = coordinator.execute("SELECT pg_advisory_unlock($1)", &[&crate::node_conn::SHARD_MAP_LOCK]).await;
     Ok(out)
 }
 

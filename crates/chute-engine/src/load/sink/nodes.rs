@@ -76,6 +76,11 @@ impl Distributed {
         if !any {
             return Ok(None);
         }
+        // The shard map stays as read for the whole load (see `node_conn::SHARD_MAP_LOCK`).
+        control
+            .execute("SELECT pg_advisory_lock_shared($1)", &[&crate::node_conn::SHARD_MAP_LOCK])
+            .await
+            .map_err(|e| LoadError::sql("locking the shard map", e))?;
         // DDL drift first: a column the nodes lack would fail every COPY.
         let drift = crate::cluster::detect_drift(control, &crate::connect::ProcessEnv).await.map_err(cluster_error)?;
         let fixes: Vec<String> = drift.iter().map(|d| format!("on node {}: {};", d.node, d.fix)).collect();
