@@ -514,3 +514,64 @@ async fn atomic_loads_survive_a_kill_between_prepare_and_commit() {
     run_expect(chute().args(["--url", &s.url, "load", "w"]).arg(&file).args(["--columns", "time,dev_id,v"]), 0);
     assert_eq!(count(&c, "SELECT count(*) FROM w").await, rows as i64);
 }
+
+#[tokio::test]
+async fn time_partitions_placed_round_robin_load_directly_and_prune() {
+    let s = Setup::start().await;
+    s.init();
+    let from = day(3).strftime("%Y-%m-%d").to_string();
+    run_expect(
+        chute().args([
+            "--url",
+            &s.url,
+            "partition",
+            "create",
+            "p",
+            "--columns",
+            "time timestamptz not null, dev_id int not null, v float8",
+            "--key",
+            "time",
+            "--interval",
+            "1d",
+            "--placement",
+            "round-robin",
+            "--start",
+            &from,
+        ]),
+        0,
+    );
+    let dir = open_tempdir();
+    let file = dir.path().join("p.csv");
+    let rows = 9_000;
+    write_rows(&file, rows);
+    run_expect(chute().args(["--url", &s.url, "load", "p"]).arg(&file).args(["--columns", "time,dev_id,v"]), 0);
+    let c = s.coordinator().await;
+    assert_eq!(count(&c, "SELECT count(*) FROM p").await, rows as i64);
+    // The three days of data are on three different nodes, each journaled there.
+    let counts = node_counts(&s).await;
+    let mut holders = Vec::new();
+    for back in [3, 2, 1] {
+        let name = format!("p_p{}", day(back).strftime("%Y%m%d"));
+        let held: Vec<usize> = (0..3).filter(|i| counts[*i].get(&name).is_some_and(|n| *n > 0)).collect();
+        assert_eq!(held.len(), 1, "{name}: {counts:?}");
+        holders.push(held[0]);
+        let d = day(back).strftime("%Y-%m-%d").to_string();
+        let e = day(back - 1).strftime("%Y-%m-%d").to_string();
+        let plan: Vec<String> = c
+            .query(&format!("EXPLAIN SELECT count(*) FROM p WHERE time >= '{d}' AND time < '{e}'"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let scans: Vec<&String> = plan.iter().filter(|l| l.contains("Foreign Scan")).collect();
+        assert!(scans.len() == 1 && scans[0].contains(&name), "{plan:?}");
+    }
+    holders.sort_unstable();
+    holders.dedup();
+    assert_eq!(holders.len(), 3, "consecutive days on consecutive nodes");
+    for (i, m) in counts.iter().enumerate() {
+        let journaled = count(&s.node(i).await, "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal").await;
+        assert_eq!(journaled, m.values().sum::<i64>());
+    }
+}

@@ -110,7 +110,7 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
         hash: spec.shards.map(|modulus| chute_core::partman::HashSub { column: "dev_id".into(), modulus }),
         unlogged: false,
         default_partition: false,
-        distribution: spec.shards.map(|_| chute_core::partman::Distribution { nodes: nodes.clone() }),
+        distribution: spec.shards.map(|_| chute_core::partman::Distribution { nodes: nodes.clone(), placement: None }),
     };
     let req = CreateRequest {
         policy,

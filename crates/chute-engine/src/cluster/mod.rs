@@ -194,7 +194,7 @@ pub async fn add_nodes(coordinator: &Client, specs: &[NodeSpec], env: &(dyn Env 
         .get(0);
     if !free {
         return Err(ClusterError::Refused(
-            "a load into a distributed table is running (it holds the shard map): change the nodes once it is done".into(),
+            "a load into a distributed table is running, or another chute cluster command (either holds the shard map): change the nodes once it is done".into(),
         ));
     }
     coordinator.batch_execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw").await.map_err(|e| {
