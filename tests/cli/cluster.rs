@@ -9,7 +9,7 @@ use chute_testkit::{ClusterSetup, TestCluster};
 
 use crate::common::{chute, open_tempdir, run_expect};
 
-const PASSWORD: &str = "Sekr3t-n0de-pw";
+const PASSWORD: &str = "Sekr3t=n0de-pw";
 
 /// A coordinator database and three data nodes; node n1 wants a password
 /// (role chute_node, scram) so the password's path can be checked.

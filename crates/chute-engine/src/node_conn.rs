@@ -24,7 +24,7 @@ pub async fn node_options(coordinator: &Client, name: &str, env: &(dyn Env + Syn
     let (url, server): (String, String) = (row.get(0), row.get(1));
     let password: Option<String> = coordinator
         .query_opt(
-            "SELECT (SELECT split_part(o, '=', 2) FROM unnest(umoptions) o WHERE o LIKE 'password=%')
+            "SELECT (SELECT substr(o, 10) FROM unnest(umoptions) o WHERE o LIKE 'password=%')
              FROM pg_user_mappings WHERE srvname = $1 AND (usename = current_user OR usename = 'public')
              ORDER BY usename = 'public' LIMIT 1",
             &[&server],

@@ -56,18 +56,13 @@ impl Distributed {
         tables: &[Arc<crate::load::routing::Routing>],
         progress: &mut dyn LoadProgress,
     ) -> Result<Option<Distributed>, LoadError> {
-        let nodes = crate::cluster::all_node_options(control, &crate::connect::ProcessEnv).await.map_err(cluster_error)?;
-        if nodes.is_empty() {
-            return Ok(None);
-        }
+        // From the catalog alone (any role can read it): does a leaf of these tables live on a chute data node?
         let parents: Vec<String> = tables.iter().map(|t| t.parent.quoted()).collect();
         let any: bool = control
             .query_one(
                 "SELECT EXISTS (SELECT 1 FROM unnest($1::text[]) p(name), pg_partition_tree(to_regclass(p.name)) t
                    JOIN pg_foreign_table ft ON ft.ftrelid = t.relid JOIN pg_foreign_server s ON s.oid = ft.ftserver
-                   WHERE s.srvname LIKE 'chute\\_node\\_%')
-                 OR EXISTS (SELECT 1 FROM unnest($1::text[]) p(name) JOIN chute.partition_config c
-                   ON to_regclass(p.name) = to_regclass(format('%I.%I', c.parent_schema, c.parent_table)) WHERE c.policy ? 'distribution')",
+                   WHERE s.srvname LIKE 'chute\\_node\\_%')",
                 &[&parents],
             )
             .await
@@ -75,6 +70,13 @@ impl Distributed {
             .get(0);
         if !any {
             return Ok(None);
+        }
+        let nodes = crate::cluster::all_node_options(control, &crate::connect::ProcessEnv).await.map_err(cluster_error)?;
+        if nodes.is_empty() {
+            return Err(LoadError::Setup(format!(
+                "{} has partitions on data nodes, but chute.nodes records none: record them with chute cluster init",
+                tables.first().map(|t| t.parent.to_string()).unwrap_or_default()
+            )));
         }
         // The shard map stays as read for the whole load (see `node_conn::SHARD_MAP_LOCK`).
         control
@@ -278,8 +280,8 @@ async fn pool_of(lookup: &Client, servers: &HashMap<String, usize>, quoted: &str
     let row = lookup
         .query_opt(
             "SELECT s.srvname::text, n.nspname::text, c.relname::text,
-                    coalesce((SELECT split_part(o, '=', 2) FROM unnest(ft.ftoptions) o WHERE o LIKE 'schema_name=%'), n.nspname)::text,
-                    coalesce((SELECT split_part(o, '=', 2) FROM unnest(ft.ftoptions) o WHERE o LIKE 'table_name=%'), c.relname)::text
+                    coalesce((SELECT substr(o, 13) FROM unnest(ft.ftoptions) o WHERE o LIKE 'schema_name=%'), n.nspname)::text,
+                    coalesce((SELECT substr(o, 12) FROM unnest(ft.ftoptions) o WHERE o LIKE 'table_name=%'), c.relname)::text
              FROM pg_foreign_table ft JOIN pg_foreign_server s ON s.oid = ft.ftserver
              JOIN pg_class c ON c.oid = ft.ftrelid JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE ft.ftrelid = to_regclass($1)",
