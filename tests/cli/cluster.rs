@@ -128,6 +128,16 @@ async fn node_counts(s: &Setup) -> Vec<std::collections::BTreeMap<String, i64>> 
 #[tokio::test]
 async fn init_status_distribute_load_and_prune() {
     let s = Setup::start().await;
+    // --dry-run checks every node, prints what it would make (no password), changes nothing.
+    let mut dry = chute();
+    dry.args(["cluster", "init", "--dry-run", "--coordinator", &s.url]);
+    for i in 0..3 {
+        dry.args(["--node", &format!("n{}={}", i + 1, s.node_url(i))]);
+    }
+    let (out, err) = run_expect(&mut dry, 0);
+    assert!(out.contains("CREATE SERVER \"chute_node_n1\"") && out.contains("password '********'"), "{out}");
+    assert!(!out.contains(PASSWORD) && !err.contains(PASSWORD));
+    assert_eq!(count(&s.coordinator().await, "SELECT count(*) FROM pg_foreign_server").await, 0);
     let (out, err) = s.init();
     assert!(out.contains("node n1 added") && out.contains("node n3 added"), "{out}");
     assert!(!out.contains(PASSWORD) && !err.contains(PASSWORD));

@@ -118,6 +118,9 @@ pub struct NodeAdded {
     pub version: String,
     /// The node was recorded already (its URL and mapping were refreshed).
     pub existed: bool,
+    /// `--dry-run`: the statements that would run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub planned: Vec<String>,
 }
 
 /// Makes `chute.nodes` (and the rest of chute's schema) on the coordinator.
@@ -157,6 +160,17 @@ async fn major_version(client: &Client, what: &str) -> Result<(i32, String), Clu
 /// records it. Running it again with the same nodes changes nothing but
 /// their URLs and passwords.
 pub async fn add_nodes(coordinator: &Client, specs: &[NodeSpec], env: &(dyn Env + Sync)) -> Result<Vec<NodeAdded>, ClusterError> {
+    add_nodes_or_plan(coordinator, specs, env, false).await
+}
+
+/// [`add_nodes`], or with `dry_run` only its checks: each node's `planned`
+/// statements are what would run (the password shown as `********`).
+pub async fn add_nodes_or_plan(
+    coordinator: &Client,
+    specs: &[NodeSpec],
+    env: &(dyn Env + Sync),
+    dry_run: bool,
+) -> Result<Vec<NodeAdded>, ClusterError> {
     let mut seen = std::collections::HashSet::new();
     for s in specs {
         check_name(&s.name).map_err(ClusterError::Refused)?;
@@ -185,6 +199,37 @@ pub async fn add_nodes(coordinator: &Client, specs: &[NodeSpec], env: &(dyn Env 
             )));
         }
         checked.push((s, opts, version));
+    }
+    if dry_run {
+        let mut out = Vec::new();
+        for (s, opts, version) in checked {
+            let server = server_name(&s.name);
+            let existed: bool = coordinator
+                .query_one("SELECT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = $1)", &[&server])
+                .await
+                .map_err(ClusterError::sql("reading pg_foreign_server"))?
+                .get(0);
+            let (host, port) = (endpoint_host(&opts), opts.port);
+            let password = if opts.has_password() { ", password '********'" } else { "" };
+            let planned = vec![
+                "CREATE EXTENSION IF NOT EXISTS postgres_fdw".to_owned(),
+                format!(
+                    "{} SERVER {} … (host {}, port '{port}', dbname {})",
+                    if existed { "ALTER" } else { "CREATE" },
+                    quote_ident(&server),
+                    quote_literal(&host),
+                    quote_literal(&opts.dbname)
+                ),
+                format!(
+                    "CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (user {}{password})",
+                    quote_ident(&server),
+                    quote_literal(&opts.user)
+                ),
+                format!("INSERT INTO chute.nodes … ({}, {})", quote_literal(&s.name), quote_literal(&opts.display_url())),
+            ];
+            out.push(NodeAdded { name: s.name.clone(), url: opts.display_url(), server, version, existed, planned });
+        }
+        return Ok(out);
     }
     // No load into a distributed table may run while the nodes change.
     let free: bool = coordinator
@@ -217,7 +262,7 @@ pub async fn add_nodes(coordinator: &Client, specs: &[NodeSpec], env: &(dyn Env 
             )
             .await
             .map_err(ClusterError::sql("recording the node in chute.nodes"))?;
-        out.push(NodeAdded { name: s.name.clone(), url: opts.display_url(), server, version, existed });
+        out.push(NodeAdded { name: s.name.clone(), url: opts.display_url(), server, version, existed, planned: Vec::new() });
     }
     let _ = coordinator.execute("SELECT pg_advisory_unlock($1)", &[&crate::node_conn::SHARD_MAP_LOCK]).await;
     Ok(out)
@@ -237,12 +282,16 @@ fn redacted(message: &str, url: &str) -> String {
     m
 }
 
-/// Creates or updates the node's foreign server; true when it existed.
-async fn set_server(client: &Client, server: &str, opts: &ConnectOptions) -> Result<bool, ClusterError> {
-    let host = match &opts.hosts[0] {
+fn endpoint_host(opts: &ConnectOptions) -> String {
+    match &opts.hosts[0] {
         Endpoint::Tcp(h) => h.clone(),
         Endpoint::Unix(p) => p.display().to_string(),
-    };
+    }
+}
+
+/// Creates or updates the node's foreign server; true when it existed.
+async fn set_server(client: &Client, server: &str, opts: &ConnectOptions) -> Result<bool, ClusterError> {
+    let host = endpoint_host(opts);
     let options = [("host", host), ("port", opts.port.to_string()), ("dbname", opts.dbname.clone())];
     let exists: bool = client
         .query_one("SELECT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = $1)", &[&server])
