@@ -319,7 +319,10 @@ async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
     // Fast, not immediate: the test servers run with fsync and synchronous_commit
     // off, so a crash could lose commits they already acknowledged.
     s.nodes[1].cluster.stop(StopMode::Fast).unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Status says which node is down (exit 1).
+    let (out, _) = run_expect(chute().args(["cluster", "status", "--coordinator", &s.url]), 1);
+    assert!(out.lines().any(|l| l.starts_with("n2") && l.contains("DOWN")), "{out}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
     s.nodes[1].cluster.start().unwrap();
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -583,5 +586,59 @@ async fn time_partitions_placed_round_robin_load_directly_and_prune() {
     for (i, m) in counts.iter().enumerate() {
         let journaled = count(&s.node(i).await, "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal").await;
         assert_eq!(journaled, m.values().sum::<i64>());
+    }
+}
+
+#[tokio::test]
+async fn a_killed_distributed_load_resumes_per_node_and_two_at_once_load_each_row_once() {
+    let s = Setup::start().await;
+    s.init();
+    s.distribute("m", "3");
+    let c = s.coordinator().await;
+    let dir = open_tempdir();
+    let file = dir.path().join("m.csv");
+    let rows = 1_500_000;
+    write_rows(&file, rows);
+    let load = || {
+        let mut cmd = chute();
+        cmd.args(["--url", &s.url, "load", "m"]).arg(&file).args(["--columns", "time,dev_id,v", "--workers", "1"]);
+        cmd
+    };
+    // kill -9 once some rows are committed on the nodes.
+    let mut child = load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let started = std::time::Instant::now();
+    let mut journaled = 0;
+    while journaled == 0 && started.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        journaled = 0;
+        for i in 0..3 {
+            let n = s.node(i).await;
+            if count(&n, "SELECT count(*) FROM pg_class WHERE relname = 'load_journal'").await > 0 {
+                journaled += count(&n, "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal").await;
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let partial = count(&c, "SELECT count(*) FROM m").await;
+    assert!(partial > 0 && partial < rows as i64, "killed too late or too early: {partial}");
+    // The rerun, started twice at once: one run loads the rest, the other is
+    // refused (it names the holder) or finds nothing left.
+    let a = load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let b = load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let codes = [a.status.code(), b.status.code()];
+    assert!(codes.contains(&Some(0)), "{codes:?} {} {}", String::from_utf8_lossy(&a.stderr), String::from_utf8_lossy(&b.stderr));
+    for o in [&a, &b] {
+        if o.status.code() != Some(0) {
+            assert!(String::from_utf8_lossy(&o.stderr).contains("already running"), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64);
+    assert_eq!(count(&c, "SELECT count(DISTINCT (time, dev_id, v)) FROM m").await, rows as i64);
+    let counts = node_counts(&s).await;
+    for (i, m) in counts.iter().enumerate() {
+        let journaled = count(&s.node(i).await, "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal").await;
+        assert_eq!(journaled, m.values().sum::<i64>(), "node {}", i + 1);
     }
 }
