@@ -215,9 +215,19 @@ async fn init_status_distribute_load_and_prune() {
             + count(&s.node(2).await, &format!("SELECT count(*) FROM {wanted}_h2")).await
             + count(&s.node(2).await, &format!("SELECT count(*) FROM {wanted}_h5")).await
     );
+    // --status adds up what each node journaled.
+    let (status, _) = run_expect(chute().args(["--url", &s.url, "load", "--status", "--json"]), 0);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status[0]["rows_committed"].as_i64(), Some(rows as i64), "{status}");
     // Loading the same file again loads nothing: each node's journal has its rows.
     run_expect(chute().args(["--url", &s.url, "load", "m"]).arg(&file).args(["--columns", "time,dev_id,v"]), 0);
     assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64);
+    // --forget forgets on every node: the same command then loads everything again.
+    let id = status[0]["load_id"].as_str().unwrap().to_owned();
+    run_expect(chute().args(["--url", &s.url, "load", "--forget", &id]), 0);
+    for i in 0..3 {
+        assert_eq!(count(&s.node(i).await, "SELECT count(*) FROM chute.load_journal").await, 0);
+    }
     // Status counts each node's rows.
     let (json, _) = run_expect(chute().args(["cluster", "status", "--json", "--coordinator", &s.url]), 0);
     let st: serde_json::Value = serde_json::from_str(&json).unwrap();
