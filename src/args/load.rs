@@ -166,6 +166,11 @@ pub struct LoadArgs {
     /// exit; unfinished loads stay, so they can still be resumed.
     #[arg(long, value_name = "DURATION", conflicts_with_all = ["status", "forget"])]
     pub forget_done_before: Option<String>,
+    /// Scale-out: commit on every data node or on none (two-phase commit;
+    /// the nodes need max_prepared_transactions > 0). A crash between
+    /// prepare and commit is resolved by the next run or `chute cluster recover`.
+    #[arg(long)]
+    pub atomic: bool,
     /// Keep retrying a lost connection or a restarted server this long.
     #[arg(long, default_value = "5min", value_name = "DURATION")]
     pub retry_for: String,

@@ -240,12 +240,23 @@ pub struct DemoArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+
+    /// Scale-out: distribute the table over N data nodes (on the embedded
+    /// server: `chute local start --nodes N` first, done for you; with
+    /// --url: the coordinator's nodes from `chute cluster init`).
+    #[arg(long, value_name = "N")]
+    pub nodes: Option<u32>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum LocalCommand {
     /// Create (first time) and start the embedded server.
-    Start,
+    Start {
+        /// Scale-out: also start N data nodes (each an embedded server in
+        /// DATA_DIR-nodeI) and record them on this one, the coordinator.
+        #[arg(long, value_name = "N")]
+        nodes: Option<u32>,
+    },
     /// Stop the embedded server. Its data stays for the next start.
     Stop,
     /// Say whether the embedded server exists and runs, and where.

@@ -107,6 +107,11 @@ pub struct PartitionCreateArgs {
     /// With --distribute-by: hash shards per time partition, placed round-robin on the nodes.
     #[arg(long, value_name = "N", requires = "distribute_by")]
     pub shards: Option<u32>,
+    /// Scale-out without hash shards: each time partition is a foreign
+    /// table on one data node, consecutive intervals on consecutive nodes
+    /// (round-robin) or by a hash of the partition's name.
+    #[arg(long, value_enum, value_name = "HOW", conflicts_with_all = ["distribute_by", "hash"])]
+    pub placement: Option<PlacementArg>,
     /// Create partitions UNLOGGED (fast, not crash-safe, not replicated).
     #[arg(long)]
     pub unlogged: bool,
@@ -122,6 +127,12 @@ pub struct PartitionCreateArgs {
     pub columns: Option<String>,
     #[command(flatten)]
     pub plan: PlanArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlacementArg {
+    RoundRobin,
+    Hash,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

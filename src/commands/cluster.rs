@@ -33,6 +33,10 @@ pub enum ClusterCommand {
     /// Each node: reachable, version, shard tables, rows and bytes; the skew
     /// between nodes; DDL drift between the coordinator and the nodes.
     Status(StatusArgs),
+    /// Resolve transactions an interrupted `chute load --atomic` left
+    /// prepared on the servers: committed where the load had decided to
+    /// commit, rolled back otherwise (a load still running is left alone).
+    Recover(StatusArgs),
     /// Apply the SQL that fixes DDL drift (a column or an index of the
     /// coordinator's parent missing on a node).
     SyncDdl(SyncArgs),
@@ -46,6 +50,9 @@ pub struct InitArgs {
     /// A data node: NAME=URL (repeat for each node).
     #[arg(long = "node", value_name = "NAME=URL", required = true)]
     pub nodes: Vec<String>,
+    /// Check the nodes and print what would be made; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -57,6 +64,9 @@ pub struct AddNodeArgs {
     pub node: String,
     #[arg(long, value_name = "URL")]
     pub coordinator: Option<String>,
+    /// Check the node and print what would be made; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -91,16 +101,36 @@ pub async fn run(conn: &ConnArgs, cmd: ClusterCommand) -> anyhow::Result<Outcome
         ClusterCommand::Init(a) => {
             let specs = a.nodes.iter().map(|n| NodeSpec::parse(n).map_err(anyhow::Error::msg)).collect::<anyhow::Result<Vec<_>>>()?;
             let client = coordinator(conn, &a.coordinator).await?;
-            add(&client, &specs, a.json).await
+            add(&client, &specs, a.dry_run, a.json).await
         }
         ClusterCommand::AddNode(a) => {
             let spec = NodeSpec::parse(&a.node).map_err(anyhow::Error::msg)?;
             let client = coordinator(conn, &a.coordinator).await?;
-            add(&client, &[spec], a.json).await
+            add(&client, &[spec], a.dry_run, a.json).await
         }
         ClusterCommand::Status(a) => {
             let client = coordinator(conn, &a.coordinator).await?;
             status(&client, a.json).await
+        }
+        ClusterCommand::Recover(a) => {
+            let conn = ConnArgs { url: a.coordinator.clone().or_else(|| conn.url.clone()), data_dir: conn.data_dir.clone() };
+            let opts = settings::target(&conn)?;
+            let client = coordinator(&conn, &None).await?;
+            let mut servers = vec![("the coordinator".to_owned(), opts)];
+            for (n, o) in cluster::all_node_options(&client, &ProcessEnv).await? {
+                servers.push((format!("data node {}", n.name), o));
+            }
+            let resolved = chute_engine::load::recover_prepared(&client, &servers).await?;
+            if a.json {
+                println!("{}", serde_json::json!({ "resolved": resolved }));
+            } else if resolved.is_empty() {
+                println!("no prepared transaction left by chute");
+            } else {
+                for r in &resolved {
+                    println!("{} {} on {}", if r.committed { "committed" } else { "rolled back" }, r.gid, r.server);
+                }
+            }
+            Ok(Outcome::Ok)
         }
         ClusterCommand::SyncDdl(a) => {
             let client = coordinator(conn, &a.coordinator).await?;
@@ -120,10 +150,18 @@ pub async fn run(conn: &ConnArgs, cmd: ClusterCommand) -> anyhow::Result<Outcome
     }
 }
 
-async fn add(client: &cluster::Client, specs: &[NodeSpec], json: bool) -> anyhow::Result<Outcome> {
-    let added = cluster::add_nodes(client, specs, &ProcessEnv).await?;
+async fn add(client: &cluster::Client, specs: &[NodeSpec], dry_run: bool, json: bool) -> anyhow::Result<Outcome> {
+    let added = cluster::add_nodes_or_plan(client, specs, &ProcessEnv, dry_run).await?;
     if json {
-        println!("{}", serde_json::json!({ "nodes": added }));
+        println!("{}", serde_json::json!({ "dry_run": dry_run, "nodes": added }));
+    } else if dry_run {
+        println!("-- dry run: every node is reachable and runs the coordinator's major version; nothing was changed");
+        for n in &added {
+            println!("-- node {}: {} (PostgreSQL {})", n.name, n.url, n.version);
+            for sql in &n.planned {
+                println!("{sql};");
+            }
+        }
     } else {
         for n in &added {
             let what = if n.existed { "updated" } else { "added" };

@@ -94,6 +94,7 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     spec.load_id = a.load_id.clone();
     spec.wait = a.wait;
     spec.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
+    spec.atomic = a.atomic;
     spec.flush_every = match a.flush_every.as_deref() {
         Some("off") => None,
         Some(d) => {
@@ -231,14 +232,29 @@ async fn journal(opts: &chute_engine::ConnectOptions, a: &LoadArgs) -> anyhow::R
         return Ok(Outcome::Ok);
     }
     if let Some(id) = &a.forget {
-        if chute_engine::load::journal::forget(&client, id).await? {
+        // Scale-out: each data node journals its own rows; forgotten there too.
+        let mut on_nodes = false;
+        for (node, c) in node_clients(&client).await {
+            on_nodes |= chute_engine::load::journal::forget(&c, id).await.with_context(|| format!("on data node {}", node))?;
+        }
+        if chute_engine::load::journal::forget(&client, id).await? || on_nodes {
             eprintln!("chute: forgot load {id}; the same command now loads everything again");
             return Ok(Outcome::Ok);
         }
         anyhow::bail!("no load {id:?} in this database (see chute load --status)");
     }
     let id = a.status.as_deref().filter(|s| !s.is_empty());
-    let loads = chute_engine::load::journal::list(&client, id).await?;
+    let mut loads = chute_engine::load::journal::list(&client, id).await?;
+    // Scale-out: a distributed load's rows are journaled on the data nodes.
+    for (_, c) in node_clients(&client).await {
+        for n in chute_engine::load::journal::list(&c, id).await.unwrap_or_default() {
+            if let Some(l) = loads.iter_mut().find(|l| l.load_id == n.load_id) {
+                l.rows_committed += n.rows_committed;
+                l.batches += n.batches;
+                l.targets += n.targets;
+            }
+        }
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&loads)?);
     } else if loads.is_empty() {
@@ -278,4 +294,18 @@ fn print_summary(r: &LoadReport) {
     if let Some(why) = &r.via_parent_reason {
         println!("routed by           the server (through the parent): {why}");
     }
+}
+
+/// The data nodes recorded on this server (scale-out), connected; a node
+/// that cannot be reached is named on stderr and left out.
+async fn node_clients(client: &chute_engine::cluster::Client) -> Vec<(String, chute_engine::cluster::Client)> {
+    let nodes = chute_engine::cluster::all_node_options(client, &chute_engine::connect::ProcessEnv).await.unwrap_or_default();
+    let mut out = Vec::new();
+    for (n, o) in nodes {
+        match o.connect().await {
+            Ok(c) => out.push((n.name, c)),
+            Err(e) => eprintln!("chute: warning: data node {} is not reachable ({e}); its journal is left out", n.name),
+        }
+    }
+    out
 }

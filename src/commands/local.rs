@@ -6,15 +6,22 @@ use crate::settings::local_server;
 use chute_engine::local::StartOutcome;
 
 pub fn run(conn: &ConnArgs, cmd: LocalCommand) -> anyhow::Result<Outcome> {
+    if let LocalCommand::Start { nodes: Some(0) } = cmd {
+        anyhow::bail!("--nodes must be at least 1");
+    }
     let server = local_server(conn.data_dir.clone())?;
     let dir = server.cluster.data_dir.display().to_string();
     match cmd {
-        LocalCommand::Start => {
+        LocalCommand::Start { nodes } => {
             let msg = start_message(server.ensure_running()?);
             eprintln!("chute: embedded PostgreSQL {msg} in {dir}");
+            if let Some(n) = nodes {
+                super::local_nodes::start(&server, n)?;
+            }
             println!("{}", server.connect_options().display_url());
         }
         LocalCommand::Stop => {
+            super::local_nodes::stop(&server)?;
             if server.stop()? {
                 eprintln!("chute: embedded PostgreSQL in {dir} stopped (its data stays; `chute local start` starts it again)");
             } else {

@@ -7,6 +7,7 @@ pub mod doctor;
 mod r#gen;
 mod load;
 mod local;
+mod local_nodes;
 mod migrate;
 mod partition;
 mod serve;

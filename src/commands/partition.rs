@@ -13,7 +13,7 @@ use chute_engine::partman::{CreateRequest, PartitionManager, TableStatus};
 use jiff::tz::TimeZone;
 
 use crate::Outcome;
-use crate::args::{ConnArgs, LockArgs, PartitionCommand, PartitionCreateArgs, PartitionMaintainArgs, RetentionModeArg};
+use crate::args::{ConnArgs, LockArgs, PartitionCommand, PartitionCreateArgs, PartitionMaintainArgs, PlacementArg, RetentionModeArg};
 use crate::settings;
 
 pub async fn run(conn: &ConnArgs, cmd: PartitionCommand) -> anyhow::Result<Outcome> {
@@ -118,10 +118,15 @@ async fn create(opts: &ConnectOptions, a: PartitionCreateArgs) -> anyhow::Result
     let like = a.like.as_deref().map(table_name).transpose()?;
     let mut mgr = PartitionManager::connect(opts, exec_settings(&a.plan.lock)?).await?;
     let mut policy = policy;
-    if a.distribute_by.is_some() {
+    if a.distribute_by.is_some() || a.placement.is_some() {
         let nodes = chute_engine::cluster::nodes(mgr.client()).await?;
-        anyhow::ensure!(!nodes.is_empty(), "--distribute-by needs data nodes: add them first with chute cluster init --node NAME=URL …");
-        policy.distribution = Some(chute_core::partman::Distribution { nodes: nodes.into_iter().map(|n| n.name).collect() });
+        let flag = if a.placement.is_some() { "--placement" } else { "--distribute-by" };
+        anyhow::ensure!(!nodes.is_empty(), "{flag} needs data nodes: add them first with chute cluster init --node NAME=URL …");
+        let placement = a.placement.map(|p| match p {
+            PlacementArg::RoundRobin => chute_core::partman::policy::Placement::RoundRobin,
+            PlacementArg::Hash => chute_core::partman::policy::Placement::Hash,
+        });
+        policy.distribution = Some(chute_core::partman::Distribution { nodes: nodes.into_iter().map(|n| n.name).collect(), placement });
     }
     let req = CreateRequest { policy, like, columns: a.columns.clone(), start: a.start.clone() };
     let (policy, plan) = mgr.create(req, now, a.plan.dry_run, &mut step_printer(a.plan.json)).await?;

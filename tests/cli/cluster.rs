@@ -9,7 +9,7 @@ use chute_testkit::{ClusterSetup, TestCluster};
 
 use crate::common::{chute, open_tempdir, run_expect};
 
-const PASSWORD: &str = "Sekr3t-n0de-pw";
+const PASSWORD: &str = "Sekr3t=n0de-pw";
 
 /// A coordinator database and three data nodes; node n1 wants a password
 /// (role chute_node, scram) so the password's path can be checked.
@@ -128,6 +128,16 @@ async fn node_counts(s: &Setup) -> Vec<std::collections::BTreeMap<String, i64>> 
 #[tokio::test]
 async fn init_status_distribute_load_and_prune() {
     let s = Setup::start().await;
+    // --dry-run checks every node, prints what it would make (no password), changes nothing.
+    let mut dry = chute();
+    dry.args(["cluster", "init", "--dry-run", "--coordinator", &s.url]);
+    for i in 0..3 {
+        dry.args(["--node", &format!("n{}={}", i + 1, s.node_url(i))]);
+    }
+    let (out, err) = run_expect(&mut dry, 0);
+    assert!(out.contains("CREATE SERVER \"chute_node_n1\"") && out.contains("password '********'"), "{out}");
+    assert!(!out.contains(PASSWORD) && !err.contains(PASSWORD));
+    assert_eq!(count(&s.coordinator().await, "SELECT count(*) FROM pg_foreign_server").await, 0);
     let (out, err) = s.init();
     assert!(out.contains("node n1 added") && out.contains("node n3 added"), "{out}");
     assert!(!out.contains(PASSWORD) && !err.contains(PASSWORD));
@@ -205,9 +215,19 @@ async fn init_status_distribute_load_and_prune() {
             + count(&s.node(2).await, &format!("SELECT count(*) FROM {wanted}_h2")).await
             + count(&s.node(2).await, &format!("SELECT count(*) FROM {wanted}_h5")).await
     );
+    // --status adds up what each node journaled.
+    let (status, _) = run_expect(chute().args(["--url", &s.url, "load", "--status", "--json"]), 0);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status[0]["rows_committed"].as_i64(), Some(rows as i64), "{status}");
     // Loading the same file again loads nothing: each node's journal has its rows.
     run_expect(chute().args(["--url", &s.url, "load", "m"]).arg(&file).args(["--columns", "time,dev_id,v"]), 0);
     assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64);
+    // --forget forgets on every node: the same command then loads everything again.
+    let id = status[0]["load_id"].as_str().unwrap().to_owned();
+    run_expect(chute().args(["--url", &s.url, "load", "--forget", &id]), 0);
+    for i in 0..3 {
+        assert_eq!(count(&s.node(i).await, "SELECT count(*) FROM chute.load_journal").await, 0);
+    }
     // Status counts each node's rows.
     let (json, _) = run_expect(chute().args(["cluster", "status", "--json", "--coordinator", &s.url]), 0);
     let st: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -298,10 +318,21 @@ async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The load holds the shard map: the nodes cannot change under it.
+    let mut again = chute();
+    again.args(["cluster", "init", "--coordinator", &s.url]);
+    for i in 0..3 {
+        again.args(["--node", &format!("n{}={}", i + 1, s.node_url(i))]);
+    }
+    let (_, err) = run_expect(&mut again, 2);
+    assert!(err.contains("a load into a distributed table is running"), "{err}");
     // Fast, not immediate: the test servers run with fsync and synchronous_commit
     // off, so a crash could lose commits they already acknowledged.
     s.nodes[1].cluster.stop(StopMode::Fast).unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Status says which node is down (exit 1).
+    let (out, _) = run_expect(chute().args(["cluster", "status", "--coordinator", &s.url]), 1);
+    assert!(out.lines().any(|l| l.starts_with("n2") && l.contains("DOWN")), "{out}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
     s.nodes[1].cluster.start().unwrap();
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -392,5 +423,232 @@ async fn retention_drops_the_remote_tables_too() {
             "node {}",
             i + 1
         );
+    }
+}
+
+#[tokio::test]
+async fn local_start_with_nodes_then_the_demo_on_three_nodes() {
+    let tmp = open_tempdir();
+    let data = tmp.path().join("pg").to_str().unwrap().to_owned();
+    let (url, err) = run_expect(chute().args(["--data-dir", &data, "local", "start", "--nodes", "3"]), 0);
+    assert!(err.contains("data node n3 runs in"), "{err}");
+    let (out, _) = run_expect(chute().args(["--data-dir", &data, "cluster", "status", "--json"]), 0);
+    let st: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(st["nodes"].as_array().unwrap().len(), 3, "{out}");
+    // The demo, twice: the second run starts over on every node.
+    for _ in 0..2 {
+        let (out, _) = run_expect(chute().args(["--data-dir", &data, "demo", "--nodes", "3", "--rows", "30000", "--days", "2"]), 0);
+        assert!(out.contains("rows loaded      30000"), "{out}");
+        assert!(out.contains("data nodes       3"), "{out}");
+        let (st, _) = run_expect(chute().args(["--data-dir", &data, "cluster", "status", "--json"]), 0);
+        let st: serde_json::Value = serde_json::from_str(&st).unwrap();
+        assert_eq!(st["rows"].as_i64(), Some(30000), "{st}");
+        assert!(st["nodes"].as_array().unwrap().iter().all(|n| n["rows"].as_i64().unwrap() > 0), "{st}");
+    }
+    let c = chute_engine::ConnectOptions::resolve(Some(url.trim()), &[("X", "")]).unwrap().connect().await.unwrap();
+    assert_eq!(count(&c, "SELECT count(*) FROM chute_demo.conditions").await, 30000);
+    // One command stops them all.
+    let (_, err) = run_expect(chute().args(["--data-dir", &data, "local", "stop"]), 0);
+    assert_eq!(err.matches("data node in").count(), 3, "{err}");
+    for i in 1..=3 {
+        assert!(!std::path::Path::new(&format!("{data}-node{i}/postmaster.pid")).exists(), "node {i} still runs");
+    }
+}
+
+/// Starts `chute load --atomic` with a pause at `hook`, waits for the pause and kills it (-9).
+fn kill_at(s: &Setup, table: &str, file: &std::path::Path, hook: &str) {
+    use std::io::BufRead;
+    let mut child = chute()
+        .args(["--url", &s.url, "load", table])
+        .arg(file)
+        .args(["--columns", "time,dev_id,v", "--atomic"])
+        .env(hook, "60")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut seen = String::new();
+    for line in std::io::BufReader::new(stderr).lines() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("pausing") {
+            break;
+        }
+    }
+    assert!(seen.contains("pausing"), "the load ended before {hook}: {seen}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+async fn prepared(s: &Setup) -> i64 {
+    let mut n = 0;
+    for i in 0..3 {
+        n += count(&s.node(i).await, "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'chute:%'").await;
+    }
+    n
+}
+
+#[tokio::test]
+async fn atomic_loads_survive_a_kill_between_prepare_and_commit() {
+    let s = Setup::start().await;
+    s.init();
+    s.distribute("m", "3");
+    let c = s.coordinator().await;
+    let dir = open_tempdir();
+    let file = dir.path().join("m.csv");
+    let rows = 20_000;
+    write_rows(&file, rows);
+
+    // Killed after every node prepared, before the decision: nothing is visible,
+    // and the next run rolls the prepared transactions back and loads it all.
+    kill_at(&s, "m", &file, "CHUTE_TEST_PAUSE_AFTER_PREPARE");
+    assert_eq!(prepared(&s).await, 3);
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, 0);
+    let (out, _) = run_expect(chute().args(["cluster", "status", "--coordinator", &s.url]), 0);
+    assert!(out.contains("prepared transaction(s) left by chute"), "{out}");
+    let (_, err) = run_expect(chute().args(["--url", &s.url, "load", "m"]).arg(&file).args(["--columns", "time,dev_id,v", "--atomic"]), 0);
+    assert!(err.contains("rolled back the transaction"), "{err}");
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64);
+    assert_eq!(prepared(&s).await, 0);
+
+    // Killed after the decision to commit: `cluster recover` commits on every node.
+    let file2 = dir.path().join("m2.csv");
+    std::fs::write(&file2, std::fs::read_to_string(&file).unwrap().replace(".5\n", ".25\n")).unwrap();
+    kill_at(&s, "m", &file2, "CHUTE_TEST_PAUSE_AFTER_DECISION");
+    assert_eq!(prepared(&s).await, 3);
+    let (out, _) = run_expect(chute().args(["cluster", "recover", "--coordinator", &s.url]), 0);
+    assert_eq!(out.matches("committed chute:").count(), 3, "{out}");
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, 2 * rows as i64);
+    // The journals committed with the rows: running it again loads nothing.
+    run_expect(chute().args(["--url", &s.url, "load", "m"]).arg(&file2).args(["--columns", "time,dev_id,v", "--atomic"]), 0);
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, 2 * rows as i64);
+    assert_eq!(count(&c, "SELECT count(DISTINCT (time, dev_id, v)) FROM m").await, 2 * rows as i64);
+
+    // A node that cannot prepare: refused up front, with the setting to change.
+    let n4 = TestCluster::start_with(&ClusterSetup { settings: &[("max_prepared_transactions", "0")], ..Default::default() });
+    run_expect(chute().args(["cluster", "add-node", "--coordinator", &s.url, &format!("n4={}", n4.options("postgres").display_url())]), 0);
+    s.distribute("w", "4");
+    let (_, err) = run_expect(chute().args(["--url", &s.url, "load", "w"]).arg(&file).args(["--columns", "time,dev_id,v", "--atomic"]), 2);
+    assert!(err.contains("data node n4 has max_prepared_transactions = 0"), "{err}");
+    assert_eq!(count(&c, "SELECT count(*) FROM w").await, 0);
+    // Without --atomic it loads.
+    run_expect(chute().args(["--url", &s.url, "load", "w"]).arg(&file).args(["--columns", "time,dev_id,v"]), 0);
+    assert_eq!(count(&c, "SELECT count(*) FROM w").await, rows as i64);
+}
+
+#[tokio::test]
+async fn time_partitions_placed_round_robin_load_directly_and_prune() {
+    let s = Setup::start().await;
+    s.init();
+    let from = day(3).strftime("%Y-%m-%d").to_string();
+    run_expect(
+        chute().args([
+            "--url",
+            &s.url,
+            "partition",
+            "create",
+            "p",
+            "--columns",
+            "time timestamptz not null, dev_id int not null, v float8",
+            "--key",
+            "time",
+            "--interval",
+            "1d",
+            "--placement",
+            "round-robin",
+            "--start",
+            &from,
+        ]),
+        0,
+    );
+    let dir = open_tempdir();
+    let file = dir.path().join("p.csv");
+    let rows = 9_000;
+    write_rows(&file, rows);
+    run_expect(chute().args(["--url", &s.url, "load", "p"]).arg(&file).args(["--columns", "time,dev_id,v"]), 0);
+    let c = s.coordinator().await;
+    assert_eq!(count(&c, "SELECT count(*) FROM p").await, rows as i64);
+    // The three days of data are on three different nodes, each journaled there.
+    let counts = node_counts(&s).await;
+    let mut holders = Vec::new();
+    for back in [3, 2, 1] {
+        let name = format!("p_p{}", day(back).strftime("%Y%m%d"));
+        let held: Vec<usize> = (0..3).filter(|i| counts[*i].get(&name).is_some_and(|n| *n > 0)).collect();
+        assert_eq!(held.len(), 1, "{name}: {counts:?}");
+        holders.push(held[0]);
+        let d = day(back).strftime("%Y-%m-%d").to_string();
+        let e = day(back - 1).strftime("%Y-%m-%d").to_string();
+        let plan: Vec<String> = c
+            .query(&format!("EXPLAIN SELECT count(*) FROM p WHERE time >= '{d}' AND time < '{e}'"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let scans: Vec<&String> = plan.iter().filter(|l| l.contains("Foreign Scan")).collect();
+        assert!(scans.len() == 1 && scans[0].contains(&name), "{plan:?}");
+    }
+    holders.sort_unstable();
+    holders.dedup();
+    assert_eq!(holders.len(), 3, "consecutive days on consecutive nodes");
+    for (i, m) in counts.iter().enumerate() {
+        let journaled = count(&s.node(i).await, "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal").await;
+        assert_eq!(journaled, m.values().sum::<i64>());
+    }
+}
+
+#[tokio::test]
+async fn a_killed_distributed_load_resumes_per_node_and_two_at_once_load_each_row_once() {
+    let s = Setup::start().await;
+    s.init();
+    s.distribute("m", "3");
+    let c = s.coordinator().await;
+    let dir = open_tempdir();
+    let file = dir.path().join("m.csv");
+    let rows = 1_500_000;
+    write_rows(&file, rows);
+    let load = || {
+        let mut cmd = chute();
+        cmd.args(["--url", &s.url, "load", "m"]).arg(&file).args(["--columns", "time,dev_id,v", "--workers", "1"]);
+        cmd
+    };
+    // kill -9 once some rows are committed on the nodes.
+    let mut child = load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let started = std::time::Instant::now();
+    let mut journaled = 0;
+    while journaled == 0 && started.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        journaled = 0;
+        for i in 0..3 {
+            let n = s.node(i).await;
+            if count(&n, "SELECT count(*) FROM pg_class WHERE relname = 'load_journal'").await > 0 {
+                journaled += count(&n, "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal").await;
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let partial = count(&c, "SELECT count(*) FROM m").await;
+    assert!(partial > 0 && partial < rows as i64, "killed too late or too early: {partial}");
+    // The rerun, started twice at once: one run loads the rest, the other is
+    // refused (it names the holder) or finds nothing left.
+    let a = load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let b = load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let codes = [a.status.code(), b.status.code()];
+    assert!(codes.contains(&Some(0)), "{codes:?} {} {}", String::from_utf8_lossy(&a.stderr), String::from_utf8_lossy(&b.stderr));
+    for o in [&a, &b] {
+        if o.status.code() != Some(0) {
+            assert!(String::from_utf8_lossy(&o.stderr).contains("already running"), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64);
+    assert_eq!(count(&c, "SELECT count(DISTINCT (time, dev_id, v)) FROM m").await, rows as i64);
+    let counts = node_counts(&s).await;
+    for (i, m) in counts.iter().enumerate() {
+        let journaled = count(&s.node(i).await, "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal").await;
+        assert_eq!(journaled, m.values().sum::<i64>(), "node {}", i + 1);
     }
 }

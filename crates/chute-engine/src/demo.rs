@@ -30,6 +30,8 @@ pub struct DemoSpec {
     pub seed: u64,
     /// Midnight UTC that ends the data, in microseconds since the Unix epoch.
     pub end_micros: i64,
+    /// Scale-out: hash shards on dev_id over the coordinator's data nodes.
+    pub shards: Option<u32>,
 }
 
 /// What the demo measured.
@@ -43,6 +45,8 @@ pub struct DemoReport {
     pub partitions_used: i64,
     pub table_bytes: i64,
     pub server_version: String,
+    /// Data nodes the table is distributed over (0: one server).
+    pub nodes: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +59,8 @@ pub enum DemoError {
     Load(#[from] LoadError),
     #[error("{step}: {source}")]
     Sql { step: &'static str, source: tokio_postgres::Error },
+    #[error("{0}")]
+    Cluster(String),
 }
 
 /// The demo's load id (see `run`).
@@ -69,6 +75,22 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
     let day = 86_400_000_000i64;
     let start = spec.end_micros - i64::from(spec.days) * day;
     let client = opts.connect().await?;
+    let nodes = match spec.shards {
+        Some(_) => {
+            let nodes = crate::cluster::nodes(&client).await.map_err(|e| DemoError::Cluster(e.to_string()))?;
+            if nodes.is_empty() {
+                return Err(DemoError::Cluster(
+                    "no data nodes: start them with chute local start --nodes 3, or record them with chute cluster init".into(),
+                ));
+            }
+            // The shards of an earlier run, and their journals, go first.
+            crate::cluster::drop_remote(&client, &format!("{DEMO_SCHEMA}.conditions"), Some(DEMO_LOAD_ID))
+                .await
+                .map_err(|e| DemoError::Cluster(e.to_string()))?;
+            nodes.into_iter().map(|n| n.name).collect()
+        }
+        None => Vec::new(),
+    };
     client
         .batch_execute(&format!("DROP TABLE IF EXISTS {DEMO_SCHEMA}.conditions; CREATE SCHEMA IF NOT EXISTS {DEMO_SCHEMA}"))
         .await
@@ -85,10 +107,10 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
         max_future: Some(Span::Time { n: 1, unit: Unit::Days }),
         retention: None,
         tz: "UTC".into(),
-        hash: None,
+        hash: spec.shards.map(|modulus| chute_core::partman::HashSub { column: "dev_id".into(), modulus }),
         unlogged: false,
         default_partition: false,
-        distribution: None,
+        distribution: spec.shards.map(|_| chute_core::partman::Distribution { nodes: nodes.clone(), placement: None }),
         storage: Vec::new(),
     };
     let req = CreateRequest {
@@ -102,6 +124,10 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
     let mut mgr = PartitionManager::connect(opts, ExecSettings::default()).await?;
     mgr.create(req, spec.end_micros - 1, false, &mut crate::exec::quiet).await?;
     client.batch_execute(&format!("CREATE INDEX ON {DEMO_SCHEMA}.conditions (time)")).await.map_err(sql("creating the index on time"))?;
+    if spec.shards.is_some() {
+        // The index on the nodes' shard tables too.
+        crate::cluster::sync_ddl(&client, &crate::connect::ProcessEnv, false).await.map_err(|e| DemoError::Cluster(e.to_string()))?;
+    }
 
     let ticks = spec.rows.div_ceil(u64::from(spec.devices.max(1))).max(1);
     let generator = Conditions {
@@ -143,5 +169,6 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
         partitions_used: row.get(1),
         table_bytes: row.get(2),
         server_version: row.get(3),
+        nodes: nodes.len(),
     })
 }

@@ -13,6 +13,7 @@ pub mod exec;
 pub mod layout;
 pub mod load;
 pub mod local;
+pub mod local_nodes;
 pub mod migrate;
 mod node_conn;
 pub mod partman;

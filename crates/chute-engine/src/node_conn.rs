@@ -5,6 +5,11 @@
 
 use tokio_postgres::Client;
 
+/// The advisory lock key that keeps the shard map stable: a load into a
+/// distributed table holds it shared on the coordinator for its whole run;
+/// changing the set of nodes takes it exclusively.
+pub(crate) const SHARD_MAP_LOCK: i64 = 0x6368_7574_655f_736d;
+
 use crate::ConnectOptions;
 use crate::connect::Env;
 
@@ -19,7 +24,7 @@ pub async fn node_options(coordinator: &Client, name: &str, env: &(dyn Env + Syn
     let (url, server): (String, String) = (row.get(0), row.get(1));
     let password: Option<String> = coordinator
         .query_opt(
-            "SELECT (SELECT split_part(o, '=', 2) FROM unnest(umoptions) o WHERE o LIKE 'password=%')
+            "SELECT (SELECT substr(o, 10) FROM unnest(umoptions) o WHERE o LIKE 'password=%')
              FROM pg_user_mappings WHERE srvname = $1 AND (usename = current_user OR usename = 'public')
              ORDER BY usename = 'public' LIMIT 1",
             &[&server],

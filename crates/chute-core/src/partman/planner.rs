@@ -265,7 +265,7 @@ pub fn plan_maintain(policy: &Policy, snap: &Snapshot, now: i64) -> Result<Plan,
             false,
         );
         if due(p) {
-            plan.extend(after_detach(policy, &p.name));
+            plan.extend(after_detach(policy, p));
         }
     }
 
@@ -321,12 +321,13 @@ pub fn plan_maintain(policy: &Policy, snap: &Snapshot, now: i64) -> Result<Plan,
                 false,
             );
         }
-        plan.extend(after_detach(policy, &p.name));
+        plan.extend(after_detach(policy, p));
     }
     Ok(plan)
 }
 
-fn after_detach(policy: &Policy, name: &QualifiedName) -> Plan {
+fn after_detach(policy: &Policy, p: &PartitionInfo) -> Plan {
+    let name = &p.name;
     let mut plan = Plan::default();
     let Some(r) = &policy.retention else { return plan };
     match (r.mode, &r.schema) {
@@ -337,6 +338,15 @@ fn after_detach(policy: &Policy, name: &QualifiedName) -> Plan {
                 vec![format!("DROP TABLE {}", name.quoted())],
                 true,
             );
+            if let (Some(d), None) = (&policy.distribution, &policy.hash) {
+                let node = d.node_of_partition(policy, &name.name, p.from);
+                plan.push_on(
+                    node,
+                    StepKind::DropRemote { node: node.to_owned(), name: name.clone() },
+                    format!("drop {name} on data node {node}"),
+                    vec![format!("DROP TABLE IF EXISTS {}", name.quoted())],
+                );
+            }
             if let (Some(d), Some(h)) = (&policy.distribution, &policy.hash) {
                 for r in 0..h.modulus {
                     let Ok(child) = hash_child_name(&name.name, r) else { continue };
@@ -401,6 +411,9 @@ fn create_partition(policy: &Policy, snap: &Snapshot, plan: &mut Plan, from: i64
 fn create_partition_inner(policy: &Policy, snap: &Snapshot, plan: &mut Plan, from: i64, to: i64, moves: bool) -> Result<(), PlanError> {
     let leaf = policy.parent.with_name(partition_name(policy, from)?);
     let (lo, hi) = (policy.key_type.literal(from)?, policy.key_type.literal(to)?);
+    if policy.distribution.is_some() && policy.hash.is_none() {
+        return super::distribute::create_placed(policy, snap, plan, &leaf, (from, to), (&lo, &hi));
+    }
     let key = policy.key_sql();
     let unlogged = if policy.unlogged { "UNLOGGED " } else { "" };
     let mut sql = Vec::new();
@@ -419,7 +432,7 @@ fn create_partition_inner(policy: &Policy, snap: &Snapshot, plan: &mut Plan, fro
     ));
     sql.extend(grant_sql(&snap.grants, &leaf));
     if let (Some(h), Some(d)) = (&policy.hash, &policy.distribution) {
-        remote_shards(policy, snap, plan, &leaf, (&lo, &hi))?;
+        super::distribute::remote_shards(policy, snap, plan, &leaf, (&lo, &hi))?;
         for r in 0..h.modulus {
             let child = leaf.with_name(hash_child_name(&leaf.name, r)?);
             let schema = child.schema.clone().unwrap_or_else(|| "public".into());
@@ -466,41 +479,6 @@ fn create_partition_inner(policy: &Policy, snap: &Snapshot, plan: &mut Plan, fro
         sql,
         true,
     );
-    Ok(())
-}
-
-/// Steps on the data nodes: the table behind each shard of `leaf`, with
-/// the parent's columns and indexes and a CHECK of its time bounds (made
-/// with `IF NOT EXISTS`, so a plan interrupted after them runs again).
-fn remote_shards(policy: &Policy, snap: &Snapshot, plan: &mut Plan, leaf: &QualifiedName, (lo, hi): (&str, &str)) -> Result<(), PlanError> {
-    let (Some(h), Some(d)) = (&policy.hash, &policy.distribution) else { return Ok(()) };
-    let ddl = snap.remote.clone().unwrap_or_default();
-    let key = policy.key_sql();
-    for r in 0..h.modulus {
-        let child = leaf.with_name(hash_child_name(&leaf.name, r)?);
-        let node = d.node_of(r);
-        let mut sql = Vec::new();
-        if let Some(schema) = &child.schema {
-            sql.push(format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)));
-        }
-        let unlogged = if policy.unlogged { "UNLOGGED " } else { "" };
-        sql.push(format!(
-            "CREATE {unlogged}TABLE IF NOT EXISTS {} ({}, CONSTRAINT chute_bounds CHECK ({key} IS NOT NULL AND {key} >= {lo} AND {key} < {hi}))",
-            child.quoted(),
-            ddl.columns
-        ));
-        for (i, tail) in ddl.indexes.iter().enumerate() {
-            let index = format!("{}_i{i}", child.name);
-            check_length(&index)?;
-            sql.push(format!("CREATE INDEX IF NOT EXISTS {} ON {} {tail}", quote_ident(&index), child.quoted()));
-        }
-        plan.push_on(
-            node,
-            StepKind::CreateRemote { node: node.to_owned(), name: child.clone() },
-            format!("create {child} for [{lo}, {hi}) on data node {node}"),
-            sql,
-        );
-    }
     Ok(())
 }
 
@@ -676,6 +654,10 @@ pub fn plan_undo(parent: &QualifiedName, owned_sequences: &[(QualifiedName, Stri
 #[cfg(test)]
 #[path = "planner_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "planner_dist_tests.rs"]
+mod dist_tests;
 
 /// A statement that fails, naming the table, when `parent` has rows. The
 /// message goes through `RAISE … USING MESSAGE`, where `%` is plain text,

@@ -118,9 +118,23 @@ pub struct HashSub {
 /// `r` of every time partition living on `nodes[r % nodes.len()]` (the
 /// data nodes when the table was distributed; nodes added later hold new
 /// tables only). See `crate::cluster`.
+/// Without hash shards (`placement`), each time partition is itself a
+/// foreign table, on the node its placement picks.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Distribution {
     pub nodes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+}
+
+/// Where a whole time partition goes (`--placement`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Consecutive intervals on consecutive nodes.
+    RoundRobin,
+    /// By a stable hash of the partition's name.
+    Hash,
 }
 
 impl Distribution {
@@ -128,6 +142,42 @@ impl Distribution {
     pub fn node_of(&self, remainder: u32) -> &str {
         &self.nodes[remainder as usize % self.nodes.len()]
     }
+
+    /// The node of the time partition `name` starting at `from` (placement only).
+    pub fn node_of_partition(&self, policy: &Policy, name: &str, from: i64) -> &str {
+        let n = self.nodes.len() as u64;
+        let i = match self.placement {
+            Some(Placement::Hash) => {
+                // FNV-1a: stable across builds and machines.
+                name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)) % n
+            }
+            _ => (interval_ordinal(policy, from).rem_euclid(n as i64)) as u64,
+        };
+        &self.nodes[i as usize]
+    }
+}
+
+/// The number of the interval starting at `from`, counted from the epoch:
+/// consecutive intervals get consecutive numbers (calendar months and years
+/// by their average length, rounded, which is exact for them).
+fn interval_ordinal(policy: &Policy, from: i64) -> i64 {
+    use super::interval::Unit;
+    const DAY: f64 = 86_400_000_000.0;
+    let width = match policy.interval {
+        Span::Integer(w) => w.max(1) as f64,
+        Span::Time { n, unit } => {
+            let one = match unit {
+                Unit::Minutes => 60_000_000.0,
+                Unit::Hours => 3_600_000_000.0,
+                Unit::Days => DAY,
+                Unit::Weeks => 7.0 * DAY,
+                Unit::Months => 30.436_875 * DAY,
+                Unit::Years => 365.2425 * DAY,
+            };
+            one * f64::from(n).max(1.0)
+        }
+    };
+    (from as f64 / width).round() as i64
 }
 
 /// The `postgres_fdw` server of data node `node` on the coordinator.
@@ -179,7 +229,9 @@ pub enum PolicyError {
     HashModulus(u32),
     #[error("--retention-schema goes with --retention-mode detach")]
     RetentionSchemaWithDrop,
-    #[error("--distribute-by needs --shards (hash shards over the data nodes) and at least one node (chute cluster init)")]
+    #[error(
+        "a distributed table takes either --distribute-by COLUMN --shards N or --placement (not both), and at least one node (chute cluster init)"
+    )]
     DistributionWithoutShards,
     #[error("a distributed table has no DEFAULT partition (a foreign DEFAULT could not be moved out of)")]
     DistributedDefault,
@@ -246,7 +298,7 @@ impl Policy {
             return Err(PolicyError::HashModulus(h.modulus));
         }
         if let Some(d) = &self.distribution {
-            if self.hash.is_none() || d.nodes.is_empty() {
+            if (self.hash.is_none() == d.placement.is_none()) || d.nodes.is_empty() {
                 return Err(PolicyError::DistributionWithoutShards);
             }
             if self.default_partition {

@@ -50,18 +50,27 @@ pub async fn detect(coordinator: &Client, env: &(dyn Env + Sync)) -> Result<Vec<
     let mut out = Vec::new();
     for (node, opts) in all_node_options(coordinator, env).await? {
         let Ok(client) = opts.connect().await else { continue };
-        for s in shards.iter().filter(|s| s.server == node.server) {
-            let name = format!("{}.{}", quote_ident(&s.schema), quote_ident(&s.table));
+        let mine: Vec<&super::shards::Shard> = shards.iter().filter(|s| s.server == node.server).collect();
+        let names: Vec<String> = mine.iter().map(|s| format!("{}.{}", quote_ident(&s.schema), quote_ident(&s.table))).collect();
+        // Every shard's columns and index definitions on this node, in one round trip.
+        let rows = client
+            .query(
+                "SELECT t.i::int8,
+                        coalesce((SELECT array_agg(attname::text) FROM pg_attribute
+                                  WHERE attrelid = to_regclass(t.name) AND attnum > 0 AND NOT attisdropped), '{}'),
+                        coalesce((SELECT array_agg(pg_get_indexdef(indexrelid)) FROM pg_index WHERE indrelid = to_regclass(t.name)), '{}')
+                 FROM unnest($1::text[]) WITH ORDINALITY t(name, i) ORDER BY t.i",
+                &[&names],
+            )
+            .await
+            .map_err(ClusterError::sql(format!("reading the shard tables on node {}", node.name)))?;
+        for r in rows {
+            let at = r.get::<_, i64>(0) as usize - 1;
+            let (s, name) = (mine[at], &names[at]);
             let shown = format!("{}.{}", s.schema, s.table);
             let (cols, indexes) = &shapes[&s.root];
-            let have = client
-                .query(
-                    "SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped",
-                    &[&name],
-                )
-                .await
-                .map_err(ClusterError::sql(format!("reading the columns of {shown} on node {}", node.name)))?;
-            let have: Vec<String> = have.iter().map(|r| r.get(0)).collect();
+            let have: Vec<String> = r.get(1);
+            let defs: Vec<String> = r.get(2);
             if have.is_empty() {
                 out.push(Drift {
                     node: node.name.clone(),
@@ -79,17 +88,7 @@ pub async fn detect(coordinator: &Client, env: &(dyn Env + Sync)) -> Result<Vec<
                     fix: format!("ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {} {ty}", quote_ident(c)),
                 });
             }
-            let defs = client
-                .query("SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = to_regclass($1)", &[&name])
-                .await
-                .map_err(ClusterError::sql(format!("reading the indexes of {shown} on node {}", node.name)))?;
-            let tails: Vec<String> = defs
-                .iter()
-                .filter_map(|r| {
-                    let d: String = r.get(0);
-                    d.find(" USING ").map(|i| d[i + 1..].to_owned())
-                })
-                .collect();
+            let tails: Vec<String> = defs.iter().filter_map(|d| d.find(" USING ").map(|i| d[i + 1..].to_owned())).collect();
             for (i, tail) in indexes.iter().enumerate().filter(|(_, t)| !tails.contains(t)) {
                 let index = format!("{}_i{i}", s.table);
                 out.push(Drift {

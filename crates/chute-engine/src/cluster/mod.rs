@@ -118,6 +118,9 @@ pub struct NodeAdded {
     pub version: String,
     /// The node was recorded already (its URL and mapping were refreshed).
     pub existed: bool,
+    /// `--dry-run`: the statements that would run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub planned: Vec<String>,
 }
 
 /// Makes `chute.nodes` (and the rest of chute's schema) on the coordinator.
@@ -157,6 +160,17 @@ async fn major_version(client: &Client, what: &str) -> Result<(i32, String), Clu
 /// records it. Running it again with the same nodes changes nothing but
 /// their URLs and passwords.
 pub async fn add_nodes(coordinator: &Client, specs: &[NodeSpec], env: &(dyn Env + Sync)) -> Result<Vec<NodeAdded>, ClusterError> {
+    add_nodes_or_plan(coordinator, specs, env, false).await
+}
+
+/// [`add_nodes`], or with `dry_run` only its checks: each node's `planned`
+/// statements are what would run (the password shown as `********`).
+pub async fn add_nodes_or_plan(
+    coordinator: &Client,
+    specs: &[NodeSpec],
+    env: &(dyn Env + Sync),
+    dry_run: bool,
+) -> Result<Vec<NodeAdded>, ClusterError> {
     let mut seen = std::collections::HashSet::new();
     for s in specs {
         check_name(&s.name).map_err(ClusterError::Refused)?;
@@ -186,6 +200,48 @@ pub async fn add_nodes(coordinator: &Client, specs: &[NodeSpec], env: &(dyn Env 
         }
         checked.push((s, opts, version));
     }
+    if dry_run {
+        let mut out = Vec::new();
+        for (s, opts, version) in checked {
+            let server = server_name(&s.name);
+            let existed: bool = coordinator
+                .query_one("SELECT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = $1)", &[&server])
+                .await
+                .map_err(ClusterError::sql("reading pg_foreign_server"))?
+                .get(0);
+            let (host, port) = (endpoint_host(&opts), opts.port);
+            let password = if opts.has_password() { ", password '********'" } else { "" };
+            let planned = vec![
+                "CREATE EXTENSION IF NOT EXISTS postgres_fdw".to_owned(),
+                format!(
+                    "{} SERVER {} … (host {}, port '{port}', dbname {})",
+                    if existed { "ALTER" } else { "CREATE" },
+                    quote_ident(&server),
+                    quote_literal(&host),
+                    quote_literal(&opts.dbname)
+                ),
+                format!(
+                    "CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (user {}{password})",
+                    quote_ident(&server),
+                    quote_literal(&opts.user)
+                ),
+                format!("INSERT INTO chute.nodes … ({}, {})", quote_literal(&s.name), quote_literal(&opts.display_url())),
+            ];
+            out.push(NodeAdded { name: s.name.clone(), url: opts.display_url(), server, version, existed, planned });
+        }
+        return Ok(out);
+    }
+    // No load into a distributed table may run while the nodes change.
+    let free: bool = coordinator
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&crate::node_conn::SHARD_MAP_LOCK])
+        .await
+        .map_err(ClusterError::sql("locking the shard map"))?
+        .get(0);
+    if !free {
+        return Err(ClusterError::Refused(
+            "a load into a distributed table is running, or another chute cluster command (either holds the shard map): change the nodes once it is done".into(),
+        ));
+    }
     coordinator.batch_execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw").await.map_err(|e| {
         ClusterError::Refused(format!(
             "cannot create the extension postgres_fdw on the coordinator ({}): it ships with PostgreSQL's contrib (Debian: in the postgresql-NN package; others: postgresql-contrib) and needs a superuser or a trusted-extension grant",
@@ -206,8 +262,9 @@ pub async fn add_nodes(coordinator: &Client, specs: &[NodeSpec], env: &(dyn Env 
             )
             .await
             .map_err(ClusterError::sql("recording the node in chute.nodes"))?;
-        out.push(NodeAdded { name: s.name.clone(), url: opts.display_url(), server, version, existed });
+        out.push(NodeAdded { name: s.name.clone(), url: opts.display_url(), server, version, existed, planned: Vec::new() });
     }
+    let _ = coordinator.execute("SELECT pg_advisory_unlock($1)", &[&crate::node_conn::SHARD_MAP_LOCK]).await;
     Ok(out)
 }
 
@@ -225,12 +282,16 @@ fn redacted(message: &str, url: &str) -> String {
     m
 }
 
-/// Creates or updates the node's foreign server; true when it existed.
-async fn set_server(client: &Client, server: &str, opts: &ConnectOptions) -> Result<bool, ClusterError> {
-    let host = match &opts.hosts[0] {
+fn endpoint_host(opts: &ConnectOptions) -> String {
+    match &opts.hosts[0] {
         Endpoint::Tcp(h) => h.clone(),
         Endpoint::Unix(p) => p.display().to_string(),
-    };
+    }
+}
+
+/// Creates or updates the node's foreign server; true when it existed.
+async fn set_server(client: &Client, server: &str, opts: &ConnectOptions) -> Result<bool, ClusterError> {
+    let host = endpoint_host(opts);
     let options = [("host", host), ("port", opts.port.to_string()), ("dbname", opts.dbname.clone())];
     let exists: bool = client
         .query_one("SELECT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = $1)", &[&server])
@@ -333,4 +394,39 @@ pub async fn remote_ddl(client: &Client, parent: u32) -> Result<RemoteDdl, tokio
         })
         .collect();
     Ok(RemoteDdl { columns, indexes })
+}
+
+/// Drops the tables behind `table`'s foreign partitions on their nodes
+/// (before `table` itself is dropped on the coordinator), and forgets the
+/// journal of load `forget_load` there.
+pub async fn drop_remote(coordinator: &Client, table: &str, forget_load: Option<&str>) -> Result<(), ClusterError> {
+    let root: Option<u32> =
+        coordinator.query_one("SELECT to_regclass($1)::oid", &[&table]).await.map_err(ClusterError::sql("looking up the table"))?.get(0);
+    let shards = match root {
+        Some(root) => shards::shards(coordinator).await?.into_iter().filter(|s| s.root == root).collect(),
+        None => Vec::new(),
+    };
+    for (node, opts) in all_node_options(coordinator, &crate::connect::ProcessEnv).await? {
+        let client = opts.connect().await?;
+        for s in shards.iter().filter(|s| s.server == node.server) {
+            client
+                .batch_execute(&format!("DROP TABLE IF EXISTS {}.{}", quote_ident(&s.schema), quote_ident(&s.table)))
+                .await
+                .map_err(ClusterError::sql(format!("dropping {}.{} on node {}", s.schema, s.table, node.name)))?;
+        }
+        if let Some(id) = forget_load {
+            let exists: bool = client
+                .query_one("SELECT to_regclass('chute.loads') IS NOT NULL", &[])
+                .await
+                .map_err(ClusterError::sql("reading chute.loads"))?
+                .get(0);
+            if exists {
+                client
+                    .execute("DELETE FROM chute.loads WHERE load_id = $1", &[&id])
+                    .await
+                    .map_err(ClusterError::sql("forgetting the load"))?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -25,8 +25,8 @@ pub(crate) async fn shards(coordinator: &Client) -> Result<Vec<Shard>, ClusterEr
     let rows = coordinator
         .query(
             "SELECT s.srvname::text,
-                    coalesce((SELECT split_part(o, '=', 2) FROM unnest(ft.ftoptions) o WHERE o LIKE 'schema_name=%'), n.nspname)::text,
-                    coalesce((SELECT split_part(o, '=', 2) FROM unnest(ft.ftoptions) o WHERE o LIKE 'table_name=%'), c.relname)::text,
+                    coalesce((SELECT substr(o, 13) FROM unnest(ft.ftoptions) o WHERE o LIKE 'schema_name=%'), n.nspname)::text,
+                    coalesce((SELECT substr(o, 12) FROM unnest(ft.ftoptions) o WHERE o LIKE 'table_name=%'), c.relname)::text,
                     pg_partition_root(c.oid)::oid
              FROM pg_foreign_table ft JOIN pg_class c ON c.oid = ft.ftrelid JOIN pg_namespace n ON n.oid = c.relnamespace
              JOIN pg_foreign_server s ON s.oid = ft.ftserver

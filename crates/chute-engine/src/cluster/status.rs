@@ -91,17 +91,30 @@ async fn node_status(node: &Node, opts: &crate::ConnectOptions, shards: &[&(Stri
         }
         Err(e) => st.error = Some(crate::error::describe(&e)),
     }
-    for (_, schema, table) in shards {
-        let name = format!("{}.{}", chute_core::ident::quote_ident(schema), chute_core::ident::quote_ident(table));
-        let q = format!("SELECT count(*)::int8, pg_total_relation_size('{}'::regclass)::int8 FROM {name}", name.replace('\'', "''"));
-        match client.query_one(&q, &[]).await {
-            Ok(r) => {
-                st.shards += 1;
-                st.rows += r.get::<_, i64>(0);
-                st.bytes += r.get::<_, i64>(1);
+    // Exact counts and sizes of every shard, in one round trip (query_to_xml runs each count).
+    let names: Vec<String> = shards
+        .iter()
+        .map(|(_, schema, table)| format!("{}.{}", chute_core::ident::quote_ident(schema), chute_core::ident::quote_ident(table)))
+        .collect();
+    let totals = client
+        .query_one(
+            "SELECT count(*)::int8,
+                    coalesce(sum((xpath('/row/c/text()', query_to_xml(format('SELECT count(*) AS c FROM %s', t.name), false, true, '')))[1]::text::int8), 0)::int8,
+                    coalesce(sum(pg_total_relation_size(to_regclass(t.name))), 0)::int8
+             FROM unnest($1::text[]) t(name) WHERE to_regclass(t.name) IS NOT NULL",
+            &[&names],
+        )
+        .await;
+    match totals {
+        Ok(r) => {
+            st.shards = r.get::<_, i64>(0) as u64;
+            st.rows = r.get(1);
+            st.bytes = r.get(2);
+            if (st.shards as usize) < names.len() {
+                st.error = Some(format!("{} shard table(s) missing (see the DDL drift below)", names.len() - st.shards as usize));
             }
-            Err(e) => st.error = Some(format!("{schema}.{table}: {}", crate::error::describe(&e))),
         }
+        Err(e) => st.error = Some(crate::error::describe(&e)),
     }
     st
 }

@@ -17,7 +17,7 @@ use tokio_postgres::{Client, Transaction};
 use super::{LoadError, LoadProgress};
 
 /// The advisory lock key (one bigint) of a load id.
-fn lock_key(load_id: &str) -> i64 {
+pub(crate) fn lock_key(load_id: &str) -> i64 {
     super::journal::stable_hash(&["chute load", load_id]) as i64
 }
 

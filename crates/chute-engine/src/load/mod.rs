@@ -23,6 +23,7 @@ mod identity;
 pub(crate) mod input;
 mod insert;
 pub mod journal;
+pub use sink::atomic::{Resolved, recover as recover_prepared};
 pub(crate) mod model;
 mod oversized;
 mod pipeline;
@@ -104,6 +105,8 @@ pub struct LoadSpec {
     pub cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// How long to keep retrying a lost connection or a restarted server.
     pub retry_for: Duration,
+    /// Scale-out: commit on every server or on none (two-phase commit).
+    pub atomic: bool,
     /// Send rows that have waited this long even in a partial batch, and
     /// read stdin in pieces when it pauses: for live streams. `None`: rows
     /// wait for full batches (best for files).
@@ -148,6 +151,7 @@ impl LoadSpec {
             retry_for: Duration::from_secs(300),
             flush_every: None,
             feed: None,
+            atomic: false,
         }
     }
 }

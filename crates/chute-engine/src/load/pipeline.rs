@@ -42,8 +42,14 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 
     // Scale-out: the data nodes, when the table has shards on them.
     let mut distributed = super::sink::nodes::Distributed::detect(&control, &prepared.tables, progress).await?;
+    if spec.atomic && distributed.is_none() {
+        return Err(LoadError::Setup(format!("--atomic applies to tables distributed over data nodes; {} is not", spec.table)));
+    }
     // The journal: what earlier runs of this load committed.
     let load_id = load_id_for(&spec, &inputs, &prepared.summary_table);
+    if spec.atomic && load_id.is_none() {
+        return Err(LoadError::Setup("--atomic needs a journaled load: files, generated rows, or stdin with --load-id".into()));
+    }
     let mut resumed = 0;
     let nonce =
         format!("{:x}", super::journal::stable_hash(&[&std::process::id().to_string(), &format!("{:?}", std::time::SystemTime::now())]));
@@ -52,7 +58,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         let mut committed =
             recover::open_journal(&spec, &mut control, id, &prepared.summary_table, &described.join(", "), &nonce, progress).await?;
         if let Some(d) = &mut distributed {
-            d.open_journals(&spec, id, (&prepared.summary_table, &described.join(", "), &nonce), &mut committed, progress).await?;
+            d.open_journals(&control, &spec, id, (&prepared.summary_table, &described.join(", "), &nonce), &mut committed, progress)
+                .await?;
         }
         for t in &prepared.tables {
             resumed += t.set_committed(&committed);
@@ -87,7 +94,11 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let workers = match &mut distributed {
         Some(d) => {
             let nodes = std::mem::take(&mut d.nodes);
-            let sink = NodeSink { coordinator: worker_ctx, nodes, workers: spec.workers.max(1), retry_for: spec.retry_for };
+            let atomic = match (&load_id, spec.atomic) {
+                (Some(id), true) => Some((id.clone(), nonce.clone(), spec.cancel.clone())),
+                _ => None,
+            };
+            let sink = NodeSink { coordinator: worker_ctx, nodes, workers: spec.workers.max(1), retry_for: spec.retry_for, atomic };
             sink.start(batch_rx, outcome_tx).await?
         }
         None => CopySink { ctx: worker_ctx, workers: spec.workers.max(1), retry_for: spec.retry_for }.start(batch_rx, outcome_tx).await?,

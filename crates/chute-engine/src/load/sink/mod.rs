@@ -26,6 +26,7 @@ use tokio_postgres::{Client, Transaction};
 
 use super::LoadError;
 
+pub(crate) mod atomic;
 mod isolate;
 pub(crate) mod nodes;
 
@@ -66,7 +67,7 @@ pub(crate) struct BatchPart {
 }
 
 impl Batch {
-    fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self.parts.as_slice() {
             [one] => one.target_name.clone(),
             many => format!("{} partitions ({} …)", many.len(), many.first().map(|p| p.target_name.as_str()).unwrap_or("")),
@@ -126,7 +127,7 @@ pub(crate) struct WorkerCtx {
 }
 
 /// Why one attempt at a batch failed.
-enum AttemptError {
+pub(crate) enum AttemptError {
     Pg(tokio_postgres::Error),
     /// The reject file could not be written: the batch must not commit.
     Rejects(LoadError),
@@ -287,9 +288,9 @@ async fn reconnect(ctx: &WorkerCtx, backoff: &mut Backoff) -> Result<Client, Loa
 /// The rows a batch rejected over its attempts: by (input, line) so a
 /// retry does not write them to the reject file again, and by (part, row).
 #[derive(Default)]
-struct Written {
+pub(crate) struct Written {
     lines: std::collections::HashSet<(usize, u64)>,
-    rows: std::collections::HashSet<(usize, usize)>,
+    pub rows: std::collections::HashSet<(usize, usize)>,
 }
 
 fn row_start(seg: &Segment, i: usize) -> usize {
@@ -297,15 +298,33 @@ fn row_start(seg: &Segment, i: usize) -> usize {
 }
 
 /// One attempt at a batch: its COPYs and journal entries in one transaction.
-async fn commit_batch(
-    client: &mut Client,
+/// What a batch's transaction is opened on: a connection (a transaction),
+/// or, in an `--atomic` load, the load's one transaction (a savepoint).
+pub(crate) trait Begin {
+    fn begin(&mut self) -> impl std::future::Future<Output = Result<Transaction<'_>, tokio_postgres::Error>> + Send;
+}
+
+impl Begin for Client {
+    async fn begin(&mut self) -> Result<Transaction<'_>, tokio_postgres::Error> {
+        self.transaction().await
+    }
+}
+
+impl Begin for Transaction<'_> {
+    async fn begin(&mut self) -> Result<Transaction<'_>, tokio_postgres::Error> {
+        self.transaction().await
+    }
+}
+
+pub(crate) async fn commit_batch<C: Begin>(
+    client: &mut C,
     batch: &Batch,
     tx: &flume::Sender<CopyOutcome>,
     ctx: &WorkerCtx,
     retry: bool,
     written: &mut Written,
 ) -> Result<(u64, u64, Vec<usize>), AttemptError> {
-    let mut txn = client.transaction().await?;
+    let mut txn = client.begin().await?;
     if let Some(load_id) = &ctx.load_id
         && let Err(e) = super::claim::fence(&txn, load_id, &ctx.owner).await?
     {

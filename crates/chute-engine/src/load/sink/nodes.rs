@@ -29,9 +29,9 @@ use crate::ConnectOptions;
 use crate::load::{LoadError, LoadProgress};
 
 /// One server's share of a batch, and where its answer goes.
-struct Job {
-    batch: Batch,
-    done: tokio::sync::oneshot::Sender<(Batch, Result<super::Committed, LoadError>)>,
+pub(crate) struct Job {
+    pub batch: Batch,
+    pub done: tokio::sync::oneshot::Sender<(Batch, Result<super::Committed, LoadError>)>,
 }
 
 /// A data node as the load sees it.
@@ -56,18 +56,13 @@ impl Distributed {
         tables: &[Arc<crate::load::routing::Routing>],
         progress: &mut dyn LoadProgress,
     ) -> Result<Option<Distributed>, LoadError> {
-        let nodes = crate::cluster::all_node_options(control, &crate::connect::ProcessEnv).await.map_err(cluster_error)?;
-        if nodes.is_empty() {
-            return Ok(None);
-        }
+        // From the catalog alone (any role can read it): does a leaf of these tables live on a chute data node?
         let parents: Vec<String> = tables.iter().map(|t| t.parent.quoted()).collect();
         let any: bool = control
             .query_one(
                 "SELECT EXISTS (SELECT 1 FROM unnest($1::text[]) p(name), pg_partition_tree(to_regclass(p.name)) t
                    JOIN pg_foreign_table ft ON ft.ftrelid = t.relid JOIN pg_foreign_server s ON s.oid = ft.ftserver
-                   WHERE s.srvname LIKE 'chute\\_node\\_%')
-                 OR EXISTS (SELECT 1 FROM unnest($1::text[]) p(name) JOIN chute.partition_config c
-                   ON to_regclass(p.name) = to_regclass(format('%I.%I', c.parent_schema, c.parent_table)) WHERE c.policy ? 'distribution')",
+                   WHERE s.srvname LIKE 'chute\\_node\\_%')",
                 &[&parents],
             )
             .await
@@ -76,6 +71,18 @@ impl Distributed {
         if !any {
             return Ok(None);
         }
+        let nodes = crate::cluster::all_node_options(control, &crate::connect::ProcessEnv).await.map_err(cluster_error)?;
+        if nodes.is_empty() {
+            return Err(LoadError::Setup(format!(
+                "{} has partitions on data nodes, but chute.nodes records none: record them with chute cluster init",
+                tables.first().map(|t| t.parent.to_string()).unwrap_or_default()
+            )));
+        }
+        // The shard map stays as read for the whole load (see `node_conn::SHARD_MAP_LOCK`).
+        control
+            .execute("SELECT pg_advisory_lock_shared($1)", &[&crate::node_conn::SHARD_MAP_LOCK])
+            .await
+            .map_err(|e| LoadError::sql("locking the shard map", e))?;
         // DDL drift first: a column the nodes lack would fail every COPY.
         let drift = crate::cluster::detect_drift(control, &crate::connect::ProcessEnv).await.map_err(cluster_error)?;
         let fixes: Vec<String> = drift.iter().map(|d| format!("on node {}: {};", d.node, d.fix)).collect();
@@ -101,12 +108,22 @@ impl Distributed {
     /// committed there, into `committed`.
     pub(crate) async fn open_journals(
         &mut self,
+        control: &Client,
         spec: &crate::load::LoadSpec,
         id: &str,
         (table, inputs, owner): (&str, &str, &str),
         committed: &mut crate::load::journal::Committed,
         progress: &mut dyn LoadProgress,
     ) -> Result<(), LoadError> {
+        // Transactions an earlier --atomic run prepared and left: resolved
+        // first, so the journals read next are final (and no prepared
+        // transaction holds a lock this run needs).
+        let mut servers = vec![("the coordinator".to_owned(), spec.target.clone())];
+        servers.extend(self.nodes.iter().map(|n| (format!("data node {}", n.name), n.options.clone())));
+        for r in super::atomic::recover(control, &servers).await? {
+            let what = if r.committed { "committed" } else { "rolled back" };
+            progress.notice(&format!("{what} the transaction {} an interrupted --atomic load left on {}", r.gid, r.server));
+        }
         for node in &self.nodes {
             let client = crate::retry::connect(&node.options, spec.retry_for, |e| {
                 progress.notice(&format!("data node {} is not reachable ({e}); retrying for up to {:?}", node.name, spec.retry_for))
@@ -146,6 +163,8 @@ pub(crate) struct NodeSink {
     /// COPY connections per server.
     pub workers: usize,
     pub retry_for: std::time::Duration,
+    /// `--atomic`: (load id, this run's token, the load's stop flag).
+    pub atomic: Option<(String, String, Arc<std::sync::atomic::AtomicBool>)>,
 }
 
 impl Sink for NodeSink {
@@ -161,21 +180,66 @@ impl Sink for NodeSink {
         for n in &self.nodes {
             contexts.push(Arc::new(WorkerCtx { target: n.options.clone(), ..clone_ctx(&self.coordinator) }));
         }
+        let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut atomic_workers = Vec::new();
         for (i, ctx) in contexts.iter().enumerate() {
             let (tx, rx) = flume::bounded::<Job>(self.workers * 2);
-            for _ in 0..self.workers {
-                let client = crate::retry::connect(&ctx.target, self.retry_for, |_| {}).await.map_err(|e| {
-                    let what = if i == 0 { "the coordinator".to_owned() } else { format!("data node {}", self.nodes[i - 1].name) };
-                    LoadError::Setup(format!("{what} ({}) is not reachable: {e}", ctx.target.display_url()))
-                })?;
-                handles.push(tokio::spawn(worker(client, rx.clone(), outcomes.clone(), ctx.clone())));
+            let what = if i == 0 { "the coordinator".to_owned() } else { format!("data node {}", self.nodes[i - 1].name) };
+            let connect = || async {
+                crate::retry::connect(&ctx.target, self.retry_for, |_| {})
+                    .await
+                    .map_err(|e| LoadError::Setup(format!("{what} ({}) is not reachable: {e}", ctx.target.display_url())))
+            };
+            match &self.atomic {
+                None => {
+                    for _ in 0..self.workers {
+                        handles.push(tokio::spawn(worker(connect().await?, rx.clone(), outcomes.clone(), ctx.clone())));
+                    }
+                }
+                Some((load_id, run, _)) => {
+                    // One transaction per server for the whole load.
+                    let client = connect().await?;
+                    if i > 0 {
+                        super::atomic::check_prepared_allowed(&what, &client).await?;
+                    }
+                    let gid = format!("{}:{i}", super::atomic::gid_prefix(load_id, run));
+                    let h =
+                        tokio::spawn(super::atomic::worker(client, rx.clone(), outcomes.clone(), ctx.clone(), gid.clone(), failed.clone()));
+                    atomic_workers.push((super::atomic::Prepared { label: what.clone(), options: ctx.target.clone(), gid }, h));
+                }
             }
             pools.push(tx);
         }
         let lookup = crate::retry::connect(&self.coordinator.target, self.retry_for, |_| {}).await?;
         let servers: HashMap<String, usize> = self.nodes.iter().enumerate().map(|(i, n)| (n.server.clone(), i + 1)).collect();
         let budget = self.coordinator.budget.clone();
-        handles.push(tokio::spawn(dispatch(batches, pools, outcomes, lookup, servers, budget)));
+        let dispatcher = tokio::spawn(dispatch(batches, pools, outcomes, lookup, servers, budget, failed.clone()));
+        match self.atomic.clone() {
+            None => handles.push(dispatcher),
+            Some((load_id, run, cancel)) => {
+                let coordinator = self.coordinator.target.clone();
+                handles.push(tokio::spawn(async move {
+                    let dispatched = matches!(dispatcher.await, Ok(Ok(())));
+                    let (mut prepared, mut first) = (Vec::new(), None);
+                    for (p, h) in atomic_workers {
+                        match h.await {
+                            Ok(Ok(true)) => prepared.push(p),
+                            Ok(Ok(false)) => {}
+                            Ok(Err(e)) => {
+                                first.get_or_insert(e);
+                            }
+                            Err(e) => {
+                                first.get_or_insert(LoadError::Setup(format!("an --atomic COPY worker failed: {e}")));
+                            }
+                        }
+                    }
+                    use std::sync::atomic::Ordering::Relaxed;
+                    let commit = dispatched && first.is_none() && !failed.load(Relaxed) && !cancel.load(Relaxed);
+                    super::atomic::finish(&coordinator, &load_id, &run, prepared, commit).await?;
+                    first.map_or(Ok(()), Err)
+                }));
+            }
+        }
         Ok(handles)
     }
 }
@@ -216,8 +280,8 @@ async fn pool_of(lookup: &Client, servers: &HashMap<String, usize>, quoted: &str
     let row = lookup
         .query_opt(
             "SELECT s.srvname::text, n.nspname::text, c.relname::text,
-                    coalesce((SELECT split_part(o, '=', 2) FROM unnest(ft.ftoptions) o WHERE o LIKE 'schema_name=%'), n.nspname)::text,
-                    coalesce((SELECT split_part(o, '=', 2) FROM unnest(ft.ftoptions) o WHERE o LIKE 'table_name=%'), c.relname)::text
+                    coalesce((SELECT substr(o, 13) FROM unnest(ft.ftoptions) o WHERE o LIKE 'schema_name=%'), n.nspname)::text,
+                    coalesce((SELECT substr(o, 12) FROM unnest(ft.ftoptions) o WHERE o LIKE 'table_name=%'), c.relname)::text
              FROM pg_foreign_table ft JOIN pg_foreign_server s ON s.oid = ft.ftserver
              JOIN pg_class c ON c.oid = ft.ftrelid JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE ft.ftrelid = to_regclass($1)",
@@ -245,6 +309,7 @@ async fn dispatch(
     lookup: Client,
     servers: HashMap<String, usize>,
     budget: Arc<crate::load::budget::Budget>,
+    failed: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<(), LoadError> {
     let mut known: HashMap<String, usize> = HashMap::new();
     while let Ok(batch) = batches.recv_async().await {
@@ -269,6 +334,7 @@ async fn dispatch(
         }
         if let Some(e) = failure {
             budget.release(bytes);
+            failed.store(true, std::sync::atomic::Ordering::Relaxed);
             let _ = outcomes.send(CopyOutcome::Failed(e));
             continue;
         }
@@ -280,7 +346,7 @@ async fn dispatch(
             let _ = pools[pool].send_async(Job { batch: sub, done }).await;
             waits.push(wait);
         }
-        tokio::spawn(answer(waits, bytes, outcomes.clone(), budget.clone()));
+        tokio::spawn(answer(waits, bytes, outcomes.clone(), budget.clone(), failed.clone()));
     }
     Ok(())
 }
@@ -291,6 +357,7 @@ async fn answer(
     bytes: usize,
     tx: flume::Sender<CopyOutcome>,
     budget: Arc<crate::load::budget::Budget>,
+    failed: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let (mut rows, mut sent, mut gone, mut error) = (0u64, 0u64, Vec::new(), None);
     for w in waits {
@@ -309,6 +376,9 @@ async fn answer(
         }
     }
     budget.release(bytes);
+    if error.is_some() {
+        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     if !gone.is_empty() {
         let _ = tx.send(CopyOutcome::Vanished(gone));
     }
