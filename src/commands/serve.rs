@@ -46,6 +46,7 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.max_body = a.max_body_mb << 20;
     config.request_timeout = parse_duration(&a.request_timeout).context("--request-timeout")?;
     config.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
+    config.idempotency_window = parse_duration(&a.idempotency_window).context("--idempotency-window")?;
     config.no_create_partitions = a.no_create_partitions;
     config.tls = a.tls_cert.clone().zip(a.tls_key.clone());
     settings::check_interval("--interval", &a.interval)?;

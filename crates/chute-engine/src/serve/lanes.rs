@@ -170,14 +170,16 @@ impl Lanes {
     async fn start(&self, table: &QualifiedName, shape: &Shape, columns: Vec<LaneColumn>) -> Result<Arc<Lane>, LaneError> {
         let c = &self.config;
         let base = self.keys.offset_block(c).await.map_err(LaneError::Unreachable)?;
-        let (tx, feed) = Feed::bounded(c.queue_depth);
-        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), Vec::new());
-        spec.feed = Some(feed.clone());
-        // Journaled: a keyed request's retry skips what its earlier attempts committed.
         let id = match shape {
             Shape::Lines => format!("serve {table}"),
             other => format!("serve {table} {:x}", crate::load::journal::stable_hash(&[&format!("{other:?}")])),
         };
+        // What is older than the idempotency window is forgotten: the lane reads less when it starts.
+        self.keys.prune(c, &id, c.idempotency_window).await.map_err(LaneError::Unreachable)?;
+        let (tx, feed) = Feed::bounded(c.queue_depth);
+        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), Vec::new());
+        spec.feed = Some(feed.clone());
+        // Journaled: a keyed request's retry skips what its earlier attempts committed.
         spec.load_id = Some(id.clone());
         spec.wait = true;
         spec.workers = c.workers;
@@ -252,6 +254,19 @@ impl Lanes {
             }
         });
         self.tasks.lock().expect("lane tasks").push(task);
+        // Every ten minutes, while the lane is in use.
+        let (keys, config, weak, id) = (self.keys.clone(), self.config.clone(), Arc::downgrade(&lane), lane.id.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                if weak.strong_count() == 0 {
+                    return;
+                }
+                if let Err(e) = keys.prune(&config, &id, config.idempotency_window).await {
+                    eprintln!("chute serve: cannot forget old idempotency keys of {id}: {e}");
+                }
+            }
+        });
         Ok(lane)
     }
 
