@@ -64,6 +64,11 @@ impl Metrics {
         counter!("chute_load_restarts_total", "table" => table.to_owned()).increment(1);
     }
 
+    /// Rows of retried requests that an earlier attempt had committed.
+    pub(crate) fn skipped(&self, rows: u64) {
+        counter!("chute_rows_skipped_total").increment(rows);
+    }
+
     pub(crate) fn idempotent_replay(&self) {
         counter!("chute_idempotent_replays_total").increment(1);
     }
