@@ -226,8 +226,13 @@ impl Lanes {
         let (metrics, stopping, name) = (self.metrics.clone(), self.stopping.clone(), table.to_string());
         let task = tokio::spawn(async move {
             loop {
-                let mut progress =
-                    LaneProgress { table: name.clone(), metrics: metrics.clone(), last: LoadStats::default(), up: up.clone() };
+                let mut progress = LaneProgress {
+                    table: name.clone(),
+                    metrics: metrics.clone(),
+                    last: LoadStats::default(),
+                    up: up.clone(),
+                    feed: feed.clone(),
+                };
                 up.store(true, Ordering::Relaxed);
                 let stop = Arc::new(AtomicBool::new(false));
                 *cancel.lock().expect("lane cancel") = stop.clone();
@@ -292,12 +297,14 @@ struct LaneProgress {
     metrics: Arc<Metrics>,
     last: LoadStats,
     up: Arc<AtomicBool>,
+    feed: Feed,
 }
 
 impl LoadProgress for LaneProgress {
     fn update(&mut self, stats: &LoadStats) {
         self.up.store(true, Ordering::Relaxed);
         self.metrics.lane_progress(&self.table, &self.last, stats);
+        self.metrics.queued(&self.table, self.feed.0.len());
         self.last = stats.clone();
     }
 
