@@ -80,6 +80,11 @@ pub struct ServeArgs {
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub lock_timeout: String,
 
+    /// How long an Idempotency-Key is remembered: a retry within it is
+    /// exactly once (older keys and journal entries are forgotten).
+    #[arg(long, default_value = "24h", value_name = "DURATION")]
+    pub idempotency_window: String,
+
     /// Reject rows whose time partition does not exist instead of creating it.
     #[arg(long)]
     pub no_create_partitions: bool,

@@ -14,6 +14,7 @@ use crate::args::{ConnArgs, ServeArgs};
 use crate::settings;
 
 pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
+    settings::check_interval("--interval", &a.interval)?;
     let listen: SocketAddr = a.listen.parse().with_context(|| format!("--listen {:?}: expected ADDRESS:PORT", a.listen))?;
     anyhow::ensure!(
         listen.ip().is_loopback() || a.insecure_listen || a.tls_cert.is_some(),
@@ -46,9 +47,9 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.max_body = a.max_body_mb << 20;
     config.request_timeout = parse_duration(&a.request_timeout).context("--request-timeout")?;
     config.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
+    config.idempotency_window = parse_duration(&a.idempotency_window).context("--idempotency-window")?;
     config.no_create_partitions = a.no_create_partitions;
     config.tls = a.tls_cert.clone().zip(a.tls_key.clone());
-    settings::check_interval("--interval", &a.interval)?;
     config.create_tables = a.create_tables;
     config.interval = a.interval.clone();
     config.lock_timeout = parse_duration(&a.lock_timeout).context("--lock-timeout")?;

@@ -129,3 +129,33 @@ async fn https_with_a_certificate_and_key() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[tokio::test]
+async fn keys_older_than_the_idempotency_window_are_forgotten() {
+    let db = shared().fresh_db("serve_window").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", "time timestamptz not null, host text, usage float8", "1 day", &[]);
+    let args = ["--idempotency-window", "1s"];
+    let s = Server::start(&url, &args);
+    let write = format!("{}/write?db=public", s.base);
+    let line = b"cpu,host=old usage=1 1700000000000000000\n";
+    assert_eq!(post(&write, &[("Idempotency-Key", "old")], line).0, 204);
+    assert_eq!(post(&write, &[("Idempotency-Key", "old")], line).0, 204, "within the window: a replay");
+    let c = db.client().await;
+    let count = async |sql: &str| -> i64 { c.query_one(sql, &[]).await.unwrap().get(0) };
+    assert_eq!(count("SELECT count(*) FROM cpu").await, 1);
+    assert!(count("SELECT count(*) FROM chute.load_journal WHERE load_id = 'serve public.cpu'").await > 0);
+    let (code, log) = s.terminate();
+    assert_eq!(code, Some(143), "{log}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The next lane start forgets the key and the journal entries before the window.
+    let s = Server::start(&url, &args);
+    let write = format!("{}/write?db=public", s.base);
+    assert_eq!(post(&write, &[("Idempotency-Key", "new")], b"cpu,host=new usage=2 1700000000000000000\n").0, 204);
+    assert_eq!(count("SELECT count(*) FROM chute.serve_requests WHERE key = 'old'").await, 0);
+    assert_eq!(count("SELECT count(*) FROM chute.serve_requests WHERE key = 'new'").await, 1);
+    assert_eq!(count("SELECT count(*) FROM chute.load_journal WHERE committed_at < now() - interval '1 s'").await, 0);
+    // Past the window a retry is a new request.
+    assert_eq!(post(&write, &[("Idempotency-Key", "old")], line).0, 204);
+    assert_eq!(count("SELECT count(*) FROM cpu WHERE host = 'old'").await, 2);
+}

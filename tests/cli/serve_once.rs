@@ -1,9 +1,10 @@
 //! Exactly once through `chute serve`: 100 concurrent clients post
 //! 1,000-row line-protocol batches for 30 s, each retrying a request that
 //! was not answered 204 with the same `Idempotency-Key`; meanwhile
-//! PostgreSQL is restarted (`pg_ctl restart -m fast`) and chute gets
-//! SIGTERM and is started again. Every acknowledged row is in the table,
-//! and no row is there twice.
+//! PostgreSQL is restarted (`pg_ctl restart -m fast`), chute gets SIGTERM
+//! and is started again, and then SIGKILL (rows committed but not yet
+//! answered are retried: the journal makes them skipped) and is started
+//! again. Every acknowledged row is in the table, and no row is there twice.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,7 +33,7 @@ fn free_port() -> u16 {
 }
 
 #[tokio::test]
-async fn retried_requests_are_exactly_once_through_a_server_restart_and_a_sigterm() {
+async fn retried_requests_are_exactly_once_through_a_server_restart_a_sigterm_and_a_kill() {
     let cluster = TestCluster::start();
     let db = cluster.fresh_db("serve_once").await;
     let url = db.url();
@@ -85,11 +86,22 @@ async fn retried_requests_are_exactly_once_through_a_server_restart_and_a_sigter
     assert_eq!(code, Some(143), "{log}");
     let before_sigterm = acked.lock().unwrap().len();
     server = Some(Server::start(&url, &args));
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // kill -9: requests in flight get no answer, some of them committed.
+    let mut killed = server.take().unwrap();
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    drop(killed);
+    let before_kill = acked.lock().unwrap().len();
+    server = Some(Server::start(&url, &args));
     tokio::time::sleep(Duration::from_secs(30u64.saturating_sub(began.elapsed().as_secs()))).await;
     stop.store(true, Ordering::Relaxed);
     for c in clients {
         c.join().unwrap();
     }
+    let base = server.as_ref().unwrap().base.clone();
+    let (_, metrics) = super::serve::get(&format!("{base}/metrics"));
+    let skipped = metrics.lines().find_map(|l| l.strip_prefix("chute_rows_skipped_total ")).unwrap_or("0").to_owned();
     let log = server.as_ref().unwrap().log();
     let acked = acked.lock().unwrap().clone();
     assert!(before_restart > 0 && acked.len() > before_sigterm, "acknowledged: {before_restart}, {before_sigterm}, {}\n{log}", acked.len());
@@ -106,7 +118,7 @@ async fn retried_requests_are_exactly_once_through_a_server_restart_and_a_sigter
     assert_eq!(n, present);
     eprintln!(
         "serve_once: {} batches acknowledged ({} rows in the table), {} retries; {before_restart} before the server restart, \
-         {before_sigterm} before SIGTERM",
+         {before_sigterm} before SIGTERM, {before_kill} before SIGKILL; {skipped} rows of retries skipped after it",
         acked.len(),
         n,
         retries.load(Ordering::Relaxed)

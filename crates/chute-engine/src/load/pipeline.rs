@@ -187,6 +187,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         load_id: load_id.clone(),
     };
     let mut last_report = Instant::now();
+    // How often stale batches are looked for: often enough for --flush-every.
+    let tick = spec.flush_every.map_or(Duration::from_millis(50), |f| (f / 4).clamp(Duration::from_millis(2), Duration::from_millis(50)));
     let mut error = Errors::default();
     let mut parsing_done = false;
     let mut out_rx = Some(out_rx);
@@ -233,7 +235,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
                 },
                 o = outcome_rx.recv_async() => if let Ok(o) = o { co.absorb(o, &mut error) },
                 c = ack_rx.recv_async() => if let Ok(c) = c { committed.absorb(&c); },
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = tokio::time::sleep(tick) => {}
             }
         }
         for c in ack_rx.try_iter() {

@@ -1,11 +1,38 @@
 //! Request bodies: gzip (`Content-Encoding: gzip`) is decompressed, and no
-//! body grows past `--max-body-mb` once decompressed (413).
+//! body grows past `--max-body-mb` as sent or once decompressed (413). A
+//! body too large is still read (and dropped) up to four times the limit, so
+//! that the client, which is sending it, gets to read the 413.
 
 use std::io::Read;
 
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
+
+/// Reads the body as sent, up to `max` bytes.
+pub(crate) async fn read(body: axum::body::Body, max: usize) -> Result<Bytes, Response> {
+    use futures_util::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut out = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(piece) = stream.next().await {
+        let piece = piece.map_err(|e| super::error(StatusCode::BAD_REQUEST, "invalid", &format!("cannot read the request body: {e}")))?;
+        seen += piece.len();
+        if seen <= max {
+            out.extend_from_slice(&piece);
+        } else if seen > max.saturating_mul(4) {
+            break;
+        }
+    }
+    if seen > max {
+        return Err(too_large(max));
+    }
+    Ok(out.freeze())
+}
+
+fn too_large(max: usize) -> Response {
+    super::error(StatusCode::PAYLOAD_TOO_LARGE, "request too large", &format!("the body is larger than {max} bytes (--max-body-mb)"))
+}
 
 /// The body, decompressed, or the answer that refuses it.
 pub(crate) fn decode(headers: &HeaderMap, body: Bytes, max: usize) -> Result<Vec<u8>, Response> {

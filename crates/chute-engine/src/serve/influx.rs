@@ -15,7 +15,6 @@ use std::time::Instant;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use bytes::Bytes;
 use chute_core::ident::QualifiedName;
 use chute_core::parse::lineproto::{FieldType, FieldValue, Line, Precision, parse_lines};
 
@@ -28,7 +27,7 @@ pub(crate) async fn write_v1(
     State(s): State<Arc<Shared>>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
     let started = Instant::now();
     let r = write(&s, &q, &headers, body, q.get("db")).await;
@@ -40,7 +39,7 @@ pub(crate) async fn write_v2(
     State(s): State<Arc<Shared>>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
     let started = Instant::now();
     let r = write(&s, &q, &headers, body, q.get("bucket")).await;
@@ -48,13 +47,17 @@ pub(crate) async fn write_v2(
     r
 }
 
-async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, body: Bytes, db: Option<&String>) -> Response {
+async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, body: axum::body::Body, db: Option<&String>) -> Response {
     if let Err(r) = super::auth::check(&s.config.tokens, headers, q) {
         return r;
     }
     let precision = match Precision::parse(q.get("precision").map_or("", String::as_str)) {
         Ok(p) => p,
         Err(e) => return super::error(StatusCode::BAD_REQUEST, "invalid", &e),
+    };
+    let body = match super::body::read(body, s.config.max_body).await {
+        Ok(b) => b,
+        Err(r) => return r,
     };
     let body = match super::body::decode(headers, body, s.config.max_body) {
         Ok(b) => b,

@@ -13,7 +13,9 @@
 //! the lane start a new run first. A request whose every row is committed is
 //! marked done with its answer, which a retry gets again at once.
 //!
-//! A retry must carry the same body: its rows are matched by position.
+//! A retry must carry the same body: its rows are matched by position. Keys
+//! and journal entries older than `--idempotency-window` are forgotten
+//! when a lane starts and every ten minutes after.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -150,6 +152,29 @@ impl Keys {
                 (Some(status), Some(answer)) => KeyState::Done { status: status as u16, answer },
                 _ => KeyState::Retry { start: r.get::<_, i64>(0) as u64, owner: r.get(1), generation: r.get::<_, i64>(2) as u64 },
             })
+        })
+        .await
+    }
+
+    /// Forgets what the lane's journal and keys hold from before `window`:
+    /// a key is exactly once within it (offsets are never reused, so a
+    /// forgotten range can never make a new row look committed).
+    pub(crate) async fn prune(&self, config: &ServeConfig, lane: &str, window: std::time::Duration) -> Result<u64, String> {
+        let secs = window.as_secs_f64();
+        self.with_client(config, async |c| {
+            let journal = c
+                .execute(
+                    "DELETE FROM chute.load_journal WHERE load_id = $1 AND committed_at < now() - make_interval(secs => $2)",
+                    &[&lane, &secs],
+                )
+                .await?;
+            let keys = c
+                .execute(
+                    "DELETE FROM chute.serve_requests WHERE lane = $1 AND created_at < now() - make_interval(secs => $2)",
+                    &[&lane, &secs],
+                )
+                .await?;
+            Ok(journal + keys)
         })
         .await
     }

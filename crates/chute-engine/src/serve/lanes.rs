@@ -170,14 +170,16 @@ impl Lanes {
     async fn start(&self, table: &QualifiedName, shape: &Shape, columns: Vec<LaneColumn>) -> Result<Arc<Lane>, LaneError> {
         let c = &self.config;
         let base = self.keys.offset_block(c).await.map_err(LaneError::Unreachable)?;
-        let (tx, feed) = Feed::bounded(c.queue_depth);
-        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), Vec::new());
-        spec.feed = Some(feed.clone());
-        // Journaled: a keyed request's retry skips what its earlier attempts committed.
         let id = match shape {
             Shape::Lines => format!("serve {table}"),
             other => format!("serve {table} {:x}", crate::load::journal::stable_hash(&[&format!("{other:?}")])),
         };
+        // What is older than the idempotency window is forgotten: the lane reads less when it starts.
+        self.keys.prune(c, &id, c.idempotency_window).await.map_err(LaneError::Unreachable)?;
+        let (tx, feed) = Feed::bounded(c.queue_depth);
+        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), Vec::new());
+        spec.feed = Some(feed.clone());
+        // Journaled: a keyed request's retry skips what its earlier attempts committed.
         spec.load_id = Some(id.clone());
         spec.wait = true;
         spec.workers = c.workers;
@@ -224,8 +226,13 @@ impl Lanes {
         let (metrics, stopping, name) = (self.metrics.clone(), self.stopping.clone(), table.to_string());
         let task = tokio::spawn(async move {
             loop {
-                let mut progress =
-                    LaneProgress { table: name.clone(), metrics: metrics.clone(), last: LoadStats::default(), up: up.clone() };
+                let mut progress = LaneProgress {
+                    table: name.clone(),
+                    metrics: metrics.clone(),
+                    last: LoadStats::default(),
+                    up: up.clone(),
+                    feed: feed.clone(),
+                };
                 up.store(true, Ordering::Relaxed);
                 let stop = Arc::new(AtomicBool::new(false));
                 *cancel.lock().expect("lane cancel") = stop.clone();
@@ -252,6 +259,19 @@ impl Lanes {
             }
         });
         self.tasks.lock().expect("lane tasks").push(task);
+        // Every ten minutes, while the lane is in use.
+        let (keys, config, weak, id) = (self.keys.clone(), self.config.clone(), Arc::downgrade(&lane), lane.id.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                if weak.strong_count() == 0 {
+                    return;
+                }
+                if let Err(e) = keys.prune(&config, &id, config.idempotency_window).await {
+                    eprintln!("chute serve: cannot forget old idempotency keys of {id}: {e}");
+                }
+            }
+        });
         Ok(lane)
     }
 
@@ -277,12 +297,14 @@ struct LaneProgress {
     metrics: Arc<Metrics>,
     last: LoadStats,
     up: Arc<AtomicBool>,
+    feed: Feed,
 }
 
 impl LoadProgress for LaneProgress {
     fn update(&mut self, stats: &LoadStats) {
         self.up.store(true, Ordering::Relaxed);
         self.metrics.lane_progress(&self.table, &self.last, stats);
+        self.metrics.queued(&self.table, self.feed.0.len());
         self.last = stats.clone();
     }
 

@@ -5,7 +5,8 @@
 //! again after failing; for the service: requests by endpoint and status,
 //! acknowledgement latency (request received → every row committed), the
 //! bytes of requests in flight (the memory budget's use) and the requests
-//! waiting for their rows to commit.
+//! waiting for their rows to commit, per table the requests' chunks queued
+//! for its load, and rows of retried requests skipped as already committed.
 
 use std::sync::OnceLock;
 
@@ -62,6 +63,16 @@ impl Metrics {
 
     pub(crate) fn lane_failed(&self, table: &str) {
         counter!("chute_load_restarts_total", "table" => table.to_owned()).increment(1);
+    }
+
+    /// Requests' chunks waiting for the table's load to take them.
+    pub(crate) fn queued(&self, table: &str, chunks: usize) {
+        gauge!("chute_queue_depth_chunks", "table" => table.to_owned()).set(chunks as f64);
+    }
+
+    /// Rows of retried requests that an earlier attempt had committed.
+    pub(crate) fn skipped(&self, rows: u64) {
+        counter!("chute_rows_skipped_total").increment(rows);
     }
 
     pub(crate) fn idempotent_replay(&self) {

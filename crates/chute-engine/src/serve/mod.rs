@@ -67,6 +67,8 @@ pub struct ServeConfig {
     /// Chunks queued per table before requests wait.
     pub queue_depth: usize,
     pub no_create_partitions: bool,
+    /// How long an `Idempotency-Key` is remembered (and the lanes' journal kept).
+    pub idempotency_window: Duration,
     /// Bearer tokens accepted; empty: no authentication.
     pub tokens: Vec<String>,
     /// HTTPS with this certificate chain and private key (PEM files).
@@ -96,6 +98,7 @@ impl ServeConfig {
             retry_for: Duration::from_secs(300),
             queue_depth: 64,
             no_create_partitions: false,
+            idempotency_window: Duration::from_secs(24 * 3600),
             tokens: Vec::new(),
             tls: None,
             create_tables: false,
@@ -190,7 +193,8 @@ pub async fn serve(
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics_text))
-        .layer(DefaultBodyLimit::max(config.max_body))
+        // Bodies are read and limited by `body::read`.
+        .layer(DefaultBodyLimit::disable())
         .with_state(shared.clone());
     let tls = match &config.tls {
         Some((cert, key)) => Some(tls::server_config(cert, key).map_err(ServeError::Tls)?),

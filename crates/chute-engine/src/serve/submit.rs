@@ -115,6 +115,9 @@ pub(crate) async fn submit_and_answer(
             );
         }
         committed = done.rows_committed + done.rows_skipped;
+        if done.rows_skipped > 0 {
+            s.metrics.skipped(done.rows_skipped);
+        }
         rejects.extend(done.rejects.into_iter().map(|r| Rejected { line: line_of(r.line), reason: r.reason }));
     }
     let (status, answer) = answer(rejects, total_lines, committed);

@@ -10,7 +10,6 @@ use std::time::Instant;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use chute_core::ident::QualifiedName;
 
 use super::Shared;
@@ -23,7 +22,7 @@ pub(crate) async fn write_table(
     Path(table): Path<String>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
     let started = Instant::now();
     let r = write(&s, &table, &q, &headers, body).await;
@@ -35,7 +34,7 @@ fn bad(message: &str) -> Response {
     super::error(StatusCode::BAD_REQUEST, "invalid", message)
 }
 
-async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &HeaderMap, body: Bytes) -> Response {
+async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &HeaderMap, body: axum::body::Body) -> Response {
     if let Err(r) = super::auth::check(&s.config.tokens, headers, q) {
         return r;
     }
@@ -58,6 +57,10 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
                 &format!("Content-Type {t:?}: send text/csv or application/x-ndjson"),
             );
         }
+    };
+    let body = match super::body::read(body, s.config.max_body).await {
+        Ok(b) => b,
+        Err(r) => return r,
     };
     let mut data = match super::body::decode(headers, body, s.config.max_body) {
         Ok(b) => b,
