@@ -32,8 +32,15 @@ pub(crate) enum LaneError {
     NoTime { table: String },
     #[error("PostgreSQL is unreachable: {0}")]
     Unreachable(String),
+    /// A statement the server refused, with its SQLSTATE and fields.
+    #[error(transparent)]
+    Sql(#[from] crate::error::SqlError),
+    /// The partition manager could not make a measurement's table.
+    #[error("cannot create {table}: {source}")]
+    Create { table: String, source: Box<crate::partman::PartmanError> },
+    /// A setting chute serve was started with (checked again here).
     #[error("{0}")]
-    Sql(String),
+    Setting(String),
 }
 
 /// Reads the columns of `table`, time first.
@@ -51,7 +58,13 @@ pub(crate) async fn read_columns(config: &ServeConfig, table: &QualifiedName) ->
         )
         .await
         .map_err(
-            |e| if crate::retry::connection_lost(&e) { LaneError::Unreachable(e.to_string()) } else { LaneError::Sql(e.to_string()) },
+            |e| {
+                if crate::retry::connection_lost(&e) {
+                    LaneError::Unreachable(e.to_string())
+                } else {
+                    LaneError::Sql(crate::error::SqlError::new(format!("reading the columns of {table}"), e))
+                }
+            },
         )?;
     if rows.is_empty() {
         return Err(LaneError::NoTable(table.to_string()));

@@ -42,11 +42,11 @@ pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, co
         mgr.client()
             .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)))
             .await
-            .map_err(|e| LaneError::Sql(format!("creating schema {schema}: {e}")))?;
+            .map_err(|e| LaneError::Sql(crate::error::SqlError::new(format!("creating schema {schema}"), e)))?;
     }
     let mut defs = vec!["time timestamptz NOT NULL".to_owned()];
     defs.extend(columns.iter().map(|(name, w)| format!("{} {}", quote_ident(name), w.sql_type())));
-    let interval = Span::parse(&config.interval).map_err(|e| LaneError::Sql(format!("--interval: {e}")))?;
+    let interval = Span::parse(&config.interval).map_err(|e| LaneError::Setting(format!("--interval: {e}")))?;
     let policy = Policy {
         parent: table.clone(),
         key: "time".into(),
@@ -72,7 +72,7 @@ pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, co
         }
         // Another request (or another chute) made it meanwhile: use it.
         Err(_) if super::catalog::read_columns(config, table).await.is_ok() => Ok(()),
-        Err(e) => Err(LaneError::Sql(format!("cannot create {table}: {e}"))),
+        Err(e) => Err(LaneError::Create { table: table.to_string(), source: Box::new(e) }),
     }
 }
 
@@ -100,7 +100,7 @@ pub(crate) async fn add_columns(config: &ServeConfig, table: &QualifiedName, col
             }
             Err(e) if crate::retry::connection_lost(&e) => return Err(LaneError::Unreachable(e.to_string())),
             Err(e) => {
-                return Err(LaneError::Sql(format!("cannot add columns to {table}: {}", crate::error::SqlError::new("ALTER TABLE", e))));
+                return Err(LaneError::Sql(crate::error::SqlError::new(format!("adding columns to {table}"), e)));
             }
         }
     }
