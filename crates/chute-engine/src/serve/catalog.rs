@@ -57,15 +57,13 @@ pub(crate) async fn read_columns(config: &ServeConfig, table: &QualifiedName) ->
             &[&table.quoted()],
         )
         .await
-        .map_err(
-            |e| {
-                if crate::retry::connection_lost(&e) {
-                    LaneError::Unreachable(e.to_string())
-                } else {
-                    LaneError::Sql(crate::error::SqlError::new(format!("reading the columns of {table}"), e))
-                }
-            },
-        )?;
+        .map_err(|e| {
+            if crate::retry::connection_lost(&e) {
+                LaneError::Unreachable(e.to_string())
+            } else {
+                LaneError::Sql(crate::error::SqlError::new(format!("reading the columns of {table}"), e))
+            }
+        })?;
     if rows.is_empty() {
         return Err(LaneError::NoTable(table.to_string()));
     }
