@@ -65,3 +65,26 @@ pub fn read_csv(path: &std::path::Path) -> Vec<std::collections::HashMap<String,
         })
         .collect()
 }
+
+/// Starts `chute migrate orders --split` on a thread, paced to 1,500 rows a
+/// second in batches of 500 (a few seconds for a few thousand rows), and
+/// returns once its sync trigger exists: from then on the application's
+/// writes go through it while the copy runs.
+pub async fn start_paced_split(url: &str, c: &tokio_postgres::Client) -> std::thread::JoinHandle<(String, String)> {
+    use std::time::{Duration, Instant};
+    let split = {
+        let url = url.to_owned();
+        std::thread::spawn(move || {
+            run_expect(chute().args(["--url", &url, "migrate", "orders", "--split", "--batch-rows", "500", "--rows-per-s", "1500"]), 0)
+        })
+    };
+    let began = Instant::now();
+    loop {
+        let n: i64 = c.query_one("SELECT count(*) FROM pg_trigger WHERE tgname = 'chute_sync'", &[]).await.unwrap().get(0);
+        if n > 0 {
+            return split;
+        }
+        assert!(began.elapsed() < Duration::from_secs(30), "the split never set up its trigger");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

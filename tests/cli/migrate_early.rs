@@ -4,11 +4,9 @@
 //! both sit in interval partitions of their own, with every other row in
 //! place and nothing left behind.
 
-use std::time::{Duration, Instant};
-
 use chute_testkit::shared;
 
-use crate::common::{chute, run_expect};
+use crate::common::{chute, run_expect, start_paced_split};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_moved_before_the_oldest_interval_during_the_split_get_their_own_partitions() {
@@ -24,21 +22,7 @@ async fn keys_moved_before_the_oldest_interval_during_the_split_get_their_own_pa
     .await
     .unwrap();
     run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d"]), 0);
-    let split = {
-        let url = url.clone();
-        std::thread::spawn(move || {
-            run_expect(chute().args(["--url", &url, "migrate", "orders", "--split", "--batch-rows", "500", "--rows-per-s", "1500"]), 0)
-        })
-    };
-    let began = Instant::now();
-    loop {
-        let n: i64 = c.query_one("SELECT count(*) FROM pg_trigger WHERE tgname = 'chute_sync'", &[]).await.unwrap().get(0);
-        if n > 0 {
-            break;
-        }
-        assert!(began.elapsed() < Duration::from_secs(30), "the split never set up its trigger");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let split = start_paced_split(&url, &c).await;
     // Thirty and sixty days before any row: no staging leaf covers them.
     let moved = c.execute("UPDATE orders SET time = time - interval '30 days', status = 7 WHERE id = 10", &[]).await.unwrap();
     assert_eq!(moved, 1, "the application's update of a key to before the oldest interval failed");

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use chute_testkit::shared;
 use tokio_postgres::Client;
 
-use crate::common::{chute, run_expect};
+use crate::common::{chute, run_expect, start_paced_split};
 
 async fn make_orders(c: &Client, rows: i64) {
     c.batch_execute(&format!(
@@ -32,23 +32,9 @@ async fn rows_the_trigger_carried_count_as_moved() {
     let c = db.client().await;
     make_orders(&c, ROWS).await;
     run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d"]), 0);
-    // A paced split (about 4 s): the copy goes from the oldest key up.
-    let split = {
-        let url = url.clone();
-        std::thread::spawn(move || {
-            run_expect(chute().args(["--url", &url, "migrate", "orders", "--split", "--batch-rows", "500", "--rows-per-s", "1500"]), 0)
-        })
-    };
-    // Once the sync trigger exists, update the newest rows, which the copy has not reached.
-    let began = Instant::now();
-    loop {
-        let n: i64 = c.query_one("SELECT count(*) FROM pg_trigger WHERE tgname = 'chute_sync'", &[]).await.unwrap().get(0);
-        if n > 0 {
-            break;
-        }
-        assert!(began.elapsed() < Duration::from_secs(30), "the split never set up its trigger");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // While the copy runs, update 1,000 rows: some before their block is
+    // copied (the trigger carries them), some after (the trigger updates them).
+    let split = start_paced_split(&url, &c).await;
     let updated = c.execute("UPDATE orders SET status = 1 WHERE id <= 1000", &[]).await.unwrap();
     assert_eq!(updated, 1000);
     split.join().unwrap();
