@@ -110,15 +110,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
             None => QualifiedName { schema: None, name: measurement.clone() },
         };
         let wanted = wanted_columns(&lines);
-        let got = loop {
-            match s.lanes.lines(&table, &wanted).await {
-                // PostgreSQL may be restarting: wait for it up to the request's deadline.
-                Err(LaneError::Unreachable(_)) if tokio::time::Instant::now() + std::time::Duration::from_millis(250) < deadline => {
-                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-                }
-                other => break other,
-            }
-        };
+        let got = super::while_unreachable(deadline, || s.lanes.lines(&table, &wanted)).await;
         let lane = match got {
             Ok(l) => l,
             Err(LaneError::Unreachable(e)) => return super::unavailable(&format!("PostgreSQL is unreachable: {e}")),

@@ -248,6 +248,21 @@ async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {
 }
 
 /// 503 with Retry-After and a JSON error body both InfluxDB clients read.
+/// Runs `get` again every 250 ms while PostgreSQL is unreachable (it may be
+/// restarting), until the request's `deadline`; any other outcome at once.
+pub(crate) async fn while_unreachable<T, Fut>(deadline: tokio::time::Instant, mut get: impl FnMut() -> Fut) -> Result<T, catalog::LaneError>
+where
+    Fut: std::future::Future<Output = Result<T, catalog::LaneError>>,
+{
+    const PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+    loop {
+        match get().await {
+            Err(catalog::LaneError::Unreachable(_)) if tokio::time::Instant::now() + PAUSE < deadline => tokio::time::sleep(PAUSE).await,
+            other => return other,
+        }
+    }
+}
+
 pub(crate) fn unavailable(message: &str) -> Response {
     let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message);
     r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -102,14 +102,7 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
     };
     let shape = Shape::Table { format, columns, delimiter, null: q.get("null").cloned(), epoch };
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
-    let got = loop {
-        match s.lanes.get(&table, &shape).await {
-            Err(LaneError::Unreachable(_)) if tokio::time::Instant::now() + std::time::Duration::from_millis(250) < deadline => {
-                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-            }
-            other => break other,
-        }
-    };
+    let got = super::while_unreachable(deadline, || s.lanes.get(&table, &shape)).await;
     let lane = match got {
         Ok(l) => l,
         Err(LaneError::Unreachable(e)) => return super::unavailable(&format!("PostgreSQL is unreachable: {e}")),
