@@ -5,6 +5,8 @@ mod common;
 
 #[path = "cli/acks.rs"]
 mod acks;
+#[path = "cli/backfill.rs"]
+mod backfill;
 #[path = "cli/basics.rs"]
 mod basics;
 #[path = "cli/bench.rs"]

@@ -65,6 +65,17 @@ fn lit(t: jiff::Timestamp) -> String {
 
 #[tokio::test]
 async fn a_restart_while_partitions_are_created_just_in_time_is_retried() {
+    restart_while_partitions_are_made("off").await;
+}
+
+/// The same with the partitions backfilled: the backfill session's CREATE
+/// waits, the restart drops it, and a new session redoes the partition.
+#[tokio::test]
+async fn a_restart_while_partitions_are_backfilled_is_retried() {
+    restart_while_partitions_are_made("on").await;
+}
+
+async fn restart_while_partitions_are_made(backfill: &str) {
     let cluster = TestCluster::start();
     let db = cluster.fresh_db("retry_jit").await;
     let url = db.url();
@@ -81,7 +92,7 @@ async fn a_restart_while_partitions_are_created_just_in_time_is_retried() {
     // Partition creation waits behind this lock (and retries its lock timeout)…
     let holder = db.client().await;
     holder.batch_execute("BEGIN; LOCK TABLE ONLY j IN ACCESS EXCLUSIVE MODE").await.unwrap();
-    let child = spawn_load(dir.path(), &["--url", &url, "load", "j", "j.csv", "--retry-for", "2min"]);
+    let child = spawn_load(dir.path(), &["--url", &url, "load", "j", "j.csv", "--retry-for", "2min", "--backfill", backfill]);
     let watcher = db.client().await;
     wait_for("chute to wait for its partition", Duration::from_secs(60), || waits_for_lock(&watcher, "^CREATE TABLE")).await;
     // …when the server restarts under it.
@@ -94,6 +105,11 @@ async fn a_restart_while_partitions_are_created_just_in_time_is_retried() {
     assert_eq!(count(&c, "SELECT count(DISTINCT v) FROM j").await, 10_000, "{out}");
     let parts = count(&c, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'j'::regclass").await;
     assert!(parts >= 20, "{parts} partitions\n{out}");
+    if backfill == "on" {
+        assert!(out.contains("backfill of") && out.contains("retrying"), "the backfill was retried:\n{out}");
+        let frozen = count(&c, "SELECT count(*) FROM pg_class WHERE relname LIKE 'j_p%' AND relkind = 'r' AND NOT relispartition").await;
+        assert_eq!(frozen, 0, "no stray table\n{out}");
+    }
 }
 
 #[tokio::test]

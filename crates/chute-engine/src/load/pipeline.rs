@@ -189,7 +189,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         vanished: Vec::new(),
         load_id: load_id.clone(),
         backfill: super::coordinator::backfill::Backfills::new(
-            spec.backfill,
+            // A service answers each request at its commit: no row waits for a whole partition.
+            if spec.feed.is_some() { super::Backfill::Off } else { spec.backfill },
             backfill_ctx,
             backfill_outcomes,
             spec.backfill_index_memory.clone(),
@@ -220,7 +221,9 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             co.flush_all().await;
             // Rows of a batch whose leaf vanished come back to be routed
             // again: the queue stays open until every batch has answered.
-            if co.in_flight == 0 || error.any() {
+            // Rows held for a backfill being attached, or parked for a
+            // partition being made, still have to go.
+            if (co.in_flight == 0 && co.jit_idle() && co.accum.is_empty()) || error.any() {
                 co.close_sink();
             }
         }

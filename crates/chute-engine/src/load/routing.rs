@@ -353,6 +353,13 @@ impl Routing {
                     && let Some(k) = key.and_then(|w| key_value(j.policy.key_type, w))
                     && let Some(v) = ctx.virtuals.iter().find(|v| v.from <= k && k < v.to)
                 {
+                    // Past retention is refused, as for a partition in the tree.
+                    if let Some(limits) = ctx.limits
+                        && limits.oldest.is_some_and(|oldest| k < oldest)
+                        && let Err(refusal) = planner::check_key(&j.policy, &KeyLimits { max_key: None, ..limits.keys }, k)
+                    {
+                        return Routed::Reject(refusal.to_string());
+                    }
                     return Routed::To(LeafRef::Leaf(v.id));
                 }
                 let limits = ctx.limits.map_or_else(|| j.limits().keys, |l| l.keys);

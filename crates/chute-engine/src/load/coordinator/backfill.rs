@@ -355,6 +355,12 @@ impl Coordinator {
     /// After a just-in-time creation: the parts of failed backfills whose
     /// partition exists now are routed again.
     pub(crate) async fn unpark(&mut self, asked: &[(u16, i64)]) {
+        // Made the normal way now: rows for them take the normal path.
+        for ((table, _), l) in self.backfill.states.iter_mut() {
+            if l.state == State::Refused && asked.contains(&(*table, l.start)) {
+                l.state = State::Done;
+            }
+        }
         if self.backfill.parked.is_empty() {
             return;
         }
