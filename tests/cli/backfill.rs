@@ -241,28 +241,33 @@ async fn two_loads_backfilling_the_same_hours_at_once_both_land_every_row_once()
     let (a, b) = (dir.path().join("even.csv"), dir.path().join("odd.csv"));
     std::fs::write(&a, even.join("\n") + "\n").unwrap();
     std::fs::write(&b, odd.join("\n") + "\n").unwrap();
-    table(&url, &c, "bt").await;
-    let spawn = |f: &std::path::Path| {
-        chute()
-            .args(["--url", &url, "load", "bt"])
-            .arg(f)
-            .args(["--backfill", "on"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (x, y) = (spawn(&a), spawn(&b));
-    let (x, y) = (x.wait_with_output().unwrap(), y.wait_with_output().unwrap());
-    for o in [&x, &y] {
-        assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    // Both backfilling; then one backfilling while the other makes the
+    // same partitions the normal way (it waits for the backfill's commit
+    // and finds the partition made).
+    for (table_name, other) in [("bt", "on"), ("bt_mixed", "off")] {
+        table(&url, &c, table_name).await;
+        let spawn = |f: &std::path::Path, mode: &str| {
+            chute()
+                .args(["--url", &url, "load", table_name])
+                .arg(f)
+                .args(["--backfill", mode])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (x, y) = (spawn(&a, "on"), spawn(&b, other));
+        let (x, y) = (x.wait_with_output().unwrap(), y.wait_with_output().unwrap());
+        for o in [&x, &y] {
+            assert!(o.status.success(), "{other}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        }
+        let loaded: u64 =
+            [&x, &y].iter().map(|o| summary_value(&String::from_utf8_lossy(&o.stdout), "rows loaded").parse::<u64>().unwrap()).sum();
+        assert_eq!(loaded, 200_000);
+        let r = c.query_one(&format!("SELECT count(*), count(DISTINCT (dev_id, time)) FROM {table_name}"), &[]).await.unwrap();
+        assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (200_000, 200_000), "{other}");
+        assert_eq!(strays(&c, table_name).await, Vec::<String>::new());
     }
-    let loaded: u64 =
-        [&x, &y].iter().map(|o| summary_value(&String::from_utf8_lossy(&o.stdout), "rows loaded").parse::<u64>().unwrap()).sum();
-    assert_eq!(loaded, 200_000);
-    let r = c.query_one("SELECT count(*), count(DISTINCT (dev_id, time)) FROM bt", &[]).await.unwrap();
-    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (200_000, 200_000));
-    assert_eq!(strays(&c, "bt").await, Vec::<String>::new());
 }
 
 #[tokio::test]

@@ -121,6 +121,13 @@ impl Backfills {
         !self.open.is_empty()
     }
 
+    /// Whether the partition of `(table, start)` is being backfilled: it is
+    /// not to be created the normal way meanwhile.
+    pub(crate) fn busy(&self, table: u16, start: i64) -> bool {
+        self.opened.contains(&(table, start))
+            && self.states.iter().any(|((t, _), l)| *t == table && l.start == start && matches!(l.state, State::Filling | State::Closing))
+    }
+
     /// The summary's lines: why partitions took the normal path.
     pub(crate) fn skipped_lines(&self) -> Vec<String> {
         self.skipped.iter().map(|(why, n)| format!("{n} partition{}: {why}", if *n == 1 { "" } else { "s" })).collect()
@@ -223,7 +230,7 @@ impl Coordinator {
         let end = j.policy.interval.next(start, &tz).map_err(|e| policy_error(&e))?;
         let plan = backfill::plan_backfill_leaf(&j.policy, &j.info.grants, start, end).map_err(|e| policy_error(&e))?;
         let leaf = routing.open_virtual(&plan.name, start, end);
-        let spec = SessionSpec { table, leaf, plan, index_memory: self.backfill.index_memory.clone() };
+        let spec = SessionSpec { table, leaf, plan, parent_oid: j.info.oid, index_memory: self.backfill.index_memory.clone() };
         let tx = super::super::sink::backfill::start(ctx, spec, outcomes);
         self.backfill.states.insert((table, leaf), Leaf { start, state: State::Filling, held: 0 });
         self.backfill.opened.insert((table, start));
@@ -328,6 +335,8 @@ impl Coordinator {
                     l.held = 0;
                 }
                 self.touched.insert(self.tables[usize::from(table)].name(LeafRef::Leaf(leaf)));
+                // Rows that waited for it (the server parses them: through the parent) can go now.
+                self.start_jit();
             }
             CopyOutcome::BackfillFailed { table, leaf, parts, reason } => {
                 self.in_flight = self.in_flight.saturating_sub(parts.len());

@@ -227,6 +227,8 @@ impl Coordinator {
         let wanted: Vec<(u16, i64)> = if !ahead {
             let mut w: Vec<(u16, i64)> = self.waiting.iter().map(|p| (p.table, p.start)).collect();
             w.append(&mut self.backfill.to_create);
+            // Made by its backfill: rows for it wait for that commit.
+            w.retain(|(t, s)| !self.backfill.busy(*t, *s));
             w
         } else if !self.input_done && !self.ahead.is_empty() {
             // One at a time, nearest first: rows that reach the next interval

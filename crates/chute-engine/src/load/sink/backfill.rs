@@ -38,6 +38,9 @@ pub(crate) struct SessionSpec {
     pub table: u16,
     pub leaf: u32,
     pub plan: BackfillLeaf,
+    /// The parent's oid: its partition manager lock is held shared while
+    /// the partition is being filled (see `attempt`).
+    pub parent_oid: u32,
     /// `maintenance_work_mem` for the index builds of the ATTACH.
     pub index_memory: String,
 }
@@ -175,6 +178,11 @@ async fn attempt(
     }
     // A partition made by hand (or another load) meanwhile: not ours to fill.
     txn.batch_execute("SET LOCAL lock_timeout = '10s'").await?;
+    // Shared with other backfills, exclusive to the partition manager: a
+    // just-in-time creation (of another load, or of this one for rows the
+    // server parses) plans after this commit, sees the partition and makes
+    // nothing, instead of failing on a table it cannot see yet.
+    txn.execute("SELECT pg_advisory_xact_lock_shared($1, $2)", &[&crate::schema::LOCK_CLASS, &(spec.parent_oid as i32)]).await?;
     for sql in &spec.plan.create {
         txn.batch_execute(sql).await?;
     }
