@@ -197,6 +197,9 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             spec.workers.max(1) + 1,
         ),
     };
+    if let Some(every) = spec.flush_every {
+        co.backfill.long_idle = every;
+    }
     let mut last_report = Instant::now();
     // How often stale batches are looked for: often enough for --flush-every.
     let tick = spec.flush_every.map_or(Duration::from_millis(50), |f| (f / 4).clamp(Duration::from_millis(2), Duration::from_millis(50)));
@@ -219,6 +222,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         // Once every chunk is in and no row waits for a partition, send the rest.
         if parsing_done && co.batch_tx.is_some() && (co.jit_idle() || error.any()) {
             co.flush_all().await;
+            co.close_backfills(true).await;
             // Rows of a batch whose leaf vanished come back to be routed
             // again: the queue stays open until every batch has answered.
             // Rows held for a backfill being attached, or parked for a

@@ -28,8 +28,12 @@ use super::super::sink::{BatchPart, CopyOutcome, WorkerCtx};
 use super::super::{Backfill, LoadError};
 use super::Coordinator;
 
-/// A backfill with no new rows for this long is closed.
+/// A backfill with no new rows for this long is closed once a backfill
+/// opened after it has taken rows since (sorted input moved on)…
 const IDLE: Duration = Duration::from_millis(500);
+/// …or after this long whatever comes next (a stream that paused; reading
+/// stdin, `--flush-every` instead).
+const LONG_IDLE: Duration = Duration::from_secs(5);
 
 pub(crate) struct Backfills {
     pub mode: Backfill,
@@ -39,6 +43,8 @@ pub(crate) struct Backfills {
     pub outcomes: Option<flume::Sender<CopyOutcome>>,
     pub index_memory: String,
     pub max_open: usize,
+    /// See [`LONG_IDLE`].
+    pub long_idle: Duration,
     /// Sessions taking rows, oldest first.
     open: Vec<Open>,
     states: HashMap<(u16, u32), Leaf>,
@@ -97,6 +103,7 @@ impl Backfills {
             outcomes: Some(outcomes),
             index_memory,
             max_open: max_open.max(1),
+            long_idle: LONG_IDLE,
             open: Vec::new(),
             states: HashMap::new(),
             refused: HashSet::new(),
@@ -256,11 +263,16 @@ impl Coordinator {
 
     /// Closes the backfills whose rows stopped coming, all of them at the
     /// end of the input, and the oldest while they hold more than half the
-    /// memory budget.
+    /// memory budget. A backfill is not closed for a pause alone (a busy
+    /// machine's parse thread can pause): only when a backfill opened after
+    /// it took rows since its last, or after a long pause.
     pub(crate) async fn close_backfills(&mut self, all: bool) {
         let mut i = 0;
         while i < self.backfill.open.len() {
-            if all || self.backfill.open[i].last_rows.elapsed() >= IDLE {
+            let o = &self.backfill.open[i];
+            let idle = o.last_rows.elapsed();
+            let moved_on = self.backfill.open[i + 1..].iter().any(|later| later.table == o.table && later.last_rows > o.last_rows);
+            if all || (idle >= IDLE && moved_on) || idle >= self.backfill.long_idle {
                 self.close_backfill(i).await;
             } else {
                 i += 1;

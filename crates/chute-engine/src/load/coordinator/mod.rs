@@ -501,7 +501,6 @@ impl Coordinator {
     pub(crate) async fn flush_all(&mut self) {
         let targets: Vec<Target> = self.accum.keys().copied().collect();
         self.dispatch_packed(targets).await;
-        self.close_backfills(true).await;
     }
 
     /// --flush-every: send the accumulators whose first row has waited `age`.
