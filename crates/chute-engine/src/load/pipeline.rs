@@ -255,6 +255,9 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         if !parsing_done && (budget.used() * 4 > budget.limit * 3 || budget.has_waiters()) {
             co.flush_largest().await;
         }
+        if spec.flush_when_idle && !parsing_done && co.batch_tx.is_some() && co.in_flight < spec.workers.max(1) && !co.accum.is_empty() {
+            co.flush_all().await;
+        }
         if let Some(age) = spec.flush_every
             && !parsing_done
             && co.batch_tx.is_some()

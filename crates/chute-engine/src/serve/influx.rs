@@ -4,11 +4,13 @@
 //! The measurement is the table, in the schema `--schema` names, else the
 //! request's db (v1) or bucket (v2), else the search_path. Tags and fields
 //! go into the columns of the same names, the timestamp into `time` (or the
-//! table's timestamp partition key). Lines are written as CSV in the
-//! table's lane's column order and loaded like `chute load … --epoch ns`.
+//! table's timestamp partition key). A line's parsed values go to the
+//! table's lane as they are, in its column order (`load::values`): encoded
+//! into binary COPY rows without being written and parsed again as text, and
+//! landing as the same values written as CSV and loaded with `chute load …
+//! --epoch ns` would.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,6 +24,7 @@ use super::Shared;
 use super::catalog::{ColKind, LaneError};
 use super::create::Wanted;
 use super::submit::{Part, Rejected, idempotency_key, submit_and_answer};
+use crate::load::values::ValueRows;
 
 pub(crate) async fn write_v1(
     State(s): State<Arc<Shared>>,
@@ -123,7 +126,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
         };
         let index: HashMap<&str, usize> = lane.columns.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
         let first_line = line_of.len() as u64 + 1;
-        let mut csv = String::with_capacity(lines.len() * 64);
+        let mut rows_out = ValueRows::with_capacity(lines.len() * 64);
         let mut cells: Vec<Option<Cell<'_>>> = vec![None; lane.columns.len()];
         let mut rows = 0u64;
         'line: for (n, l) in &lines {
@@ -154,37 +157,28 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
                     }
                 }
             }
-            let _ = write!(csv, "{}", l.time_ns);
+            rows_out.int(l.time_ns);
             for c in &cells[1..] {
-                csv.push(',');
                 match c {
-                    None => {}
-                    Some(Cell::Tag(t)) => quote(t, &mut csv),
-                    Some(Cell::Field(FieldValue::Str(t))) => quote(t, &mut csv),
-                    Some(Cell::Field(FieldValue::Float(f))) => {
-                        let _ = write!(csv, "{f:?}");
-                    }
-                    Some(Cell::Field(FieldValue::Int(i))) => {
-                        let _ = write!(csv, "{i}");
-                    }
-                    Some(Cell::Field(FieldValue::UInt(u))) => {
-                        let _ = write!(csv, "{u}");
-                    }
-                    Some(Cell::Field(FieldValue::Bool(b))) => csv.push_str(if *b { "true" } else { "false" }),
+                    None => rows_out.null(),
+                    Some(Cell::Tag(t)) => rows_out.text(t),
+                    Some(Cell::Field(FieldValue::Str(t))) => rows_out.text(t),
+                    Some(Cell::Field(FieldValue::Float(f))) => rows_out.float(*f),
+                    Some(Cell::Field(FieldValue::Int(i))) => rows_out.int(*i),
+                    Some(Cell::Field(FieldValue::UInt(u))) => rows_out.uint(*u),
+                    Some(Cell::Field(FieldValue::Bool(b))) => rows_out.bool(*b),
                 }
             }
-            csv.push('\n');
             line_of.push(*n);
             rows += 1;
         }
-        s.metrics.received(&table.to_string(), lines.len() as u64, csv.len() as u64);
+        s.metrics.received(&table.to_string(), lines.len() as u64, rows_out.len() as u64);
         if rows > 0 {
-            parts.push(Part { lane, data: csv.into_bytes(), first_line });
+            parts.push(Part { lane, data: rows_out.into_bytes(), first_line });
         }
     }
     let lines = line_of;
-    submit_and_answer(s, parts, rejects, |csv_line| lines.get(csv_line as usize - 1).copied().unwrap_or(0), total, idempotency_key(headers))
-        .await
+    submit_and_answer(s, parts, rejects, |row| lines.get(row as usize - 1).copied().unwrap_or(0), total, idempotency_key(headers)).await
 }
 
 /// Every tag and field of a measurement's lines, in order of appearance,
@@ -248,16 +242,4 @@ fn article(t: FieldType) -> String {
         FieldType::UInt => "an unsigned integer".into(),
         other => format!("a {}", other.name()),
     }
-}
-
-/// A CSV field in double quotes (never NULL, even when empty).
-fn quote(s: &str, out: &mut String) {
-    out.push('"');
-    for ch in s.chars() {
-        if ch == '"' {
-            out.push('"');
-        }
-        out.push(ch);
-    }
-    out.push('"');
 }
