@@ -10,7 +10,9 @@
 //! decimal integers, `true`/`false`, a timestamp as an epoch in the load's
 //! `--epoch` unit), down to the server's own parser for types the encoder
 //! does not know: a row lands exactly as it did when it travelled as CSV,
-//! and a bad value gets the same reason.
+//! and a bad value gets the same reason. One difference: a row that goes to
+//! the server as text carries its epoch timestamp as ISO text of the same
+//! microsecond (the server does not read epochs; such rows were rejected).
 //!
 //! The wire form of a chunk (`ValueRows`): each value is a tag byte and its
 //! payload (8 bytes little-endian for numbers, a u32 length and the bytes
@@ -178,6 +180,34 @@ impl ValuesProcessor {
     }
 }
 
+impl ValuesProcessor {
+    /// An epoch (`digits`, in the load's `--epoch` unit) for a timestamp
+    /// column, as the ISO text of the microsecond the encoder reads it as:
+    /// a row that goes to the server's parser as text (a value only the
+    /// server reads elsewhere in it) then carries a time the server reads,
+    /// and reads exactly so. `None`: not a timestamp column, or a value
+    /// the encoder refuses (the row is then rejected with its reason).
+    fn epoch_as_iso(&self, i: usize, digits: &[u8], wire: &mut Vec<u8>) -> Option<String> {
+        let ty = self.encoder.columns[i].ty?;
+        if !matches!(ty, PgType::Timestamptz | PgType::Timestamp) {
+            return None;
+        }
+        self.encoder.encode_value(i, digits, wire).ok()?;
+        let since_2000 = i64::from_be_bytes(wire.as_slice().try_into().ok()?);
+        let at = jiff::Timestamp::from_microsecond(since_2000.checked_add(PG_EPOCH_OFFSET_MICROS)?).ok()?;
+        // Years before 1 are written `… BC` by PostgreSQL: left to the epoch text.
+        let utc = at.to_zoned(jiff::tz::TimeZone::UTC);
+        if utc.year() < 1 {
+            return None;
+        }
+        let offset = if ty == PgType::Timestamptz { "+00" } else { "" };
+        Some(format!("{}{offset}", utc.strftime("%Y-%m-%d %H:%M:%S%.6f")))
+    }
+}
+
+/// 2000-01-01 (PostgreSQL's epoch) in Unix microseconds.
+const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
+
 impl ChunkProcessor for ValuesProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
         let (encoder, routing) = (&self.encoder, &self.routing);
@@ -215,11 +245,15 @@ impl ChunkProcessor for ValuesProcessor {
             }
             // The way the same values written as CSV go.
             fields.clear();
-            for v in &values {
-                if v.text(&mut text) {
-                    fields.push(&text);
-                } else {
+            for (i, v) in values.iter().enumerate() {
+                if !v.text(&mut text) {
                     fields.push_null();
+                } else if let Value::Int(_) = v
+                    && let Some(iso) = self.epoch_as_iso(i, &text, &mut wire)
+                {
+                    fields.push(iso.as_bytes());
+                } else {
+                    fields.push(&text);
                 }
             }
             match encoder.encode(&fields, &mut row) {

@@ -51,6 +51,7 @@ pub(crate) async fn write_v2(
 }
 
 async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, body: axum::body::Body, db: Option<&String>) -> Response {
+    let started = Instant::now();
     if let Err(r) = super::auth::check(&s.config.tokens, headers, q) {
         return r;
     }
@@ -178,6 +179,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
         }
     }
     let lines = line_of;
+    s.metrics.stage("read_parse", started.elapsed().as_secs_f64());
     submit_and_answer(s, parts, rejects, |row| lines.get(row as usize - 1).copied().unwrap_or(0), total, idempotency_key(headers)).await
 }
 
