@@ -19,6 +19,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chute_core::ident::QualifiedName;
 use chute_core::parse::lineproto::{FieldType, FieldValue, Line, Precision, parse_lines};
+use rustc_hash::FxHashMap;
 
 use super::Shared;
 use super::catalog::{ColKind, LaneError};
@@ -84,25 +85,44 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
     let mut rejects = Vec::new();
     let mut total = 0usize;
     let mut by_table: BTreeMap<String, Vec<(u64, Line<'_>)>> = BTreeMap::new();
-    let mut types: HashMap<(String, String), (FieldType, u64)> = HashMap::new();
-    parse_lines(text, precision, now_ns, |n, r| {
-        total += 1;
-        match r {
-            Err(reason) => rejects.push(Rejected { line: n, reason }),
-            Ok(l) => {
-                // A field keeps one type within a request.
-                for (k, v) in &l.fields {
-                    let t = v.field_type();
-                    let seen = types.entry((l.measurement.to_string(), k.to_string())).or_insert((t, n));
-                    if seen.0 != t {
-                        let reason = format!("field {k:?} is {} here but {} in line {}", article(t), article(seen.0), seen.1);
-                        rejects.push(Rejected { line: n, reason });
-                        return;
+    // Per measurement, each field's type and the line it was first seen in
+    // (looked up by &str: nothing is allocated per line but a new name).
+    let mut types: FxHashMap<String, FxHashMap<String, (FieldType, u64)>> = FxHashMap::default();
+    let big = text.len() >= OFF_RUNTIME_BYTES;
+    off_runtime(big, || {
+        parse_lines(text, precision, now_ns, |n, r| {
+            total += 1;
+            match r {
+                Err(reason) => rejects.push(Rejected { line: n, reason }),
+                Ok(l) => {
+                    if !types.contains_key(l.measurement.as_ref()) {
+                        types.insert(l.measurement.to_string(), FxHashMap::default());
+                    }
+                    let seen = types.get_mut(l.measurement.as_ref()).expect("inserted above");
+                    // A field keeps one type within a request.
+                    for (k, v) in &l.fields {
+                        let t = v.field_type();
+                        match seen.get(k.as_ref()) {
+                            Some(&(was, first)) if was != t => {
+                                let reason = format!("field {k:?} is {} here but {} in line {first}", article(t), article(was));
+                                rejects.push(Rejected { line: n, reason });
+                                return;
+                            }
+                            Some(_) => {}
+                            None => {
+                                seen.insert(k.to_string(), (t, n));
+                            }
+                        }
+                    }
+                    match by_table.get_mut(l.measurement.as_ref()) {
+                        Some(lines) => lines.push((n, l)),
+                        None => {
+                            by_table.insert(l.measurement.to_string(), vec![(n, l)]);
+                        }
                     }
                 }
-                by_table.entry(l.measurement.to_string()).or_default().push((n, l));
             }
-        }
+        })
     });
 
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
@@ -125,54 +145,60 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
                 continue;
             }
         };
-        let index: HashMap<&str, usize> = lane.columns.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
+        let index: FxHashMap<&str, usize> = lane.columns.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
         let first_line = line_of.len() as u64 + 1;
         let mut rows_out = ValueRows::with_capacity(lines.len() * 64);
         let mut cells: Vec<Option<Cell<'_>>> = vec![None; lane.columns.len()];
         let mut rows = 0u64;
-        'line: for (n, l) in &lines {
-            cells.iter_mut().for_each(|c| *c = None);
-            for (k, v) in &l.tags {
-                match index.get(k.as_ref()).map(|&i| (i, &lane.columns[i])) {
-                    Some((i, c)) if c.kind != ColKind::Time => cells[i] = Some(Cell::Tag(v)),
-                    _ => {
-                        rejects.push(Rejected { line: *n, reason: missing(&table, k, "tag") });
-                        continue 'line;
-                    }
-                }
-            }
-            for (k, v) in &l.fields {
-                match index.get(k.as_ref()).map(|&i| (i, &lane.columns[i])) {
-                    Some((i, c)) if c.kind != ColKind::Time => {
-                        if !fits(c.kind, v.field_type()) {
-                            let reason =
-                                format!("field {k:?} is {} but column {:?} of {table} is {}", article(v.field_type()), c.name, c.type_name);
-                            rejects.push(Rejected { line: *n, reason });
+        off_runtime(big, || {
+            'line: for (n, l) in &lines {
+                cells.iter_mut().for_each(|c| *c = None);
+                for (k, v) in &l.tags {
+                    match index.get(k.as_ref()).map(|&i| (i, &lane.columns[i])) {
+                        Some((i, c)) if c.kind != ColKind::Time => cells[i] = Some(Cell::Tag(v)),
+                        _ => {
+                            rejects.push(Rejected { line: *n, reason: missing(&table, k, "tag") });
                             continue 'line;
                         }
-                        cells[i] = Some(Cell::Field(v));
-                    }
-                    _ => {
-                        rejects.push(Rejected { line: *n, reason: missing(&table, k, "field") });
-                        continue 'line;
                     }
                 }
-            }
-            rows_out.int(l.time_ns);
-            for c in &cells[1..] {
-                match c {
-                    None => rows_out.null(),
-                    Some(Cell::Tag(t)) => rows_out.text(t),
-                    Some(Cell::Field(FieldValue::Str(t))) => rows_out.text(t),
-                    Some(Cell::Field(FieldValue::Float(f))) => rows_out.float(*f),
-                    Some(Cell::Field(FieldValue::Int(i))) => rows_out.int(*i),
-                    Some(Cell::Field(FieldValue::UInt(u))) => rows_out.uint(*u),
-                    Some(Cell::Field(FieldValue::Bool(b))) => rows_out.bool(*b),
+                for (k, v) in &l.fields {
+                    match index.get(k.as_ref()).map(|&i| (i, &lane.columns[i])) {
+                        Some((i, c)) if c.kind != ColKind::Time => {
+                            if !fits(c.kind, v.field_type()) {
+                                let reason = format!(
+                                    "field {k:?} is {} but column {:?} of {table} is {}",
+                                    article(v.field_type()),
+                                    c.name,
+                                    c.type_name
+                                );
+                                rejects.push(Rejected { line: *n, reason });
+                                continue 'line;
+                            }
+                            cells[i] = Some(Cell::Field(v));
+                        }
+                        _ => {
+                            rejects.push(Rejected { line: *n, reason: missing(&table, k, "field") });
+                            continue 'line;
+                        }
+                    }
                 }
+                rows_out.int(l.time_ns);
+                for c in &cells[1..] {
+                    match c {
+                        None => rows_out.null(),
+                        Some(Cell::Tag(t)) => rows_out.text(t),
+                        Some(Cell::Field(FieldValue::Str(t))) => rows_out.text(t),
+                        Some(Cell::Field(FieldValue::Float(f))) => rows_out.float(*f),
+                        Some(Cell::Field(FieldValue::Int(i))) => rows_out.int(*i),
+                        Some(Cell::Field(FieldValue::UInt(u))) => rows_out.uint(*u),
+                        Some(Cell::Field(FieldValue::Bool(b))) => rows_out.bool(*b),
+                    }
+                }
+                line_of.push(*n);
+                rows += 1;
             }
-            line_of.push(*n);
-            rows += 1;
-        }
+        });
         s.metrics.received(&table.to_string(), lines.len() as u64, rows_out.len() as u64);
         if rows > 0 {
             parts.push(Part { lane, data: rows_out.into_bytes(), first_line });
@@ -183,11 +209,24 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
     submit_and_answer(s, parts, rejects, |row| lines.get(row as usize - 1).copied().unwrap_or(0), total, idempotency_key(headers)).await
 }
 
+/// Bodies at least this large are parsed off the runtime's worker threads.
+const OFF_RUNTIME_BYTES: usize = 16 << 10;
+
+/// Runs the CPU-bound part of a large request (`big`) with
+/// `block_in_place`: the runtime hands this worker's other tasks (the lanes'
+/// coordinators and COPY workers, other requests' I/O) to another worker
+/// thread, so they never queue behind a request's parsing; the OS shares
+/// the cores between them instead.
+fn off_runtime<T>(big: bool, f: impl FnOnce() -> T) -> T {
+    let multi = tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if big && multi { tokio::task::block_in_place(f) } else { f() }
+}
+
 /// Every tag and field of a measurement's lines, in order of appearance,
 /// fields with their type (the first line's: a change is rejected above).
 fn wanted_columns(lines: &[(u64, Line<'_>)]) -> Vec<(String, Wanted)> {
     let mut out: Vec<(String, Wanted)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = rustc_hash::FxHashSet::default();
     for (_, l) in lines {
         for (k, _) in &l.tags {
             if seen.insert(k.as_ref()) {
