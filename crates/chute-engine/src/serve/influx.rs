@@ -133,7 +133,8 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
             Some(sc) => QualifiedName::new(sc.clone(), measurement.clone()),
             None => QualifiedName { schema: None, name: measurement.clone() },
         };
-        let wanted = wanted_columns(&lines);
+        // What a new table or new columns need: only with --create-tables.
+        let wanted = if s.config.create_tables { wanted_columns(&lines) } else { Vec::new() };
         let got = super::while_unreachable(deadline, || s.lanes.lines(&table, &wanted)).await;
         let lane = match got {
             Ok(l) => l,
