@@ -65,6 +65,8 @@ mod serve_clients;
 mod serve_limits;
 #[path = "cli/serve_once.rs"]
 mod serve_once;
+#[path = "cli/serve_values.rs"]
+mod serve_values;
 #[path = "cli/settings.rs"]
 mod settings;
 #[path = "cli/setup_scripts.rs"]

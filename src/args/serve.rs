@@ -44,7 +44,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 4)]
     pub batch_mb: usize,
 
-    /// Send a partial batch once its oldest row has waited this long.
+    /// While every COPY worker is busy, send a partial batch once its oldest
+    /// row has waited this long (an idle worker takes what is gathered at once).
     #[arg(long, default_value = "100ms", value_name = "DURATION")]
     pub max_delay: String,
 

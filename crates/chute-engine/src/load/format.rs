@@ -46,7 +46,7 @@ fn make_format(spec: &LoadSpec, plan: &ColumnPlan) -> Result<Box<dyn Format>, Lo
             Box::new(TextParser::new(o).map_err(setup)?)
         }
         InputFormat::Jsonl => Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?),
-        InputFormat::Tsbs => return Err(LoadError::Setup("tsbs input is prepared separately".into())),
+        InputFormat::Tsbs | InputFormat::Values => return Err(LoadError::Setup(format!("{:?} input is prepared separately", spec.format))),
     })
 }
 
@@ -88,6 +88,21 @@ pub(crate) async fn prepare_single(
     let ctx = EncodeContext { session_tz: session_zone(control).await, epoch: spec.epoch };
     let (routing, via_parent_reason) = super::routing::build(spec, control, &info, &plan, progress).await?;
     let routing = Arc::new(routing);
+    if spec.format == InputFormat::Values {
+        // Parsed already: no format cuts or parses the chunks.
+        let processor =
+            Arc::new(super::values::ValuesProcessor { encoder: RowEncoder::new(plan.targets.clone(), ctx), routing: routing.clone() });
+        return Ok(Prepared {
+            tables: vec![routing],
+            processor,
+            boundary: None,
+            skip: None,
+            tags: None,
+            via_parent_reason,
+            summary_table: info.name.to_string(),
+            by_ref: false,
+        });
+    }
     let format: Arc<dyn Format> = Arc::from(make_format(spec, &plan)?);
     let by_ref = !spec.inputs.is_empty() && spec.inputs.iter().all(|i| matches!(i, InputSpec::File(p) if source::is_plain_file(p)));
     let processor = Arc::new(GenericProcessor {

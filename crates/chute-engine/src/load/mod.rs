@@ -34,6 +34,7 @@ pub mod source;
 pub mod target;
 mod text_route;
 mod tsbs;
+pub(crate) mod values;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -55,6 +56,9 @@ pub enum InputFormat {
     Jsonl,
     /// Time Series Benchmark Suite files: the tables come from the file.
     Tsbs,
+    /// Rows of values a service parsed itself (`values::ValueRows`): only
+    /// encoded and routed (`chute serve`'s line protocol).
+    Values,
 }
 
 /// Everything a load needs to know, validated.
@@ -120,6 +124,12 @@ pub struct LoadSpec {
     pub backfill: Backfill,
     /// `maintenance_work_mem` for building a backfilled partition's indexes.
     pub backfill_index_memory: String,
+    /// Group commit for live streams: send what is gathered as soon as a
+    /// COPY worker is idle, instead of waiting for a full batch or for
+    /// `flush_every` (which stays the limit while every worker is busy):
+    /// rows wait at most about one batch's COPY and commit, and batches grow
+    /// with the load.
+    pub flush_when_idle: bool,
 }
 
 /// Whether partitions a load creates take the backfill path.
@@ -167,6 +177,7 @@ impl LoadSpec {
             retry_for: Duration::from_secs(300),
             flush_every: None,
             feed: None,
+            flush_when_idle: false,
             atomic: false,
             backfill: Backfill::Auto,
             backfill_index_memory: "256MB".into(),

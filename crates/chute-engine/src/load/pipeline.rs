@@ -275,6 +275,9 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         if co.backfill.any_open() && co.batch_tx.is_some() {
             co.close_backfills(false).await;
         }
+        if spec.flush_when_idle && !parsing_done && co.batch_tx.is_some() && co.in_flight < spec.workers.max(1) && !co.accum.is_empty() {
+            co.flush_all().await;
+        }
         if let Some(age) = spec.flush_every
             && !parsing_done
             && co.batch_tx.is_some()

@@ -4,11 +4,13 @@
 //! The measurement is the table, in the schema `--schema` names, else the
 //! request's db (v1) or bucket (v2), else the search_path. Tags and fields
 //! go into the columns of the same names, the timestamp into `time` (or the
-//! table's timestamp partition key). Lines are written as CSV in the
-//! table's lane's column order and loaded like `chute load … --epoch ns`.
+//! table's timestamp partition key). A line's parsed values go to the
+//! table's lane as they are, in its column order (`load::values`): encoded
+//! into binary COPY rows without being written and parsed again as text, and
+//! landing as the same values written as CSV and loaded with `chute load …
+//! --epoch ns` would.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,11 +19,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chute_core::ident::QualifiedName;
 use chute_core::parse::lineproto::{FieldType, FieldValue, Line, Precision, parse_lines};
+use rustc_hash::FxHashMap;
 
 use super::Shared;
 use super::catalog::{ColKind, LaneError};
 use super::create::Wanted;
 use super::submit::{Part, Rejected, idempotency_key, submit_and_answer};
+use crate::load::values::ValueRows;
 
 pub(crate) async fn write_v1(
     State(s): State<Arc<Shared>>,
@@ -48,6 +52,7 @@ pub(crate) async fn write_v2(
 }
 
 async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, body: axum::body::Body, db: Option<&String>) -> Response {
+    let started = Instant::now();
     if let Err(r) = super::auth::check(&s.config.tokens, headers, q) {
         return r;
     }
@@ -80,25 +85,44 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
     let mut rejects = Vec::new();
     let mut total = 0usize;
     let mut by_table: BTreeMap<String, Vec<(u64, Line<'_>)>> = BTreeMap::new();
-    let mut types: HashMap<(String, String), (FieldType, u64)> = HashMap::new();
-    parse_lines(text, precision, now_ns, |n, r| {
-        total += 1;
-        match r {
-            Err(reason) => rejects.push(Rejected { line: n, reason }),
-            Ok(l) => {
-                // A field keeps one type within a request.
-                for (k, v) in &l.fields {
-                    let t = v.field_type();
-                    let seen = types.entry((l.measurement.to_string(), k.to_string())).or_insert((t, n));
-                    if seen.0 != t {
-                        let reason = format!("field {k:?} is {} here but {} in line {}", article(t), article(seen.0), seen.1);
-                        rejects.push(Rejected { line: n, reason });
-                        return;
+    // Per measurement, each field's type and the line it was first seen in
+    // (looked up by &str: nothing is allocated per line but a new name).
+    let mut types: FxHashMap<String, FxHashMap<String, (FieldType, u64)>> = FxHashMap::default();
+    let big = text.len() >= OFF_RUNTIME_BYTES;
+    off_runtime(big, || {
+        parse_lines(text, precision, now_ns, |n, r| {
+            total += 1;
+            match r {
+                Err(reason) => rejects.push(Rejected { line: n, reason }),
+                Ok(l) => {
+                    if !types.contains_key(l.measurement.as_ref()) {
+                        types.insert(l.measurement.to_string(), FxHashMap::default());
+                    }
+                    let seen = types.get_mut(l.measurement.as_ref()).expect("inserted above");
+                    // A field keeps one type within a request.
+                    for (k, v) in &l.fields {
+                        let t = v.field_type();
+                        match seen.get(k.as_ref()) {
+                            Some(&(was, first)) if was != t => {
+                                let reason = format!("field {k:?} is {} here but {} in line {first}", article(t), article(was));
+                                rejects.push(Rejected { line: n, reason });
+                                return;
+                            }
+                            Some(_) => {}
+                            None => {
+                                seen.insert(k.to_string(), (t, n));
+                            }
+                        }
+                    }
+                    match by_table.get_mut(l.measurement.as_ref()) {
+                        Some(lines) => lines.push((n, l)),
+                        None => {
+                            by_table.insert(l.measurement.to_string(), vec![(n, l)]);
+                        }
                     }
                 }
-                by_table.entry(l.measurement.to_string()).or_default().push((n, l));
             }
-        }
+        })
     });
 
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
@@ -109,7 +133,8 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
             Some(sc) => QualifiedName::new(sc.clone(), measurement.clone()),
             None => QualifiedName { schema: None, name: measurement.clone() },
         };
-        let wanted = wanted_columns(&lines);
+        // What a new table or new columns need: only with --create-tables.
+        let wanted = if s.config.create_tables { wanted_columns(&lines) } else { Vec::new() };
         let got = super::while_unreachable(deadline, || s.lanes.lines(&table, &wanted)).await;
         let lane = match got {
             Ok(l) => l,
@@ -121,77 +146,88 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
                 continue;
             }
         };
-        let index: HashMap<&str, usize> = lane.columns.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
+        let index: FxHashMap<&str, usize> = lane.columns.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
         let first_line = line_of.len() as u64 + 1;
-        let mut csv = String::with_capacity(lines.len() * 64);
+        let mut rows_out = ValueRows::with_capacity(lines.len() * 64);
         let mut cells: Vec<Option<Cell<'_>>> = vec![None; lane.columns.len()];
         let mut rows = 0u64;
-        'line: for (n, l) in &lines {
-            cells.iter_mut().for_each(|c| *c = None);
-            for (k, v) in &l.tags {
-                match index.get(k.as_ref()).map(|&i| (i, &lane.columns[i])) {
-                    Some((i, c)) if c.kind != ColKind::Time => cells[i] = Some(Cell::Tag(v)),
-                    _ => {
-                        rejects.push(Rejected { line: *n, reason: missing(&table, k, "tag") });
-                        continue 'line;
-                    }
-                }
-            }
-            for (k, v) in &l.fields {
-                match index.get(k.as_ref()).map(|&i| (i, &lane.columns[i])) {
-                    Some((i, c)) if c.kind != ColKind::Time => {
-                        if !fits(c.kind, v.field_type()) {
-                            let reason =
-                                format!("field {k:?} is {} but column {:?} of {table} is {}", article(v.field_type()), c.name, c.type_name);
-                            rejects.push(Rejected { line: *n, reason });
+        off_runtime(big, || {
+            'line: for (n, l) in &lines {
+                cells.iter_mut().for_each(|c| *c = None);
+                for (k, v) in &l.tags {
+                    match index.get(k.as_ref()).map(|&i| (i, &lane.columns[i])) {
+                        Some((i, c)) if c.kind != ColKind::Time => cells[i] = Some(Cell::Tag(v)),
+                        _ => {
+                            rejects.push(Rejected { line: *n, reason: missing(&table, k, "tag") });
                             continue 'line;
                         }
-                        cells[i] = Some(Cell::Field(v));
-                    }
-                    _ => {
-                        rejects.push(Rejected { line: *n, reason: missing(&table, k, "field") });
-                        continue 'line;
                     }
                 }
-            }
-            let _ = write!(csv, "{}", l.time_ns);
-            for c in &cells[1..] {
-                csv.push(',');
-                match c {
-                    None => {}
-                    Some(Cell::Tag(t)) => quote(t, &mut csv),
-                    Some(Cell::Field(FieldValue::Str(t))) => quote(t, &mut csv),
-                    Some(Cell::Field(FieldValue::Float(f))) => {
-                        let _ = write!(csv, "{f:?}");
+                for (k, v) in &l.fields {
+                    match index.get(k.as_ref()).map(|&i| (i, &lane.columns[i])) {
+                        Some((i, c)) if c.kind != ColKind::Time => {
+                            if !fits(c.kind, v.field_type()) {
+                                let reason = format!(
+                                    "field {k:?} is {} but column {:?} of {table} is {}",
+                                    article(v.field_type()),
+                                    c.name,
+                                    c.type_name
+                                );
+                                rejects.push(Rejected { line: *n, reason });
+                                continue 'line;
+                            }
+                            cells[i] = Some(Cell::Field(v));
+                        }
+                        _ => {
+                            rejects.push(Rejected { line: *n, reason: missing(&table, k, "field") });
+                            continue 'line;
+                        }
                     }
-                    Some(Cell::Field(FieldValue::Int(i))) => {
-                        let _ = write!(csv, "{i}");
-                    }
-                    Some(Cell::Field(FieldValue::UInt(u))) => {
-                        let _ = write!(csv, "{u}");
-                    }
-                    Some(Cell::Field(FieldValue::Bool(b))) => csv.push_str(if *b { "true" } else { "false" }),
                 }
+                rows_out.int(l.time_ns);
+                for c in &cells[1..] {
+                    match c {
+                        None => rows_out.null(),
+                        Some(Cell::Tag(t)) => rows_out.text(t),
+                        Some(Cell::Field(FieldValue::Str(t))) => rows_out.text(t),
+                        Some(Cell::Field(FieldValue::Float(f))) => rows_out.float(*f),
+                        Some(Cell::Field(FieldValue::Int(i))) => rows_out.int(*i),
+                        Some(Cell::Field(FieldValue::UInt(u))) => rows_out.uint(*u),
+                        Some(Cell::Field(FieldValue::Bool(b))) => rows_out.bool(*b),
+                    }
+                }
+                line_of.push(*n);
+                rows += 1;
             }
-            csv.push('\n');
-            line_of.push(*n);
-            rows += 1;
-        }
-        s.metrics.received(&table.to_string(), lines.len() as u64, csv.len() as u64);
+        });
+        s.metrics.received(&table.to_string(), lines.len() as u64, rows_out.len() as u64);
         if rows > 0 {
-            parts.push(Part { lane, data: csv.into_bytes(), first_line });
+            parts.push(Part { lane, data: rows_out.into_bytes(), first_line });
         }
     }
     let lines = line_of;
-    submit_and_answer(s, parts, rejects, |csv_line| lines.get(csv_line as usize - 1).copied().unwrap_or(0), total, idempotency_key(headers))
-        .await
+    s.metrics.stage("read_parse", started.elapsed().as_secs_f64());
+    submit_and_answer(s, parts, rejects, |row| lines.get(row as usize - 1).copied().unwrap_or(0), total, idempotency_key(headers)).await
+}
+
+/// Bodies at least this large are parsed off the runtime's worker threads.
+const OFF_RUNTIME_BYTES: usize = 16 << 10;
+
+/// Runs the CPU-bound part of a large request (`big`) with
+/// `block_in_place`: the runtime hands this worker's other tasks (the lanes'
+/// coordinators and COPY workers, other requests' I/O) to another worker
+/// thread, so they never queue behind a request's parsing; the OS shares
+/// the cores between them instead.
+fn off_runtime<T>(big: bool, f: impl FnOnce() -> T) -> T {
+    let multi = tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if big && multi { tokio::task::block_in_place(f) } else { f() }
 }
 
 /// Every tag and field of a measurement's lines, in order of appearance,
 /// fields with their type (the first line's: a change is rejected above).
 fn wanted_columns(lines: &[(u64, Line<'_>)]) -> Vec<(String, Wanted)> {
     let mut out: Vec<(String, Wanted)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = rustc_hash::FxHashSet::default();
     for (_, l) in lines {
         for (k, _) in &l.tags {
             if seen.insert(k.as_ref()) {
@@ -248,16 +284,4 @@ fn article(t: FieldType) -> String {
         FieldType::UInt => "an unsigned integer".into(),
         other => format!("a {}", other.name()),
     }
-}
-
-/// A CSV field in double quotes (never NULL, even when empty).
-fn quote(s: &str, out: &mut String) {
-    out.push('"');
-    for ch in s.chars() {
-        if ch == '"' {
-            out.push('"');
-        }
-        out.push(ch);
-    }
-    out.push('"');
 }

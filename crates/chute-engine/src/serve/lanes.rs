@@ -24,7 +24,7 @@ use crate::load::{Feed, InputFormat, LoadProgress, LoadSpec, LoadStats};
 /// The shape of the rows a lane takes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Shape {
-    /// Line protocol, written as CSV in the lane's column order.
+    /// Line protocol: parsed values in the lane's column order (`load::values`).
     Lines,
     /// `POST /v1/tables/…`: CSV or JSON Lines with these columns (or all).
     Table { format: TableFormat, columns: Option<Vec<String>>, delimiter: Option<u8>, null: Option<String>, epoch: Option<char> },
@@ -187,11 +187,12 @@ impl Lanes {
         spec.batch_bytes = c.batch_bytes;
         spec.memory_budget = c.lane_memory;
         spec.flush_every = Some(c.max_delay);
+        spec.flush_when_idle = true;
         spec.retry_for = c.retry_for;
         spec.no_create_partitions = c.no_create_partitions;
         match shape {
             Shape::Lines => {
-                spec.format = InputFormat::Csv;
+                spec.format = InputFormat::Values;
                 spec.columns = Some(columns.iter().map(|c| c.name.clone()).collect());
                 spec.epoch = Some(EpochUnit::Nanos);
             }

@@ -6,7 +6,10 @@
 //! acknowledgement latency (request received → every row committed), the
 //! bytes of requests in flight (the memory budget's use) and the requests
 //! waiting for their rows to commit, per table the requests' chunks queued
-//! for its load, and rows of retried requests skipped as already committed.
+//! for its load, and rows of retried requests skipped as already committed;
+//! where a request's time goes (`chute_request_stage_seconds`, see
+//! `Metrics::stage`); per COPY batch, its COPY and commit time
+//! (`chute_batch_commit_seconds`) and rows (`chute_batch_rows`).
 
 use std::sync::OnceLock;
 
@@ -26,7 +29,14 @@ fn handle() -> Option<PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
             let buckets = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0];
-            PrometheusBuilder::new().set_buckets(&buckets).ok()?.install_recorder().ok()
+            let rows = [100.0, 1e3, 1e4, 3e4, 1e5, 3e5, 1e6];
+            PrometheusBuilder::new()
+                .set_buckets(&buckets)
+                .ok()?
+                .set_buckets_for_metric(metrics_exporter_prometheus::Matcher::Full("chute_batch_rows".into()), &rows)
+                .ok()?
+                .install_recorder()
+                .ok()
         })
         .clone()
 }
@@ -54,6 +64,14 @@ impl Metrics {
         if status < 300 || status == 400 {
             histogram!("chute_ack_latency_seconds", "endpoint" => endpoint).record(seconds);
         }
+    }
+
+    /// Where a request's time went: `read_parse` (body read, decoded and
+    /// parsed, lanes found), `enqueue` (its chunks handed to their lanes,
+    /// waiting while a lane's queue is full), `commit` (from then until
+    /// every row is committed: parse thread, batch, COPY and commit).
+    pub(crate) fn stage(&self, stage: &'static str, seconds: f64) {
+        histogram!("chute_request_stage_seconds", "stage" => stage).record(seconds);
     }
 
     pub(crate) fn in_flight(&self, bytes: usize, requests: usize) {

@@ -47,6 +47,7 @@ pub(crate) async fn submit_and_answer(
     let mut sent = 0;
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     if !parts.is_empty() {
+        let enqueue = std::time::Instant::now();
         let (tx, rx) = flume::bounded(1);
         let tag = s.next_request.fetch_add(1, Ordering::Relaxed);
         let ack = AckRef::collecting(AckId { tag, ..AckId::default() }, tx);
@@ -97,6 +98,8 @@ pub(crate) async fn submit_and_answer(
         {
             return stored(status, answer);
         }
+        s.metrics.stage("enqueue", enqueue.elapsed().as_secs_f64());
+        let waiting = std::time::Instant::now();
         let done = match tokio::time::timeout_at(deadline, rx.recv_async()).await {
             Ok(Ok(c)) => c,
             Ok(Err(_)) => return super::unavailable("the service is stopping: retry"),
@@ -108,6 +111,7 @@ pub(crate) async fn submit_and_answer(
                 ));
             }
         };
+        s.metrics.stage("commit", waiting.elapsed().as_secs_f64());
         if done.status == AckStatus::Failed {
             return super::unavailable(
                 "not every row of the request could be committed (PostgreSQL was unreachable for longer than --retry-for, \

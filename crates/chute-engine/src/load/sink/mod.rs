@@ -214,10 +214,14 @@ async fn worker(
     ctx: Arc<WorkerCtx>,
 ) -> Result<(), LoadError> {
     while let Ok(batch) = rx.recv_async().await {
+        let began = std::time::Instant::now();
         let result = commit_with_retries(&mut client, &batch, &tx, &ctx).await;
         ctx.budget.release(batch.budget);
         match result {
             Ok(committed) => {
+                // A service's /metrics (no recorder in a plain load: a no-op).
+                ::metrics::histogram!("chute_batch_commit_seconds").record(began.elapsed().as_secs_f64());
+                ::metrics::histogram!("chute_batch_rows").record(committed.rows as f64);
                 let gone = settle(batch, &committed);
                 // Before `Loaded`: the coordinator keeps the queue open until
                 // every batch has answered, and these rows must be back by then.
