@@ -44,6 +44,11 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 4)]
     pub batch_mb: usize,
 
+    /// Send a leaf's batch at this many rows too, whichever of --batch-rows,
+    /// --batch-mb and --max-delay comes first (default: no row limit).
+    #[arg(long, value_name = "N")]
+    pub batch_rows: Option<usize>,
+
     /// While every COPY worker is busy, send a partial batch once its oldest
     /// row has waited this long (an idle worker takes what is gathered at once).
     #[arg(long, default_value = "100ms", value_name = "DURATION")]

@@ -42,6 +42,8 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.workers = a.workers;
     config.parse_threads = a.parse_threads;
     config.batch_bytes = a.batch_mb << 20;
+    anyhow::ensure!(a.batch_rows != Some(0), "--batch-rows must be at least 1");
+    config.batch_rows = a.batch_rows;
     config.max_delay = parse_duration(&a.max_delay).context("--max-delay")?;
     config.memory_budget = a.memory_mb << 20;
     config.max_body = a.max_body_mb << 20;

@@ -179,9 +179,12 @@ async fn a_journal_from_schema_version_2_keeps_working() {
     c.batch_execute("CREATE TABLE gone (id int, time timestamptz)").await.unwrap();
     let (out, _) = run_expect(&mut load("gone"), 0);
     assert_eq!(summary_value(&out, "rows loaded"), "3000", "{out}");
-    // Upgraded in place to the current version (4 added how far a load got).
+    // Upgraded in place to the current version (4 added how far a load got,
+    // 5 chute serve's idempotency keys).
     let v: String = c.query_one("SELECT value FROM chute.meta WHERE key = 'schema_version'", &[]).await.unwrap().get(0);
-    assert_eq!(v, "4");
+    assert_eq!(v, "5");
+    let keys: Option<String> = c.query_one("SELECT to_regclass('chute.serve_requests')::text", &[]).await.unwrap().get(0);
+    assert_eq!(keys.as_deref(), Some("chute.serve_requests"));
 }
 
 #[tokio::test]

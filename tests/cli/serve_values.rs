@@ -114,3 +114,49 @@ async fn a_lone_request_is_committed_without_waiting_for_max_delay() {
     let n: i64 = db.client().await.query_one("SELECT count(*) FROM cpu", &[]).await.unwrap().get(0);
     assert_eq!(n, 4);
 }
+
+#[tokio::test]
+async fn batch_rows_sends_each_batch_at_that_many_rows_while_the_workers_are_busy() {
+    let db = shared().fresh_db("serve_batch_rows").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", "time timestamptz not null, host text, usage float8", "1 day", &[]);
+    // One COPY worker, and --max-delay longer than a request may wait (60 s):
+    // while the worker is busy, only --batch-rows sends what gathered (once
+    // it is free, whatever gathered goes at once).
+    let s = Server::start(&url, &["--workers", "1", "--max-delay", "120s", "--batch-rows", "100"]);
+    let url_w = format!("{}/write?db=public&precision=s", s.base);
+    let (status, text) = post(&url_w, &[], b"cpu,host=a usage=1 1700000000\n");
+    assert_eq!(status, 204, "{text}\n{}", s.log());
+    // The worker's next COPY waits behind this lock…
+    let holder = db.client().await;
+    holder.batch_execute("BEGIN; LOCK TABLE cpu IN ACCESS EXCLUSIVE MODE").await.unwrap();
+    let began = Instant::now();
+    let requests: Vec<_> = (0..3)
+        .map(|r| {
+            let url_w = url_w.clone();
+            let body: String = (0..100).map(|i| format!("cpu,host=r{r}_{i} usage={i} {}\n", 1_700_000_100 + r * 1000 + i)).collect();
+            std::thread::spawn(move || post(&url_w, &[], body.as_bytes()))
+        })
+        .collect();
+    // …while three requests of 100 rows arrive: the first goes to the
+    // worker, the others are sent as batches of their own as they reach 100 rows.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    holder.batch_execute("COMMIT").await.unwrap();
+    for r in requests {
+        let (status, text) = r.join().unwrap();
+        assert_eq!(status, 204, "{text}\n{}", s.log());
+    }
+    assert!(began.elapsed() < Duration::from_secs(40), "the requests waited {:?}", began.elapsed());
+    let n: i64 = db.client().await.query_one("SELECT count(*) FROM cpu", &[]).await.unwrap().get(0);
+    assert_eq!(n, 301);
+    // Without --batch-rows the two requests that waited would share one
+    // batch of 200 rows once the worker was free; with it, every batch
+    // left at 100 rows or fewer.
+    let (_, metrics) = crate::serve::get(&format!("{}/metrics", s.base));
+    let value = |name: &str| -> f64 {
+        metrics.lines().find(|l| l.starts_with(name)).and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(-1.0)
+    };
+    let (batches, small) = (value("chute_batch_rows_count"), value("chute_batch_rows_bucket{le=\"100\"}"));
+    assert_eq!(batches, 4.0, "{metrics}");
+    assert_eq!(small, batches, "{metrics}");
+}

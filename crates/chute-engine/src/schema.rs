@@ -7,7 +7,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this chute writes and understands.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -71,7 +71,22 @@ WHERE j.rel IS NULL AND c.oid = to_regclass(regexp_replace(j.target, ' [(]text[)
 -- Version 4: how far each input of a load is committed when it ended (its
 -- acknowledgements), for `chute load --status`.
 ALTER TABLE chute.loads ADD COLUMN IF NOT EXISTS committed_through jsonb;
-INSERT INTO chute.meta VALUES ('schema_version', '4') ON CONFLICT (key) DO UPDATE SET value = '4';
+-- Version 5: chute serve's idempotency keys (see serve::keys): the offsets
+-- a keyed request's rows were given in its table's lane, and its answer.
+CREATE TABLE IF NOT EXISTS chute.serve_requests (
+    lane text NOT NULL,
+    key text NOT NULL,
+    start_offset int8 NOT NULL,
+    end_offset int8 NOT NULL,
+    owner text NOT NULL,
+    generation int8 NOT NULL,
+    status int4,
+    answer text,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (lane, key)
+);
+CREATE SEQUENCE IF NOT EXISTS chute.serve_offsets;
+INSERT INTO chute.meta VALUES ('schema_version', '5') ON CONFLICT (key) DO UPDATE SET value = '5';
 ";
 
 /// Creates the schema when missing or older (every statement is idempotent,

@@ -22,8 +22,9 @@ pub struct BackfillLeaf {
     /// grants, and a CHECK of its bounds (each row is checked as it is
     /// copied, so the ATTACH needs no scan).
     pub create: Vec<String>,
-    /// After the last COPY: attach (building the indexes), then drop the
-    /// CHECK (the partition constraint does its job from then on).
+    /// After the last COPY: attach (building the indexes), drop the CHECK
+    /// (the partition constraint does its job from then on), and gather its
+    /// statistics.
     pub attach: Vec<String>,
 }
 
@@ -62,6 +63,8 @@ pub fn plan_backfill_leaf(policy: &Policy, grants: &Grants, from: i64, to: i64) 
     let attach = vec![
         format!("ALTER TABLE {} ATTACH PARTITION {} FOR VALUES FROM ({lo}) TO ({hi})", policy.parent.quoted(), name.quoted()),
         format!("ALTER TABLE {} DROP CONSTRAINT chute_bounds", name.quoted()),
+        // Statistics in the same transaction: no autoanalyze of it later.
+        format!("ANALYZE {}", name.quoted()),
     ];
     Ok(BackfillLeaf { name, from, to, create, attach })
 }
@@ -113,10 +116,11 @@ mod tests {
             check.contains("CHECK (\"time\" IS NOT NULL AND \"time\" >= '2021-06-01 00:00:00+00' AND \"time\" < '2021-06-01 01:00:00+00')"),
             "{check}"
         );
-        assert_eq!(b.attach.len(), 2);
+        assert_eq!(b.attach.len(), 3);
         assert!(b.attach[0].starts_with("ALTER TABLE \"m\".\"Odd\"\"name\" ATTACH PARTITION"), "{}", b.attach[0]);
         assert!(b.attach[0].ends_with("FOR VALUES FROM ('2021-06-01 00:00:00+00') TO ('2021-06-01 01:00:00+00')"), "{}", b.attach[0]);
         assert!(b.attach[1].ends_with("DROP CONSTRAINT chute_bounds"));
+        assert_eq!(b.attach[2], format!("ANALYZE {}", b.name.quoted()));
     }
 
     #[test]

@@ -79,6 +79,8 @@ pub struct LoadSpec {
     pub parse_threads: usize,
     /// Target size of one COPY batch (bytes of binary rows).
     pub batch_bytes: usize,
+    /// A batch is sent at this many rows too, whichever comes first.
+    pub batch_rows: Option<usize>,
     /// Bytes the reader hands to a parse thread at a time.
     pub chunk_bytes: usize,
     /// The global budget for rows in flight (queues and accumulators).
@@ -161,6 +163,7 @@ impl LoadSpec {
             // outruns two (measured, BENCHMARKS.md).
             parse_threads: (cores / 2).max(1),
             batch_bytes: 4 << 20,
+            batch_rows: None,
             chunk_bytes: 1 << 20,
             memory_budget: 160 << 20,
             via_parent: false,

@@ -162,6 +162,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let mut co = Coordinator {
         tables: prepared.tables.clone(),
         batch_bytes: spec.batch_bytes,
+        batch_rows: spec.batch_rows.unwrap_or(usize::MAX),
         accum: TargetMap::default(),
         accum_bytes: 0,
         batch_tx: Some(batch_tx),

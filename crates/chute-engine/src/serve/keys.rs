@@ -24,22 +24,6 @@ use tokio_postgres::Client;
 
 use super::ServeConfig;
 
-const DDL: &str = "
-CREATE TABLE IF NOT EXISTS chute.serve_requests (
-    lane text NOT NULL,
-    key text NOT NULL,
-    start_offset int8 NOT NULL,
-    end_offset int8 NOT NULL,
-    owner text NOT NULL,
-    generation int8 NOT NULL,
-    status int4,
-    answer text,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (lane, key)
-);
-CREATE SEQUENCE IF NOT EXISTS chute.serve_offsets;
-";
-
 /// What is known of a key in one lane.
 #[derive(Debug, Clone)]
 pub(crate) enum KeyState {
@@ -98,8 +82,8 @@ impl Keys {
         let mut c = self.client.lock().await;
         if c.as_ref().is_none_or(Client::is_closed) {
             let client = config.target.connect().await.map_err(|e| e.to_string())?;
+            // The schema's bootstrap makes chute.serve_requests (version 5).
             crate::schema::ensure(&client).await.map_err(|e| e.to_string())?;
-            client.batch_execute(DDL).await.map_err(|e| format!("creating chute.serve_requests: {e}"))?;
             *c = Some(client);
         }
         let client = c.as_ref().expect("connected");

@@ -185,6 +185,7 @@ impl Lanes {
         spec.workers = c.workers;
         spec.parse_threads = c.parse_threads;
         spec.batch_bytes = c.batch_bytes;
+        spec.batch_rows = c.batch_rows;
         spec.memory_budget = c.lane_memory;
         spec.flush_every = Some(c.max_delay);
         spec.flush_when_idle = true;

@@ -51,6 +51,8 @@ pub struct ServeConfig {
     pub parse_threads: usize,
     /// COPY batch size (bytes of binary rows), per leaf.
     pub batch_bytes: usize,
+    /// COPY batch size in rows too (whichever comes first), per leaf.
+    pub batch_rows: Option<usize>,
     /// Send a partial batch once its oldest row has waited this long.
     pub max_delay: Duration,
     /// The budget for request bytes in flight, all requests together:
@@ -90,6 +92,7 @@ impl ServeConfig {
             workers: 2,
             parse_threads: 1,
             batch_bytes: 4 << 20,
+            batch_rows: None,
             max_delay: Duration::from_millis(100),
             memory_budget: 256 << 20,
             lane_memory: 128 << 20,

@@ -115,11 +115,6 @@ impl Backfills {
         }
     }
 
-    /// Budget bytes held by sessions until their commit.
-    pub(crate) fn held(&self) -> usize {
-        self.states.values().map(|l| l.held).sum()
-    }
-
     pub(crate) fn idle(&self) -> bool {
         self.parked.is_empty() && self.to_create.is_empty()
     }
@@ -261,9 +256,9 @@ impl Coordinator {
         }
     }
 
-    /// Closes the backfills whose rows stopped coming, all of them at the
-    /// end of the input, and the oldest while they hold more than half the
-    /// memory budget. A backfill is not closed for a pause alone (a busy
+    /// Closes the backfills whose rows stopped coming, and all of them at
+    /// the end of the input (a session keeps its rows' bytes on disk, not
+    /// in the memory budget, until its commit). A backfill is not closed for a pause alone (a busy
     /// machine's parse thread can pause): only when a backfill opened after
     /// it took rows since its last, or after a long pause.
     pub(crate) async fn close_backfills(&mut self, all: bool) {
@@ -277,9 +272,6 @@ impl Coordinator {
             } else {
                 i += 1;
             }
-        }
-        while self.backfill.any_open() && self.backfill.held() * 2 > self.budget.limit {
-            self.close_backfill(0).await;
         }
     }
 

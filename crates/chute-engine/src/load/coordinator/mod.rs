@@ -33,6 +33,8 @@ pub(crate) struct Accum {
 pub(crate) struct Coordinator {
     pub(crate) tables: Vec<Arc<Routing>>,
     pub(crate) batch_bytes: usize,
+    /// `--batch-rows`: a batch also leaves at this many rows.
+    pub(crate) batch_rows: usize,
     pub(crate) accum: TargetMap<Accum>,
     pub(crate) accum_bytes: usize,
     pub(crate) batch_tx: Option<flume::Sender<Batch>>,
@@ -206,7 +208,7 @@ impl Coordinator {
             self.accum_bytes += seg.data.len();
             append(&mut a.seg, &mut seg);
             a.budget += per_segment;
-            if a.seg.data.len() >= self.batch_bytes {
+            if a.seg.data.len() >= self.batch_bytes || a.seg.row_ends.len() >= self.batch_rows {
                 full.push(target);
             }
         }

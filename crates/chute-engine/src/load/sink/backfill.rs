@@ -14,10 +14,14 @@
 //! its rows go back to the coordinator to take the normal path (where bad
 //! rows are isolated and rejected one by one). A lost connection replays
 //! every batch of the partition on a new one: the session keeps them until
-//! its commit, which is why the coordinator closes a backfill early when
-//! its rows take too much of the budget.
+//! its commit, their rows' bytes in a temporary file once sent (so a
+//! partition of any size takes no more of the memory budget than a batch in
+//! flight), their positions and acknowledgements in memory.
 
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use chute_core::partman::backfill::BackfillLeaf;
 use tokio_postgres::{Client, Transaction};
@@ -62,6 +66,53 @@ enum Ended {
     Dropped,
 }
 
+/// A batch the session sent, kept until the commit to be sent again on a
+/// new connection.
+struct Kept {
+    part: BatchPart,
+    batch_id: String,
+    /// Budget bytes still held (given back once the rows are on disk).
+    budget: usize,
+    /// Where its rows' bytes are in the spill file (`part.body` is empty then).
+    spilled: Option<(u64, usize)>,
+    bytes: u64,
+}
+
+/// The rows' bytes of the batches sent, in an unnamed temporary file.
+#[derive(Default)]
+struct Spill {
+    file: Option<std::fs::File>,
+    len: u64,
+}
+
+impl Spill {
+    fn put(&mut self, b: &[u8]) -> std::io::Result<(u64, usize)> {
+        if self.file.is_none() {
+            self.file = Some(tempfile::tempfile()?);
+        }
+        let at = self.len;
+        self.file.as_ref().expect("opened above").write_all_at(b, at)?;
+        self.len += b.len() as u64;
+        Ok((at, b.len()))
+    }
+
+    fn get(&self, (at, len): (u64, usize)) -> std::io::Result<Bytes> {
+        let mut buf = vec![0; len];
+        self.file.as_ref().ok_or_else(|| std::io::Error::other("no spill file"))?.read_exact_at(&mut buf, at)?;
+        Ok(Bytes::from(buf))
+    }
+}
+
+impl Kept {
+    /// Puts the rows' bytes back in `part.body` (for a replay or the normal path).
+    fn restore(&mut self, spill: &Spill) -> std::io::Result<()> {
+        if let Some(at) = self.spilled.take() {
+            self.part.body = spill.get(at)?;
+        }
+        Ok(())
+    }
+}
+
 enum Failure {
     /// Worth another attempt on a new connection.
     Transient(tokio_postgres::Error),
@@ -77,7 +128,8 @@ impl From<tokio_postgres::Error> for Failure {
 }
 
 async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<LeafMsg>, outcomes: flume::Sender<CopyOutcome>) {
-    let mut parts: Vec<(BatchPart, usize, String)> = Vec::new();
+    let mut parts: Vec<Kept> = Vec::new();
+    let mut spill = Spill::default();
     let mut closed = false;
     let mut backoff = Backoff::reconnect(ctx.retry_for);
     let result = loop {
@@ -89,7 +141,7 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
             // The connection dropped: did the commit land before it did?
             match landed(&client, &ctx, &spec, &parts).await {
                 Ok(true) => {
-                    let rows = parts.iter().map(|(p, ..)| p.seg.row_ends.len() as u64).sum();
+                    let rows = parts.iter().map(|k| k.part.seg.row_ends.len() as u64).sum();
                     break Ok(Ended::Committed { rows });
                 }
                 Ok(false) => {}
@@ -97,7 +149,7 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
                 Err(e) => break Err(crate::exec::describe(&e).to_string()),
             }
         }
-        match attempt(&mut client, &ctx, &spec, &rx, &mut parts, &mut closed).await {
+        match attempt(&mut client, &ctx, &spec, &rx, (&mut parts, &mut spill), &mut closed).await {
             Ok(ended) => break Ok(ended),
             Err(Failure::Transient(e)) => {
                 let message = crate::exec::describe(&e).to_string();
@@ -110,21 +162,33 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
         }
     };
     let batches = parts.len();
-    for (_, budget, _) in &parts {
-        ctx.budget.release(*budget);
+    for k in &parts {
+        ctx.budget.release(k.budget);
     }
     match result {
         Ok(Ended::Committed { rows }) => {
-            let bytes = parts.iter().map(|(p, ..)| p.body.len() as u64).sum();
-            for (part, ..) in parts {
-                part.seg.acks.commit(part.seg.row_ends.len(), &[]);
+            let bytes = parts.iter().map(|k| k.bytes).sum();
+            for k in parts {
+                k.part.seg.acks.commit(k.part.seg.row_ends.len(), &[]);
             }
             let _ = outcomes.send(CopyOutcome::Backfilled { table: spec.table, leaf: spec.leaf, batches, rows, bytes });
         }
         // Stopped: nothing is committed; a resume loads these rows again.
         Ok(Ended::Dropped) => drop(parts),
         Err(reason) => {
-            let all: Vec<BatchPart> = parts.into_iter().map(|(p, ..)| p).collect();
+            let mut all = Vec::with_capacity(parts.len());
+            for mut k in parts {
+                if let Err(e) = k.restore(&spill) {
+                    // Its rows are nowhere else: the load stops, and the same command loads them.
+                    let _ = outcomes.send(CopyOutcome::Failed(super::super::LoadError::Setup(format!(
+                        "the backfill of {} failed ({reason}) and its rows could not be read back from its temporary file ({e}): \
+                         run the same command again to load them",
+                        spec.plan.name
+                    ))));
+                    return;
+                }
+                all.push(k.part);
+            }
             let _ = outcomes.send(CopyOutcome::BackfillFailed { table: spec.table, leaf: spec.leaf, parts: all, reason: reason.clone() });
             // Rows sent before the coordinator learnt of the failure (it
             // drops its sender then): they take the normal path too.
@@ -143,13 +207,8 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
 }
 
 /// After a lost connection: whether the session's transaction committed.
-async fn landed(
-    client: &Client,
-    ctx: &WorkerCtx,
-    spec: &SessionSpec,
-    parts: &[(BatchPart, usize, String)],
-) -> Result<bool, tokio_postgres::Error> {
-    if let (Some(load_id), Some((_, _, batch_id))) = (&ctx.load_id, parts.first()) {
+async fn landed(client: &Client, ctx: &WorkerCtx, spec: &SessionSpec, parts: &[Kept]) -> Result<bool, tokio_postgres::Error> {
+    if let (Some(load_id), Some(Kept { batch_id, .. })) = (&ctx.load_id, parts.first()) {
         return client
             .query_one("SELECT EXISTS (SELECT 1 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2)", &[load_id, batch_id])
             .await
@@ -167,7 +226,7 @@ async fn attempt(
     ctx: &WorkerCtx,
     spec: &SessionSpec,
     rx: &flume::Receiver<LeafMsg>,
-    parts: &mut Vec<(BatchPart, usize, String)>,
+    (parts, spill): (&mut Vec<Kept>, &mut Spill),
     closed: &mut bool,
 ) -> Result<Ended, Failure> {
     let txn = client.transaction().await?;
@@ -186,17 +245,31 @@ async fn attempt(
     for sql in &spec.plan.create {
         txn.batch_execute(sql).await?;
     }
-    for (part, _, batch_id) in parts.iter() {
-        copy_part(&txn, ctx, part, batch_id).await?;
+    for k in parts.iter_mut() {
+        let spilled = k.spilled;
+        k.restore(spill).map_err(|e| Failure::Refused(format!("reading back its rows from a temporary file: {e}")))?;
+        copy_part(&txn, ctx, &k.part, &k.batch_id).await?;
+        if spilled.is_some() {
+            k.spilled = spilled;
+            k.part.body = Bytes::new();
+        }
     }
     if !*closed {
         loop {
             match rx.recv_async().await {
                 Ok(LeafMsg::Rows(part, budget, batch_id)) => {
                     // Kept first: a failed COPY's rows must not be lost.
-                    parts.push((*part, budget, batch_id));
-                    let (part, _, batch_id) = parts.last().expect("just pushed");
-                    copy_part(&txn, ctx, part, batch_id).await?;
+                    let bytes = part.body.len() as u64;
+                    parts.push(Kept { part: *part, batch_id, budget, spilled: None, bytes });
+                    let k = parts.last_mut().expect("just pushed");
+                    copy_part(&txn, ctx, &k.part, &k.batch_id).await?;
+                    // Sent: its bytes wait on disk, and their budget is free
+                    // (kept in memory if the disk refuses them).
+                    if let Ok(at) = spill.put(&k.part.body) {
+                        k.spilled = Some(at);
+                        k.part.body = Bytes::new();
+                        ctx.budget.release(std::mem::take(&mut k.budget));
+                    }
                 }
                 Ok(LeafMsg::Close) => {
                     *closed = true;
@@ -216,7 +289,7 @@ async fn attempt(
         txn.batch_execute(sql).await?;
     }
     txn.commit().await?;
-    Ok(Ended::Committed { rows: parts.iter().map(|(p, ..)| p.seg.row_ends.len() as u64).sum() })
+    Ok(Ended::Committed { rows: parts.iter().map(|k| k.part.seg.row_ends.len() as u64).sum() })
 }
 
 async fn copy_part(txn: &Transaction<'_>, ctx: &WorkerCtx, part: &BatchPart, batch_id: &str) -> Result<(), tokio_postgres::Error> {
