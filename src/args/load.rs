@@ -133,6 +133,16 @@ pub struct LoadArgs {
     /// Reject rows whose time partition does not exist instead of creating it.
     #[arg(long)]
     pub no_create_partitions: bool,
+    /// Partitions this load creates: fill each before anyone can see it
+    /// (COPY FREEZE into a standalone table in the transaction that creates
+    /// it, indexes built after the rows, then ATTACH). auto: for intervals
+    /// wholly in the past; on: every partition the load creates (refused on
+    /// layouts that cannot); off: create partitions first, then COPY.
+    #[arg(long, value_enum, default_value_t = BackfillArg::Auto, value_name = "auto|on|off")]
+    pub backfill: BackfillArg,
+    /// maintenance_work_mem for building a backfilled partition's indexes.
+    #[arg(long, default_value = "256MB", value_name = "SIZE")]
+    pub backfill_index_memory: String,
     /// Where rejected rows go (default: <input file name>.rejects in the current directory).
     #[arg(long, value_name = "PATH")]
     pub reject_file: Option<std::path::PathBuf>,
@@ -193,6 +203,13 @@ pub struct LoadArgs {
     /// With --gen: the workload's options, as for chute gen.
     #[command(flatten)]
     pub gen_options: GenOptions,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackfillArg {
+    Auto,
+    On,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -7,7 +7,7 @@ use chute_core::value::EpochUnit;
 use chute_engine::load::{self, InputFormat, InputSpec, LoadReport, LoadSpec};
 
 use crate::Outcome;
-use crate::args::{ConnArgs, EpochArg, FormatArg, GenArg, LoadArgs};
+use crate::args::{BackfillArg, ConnArgs, EpochArg, FormatArg, GenArg, LoadArgs};
 use crate::progress::LoadReporter;
 use crate::settings;
 
@@ -88,6 +88,17 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     spec.batch_bytes = spec.batch_bytes.min(spec.memory_budget / 4);
     spec.via_parent = a.via_parent;
     spec.no_create_partitions = a.no_create_partitions;
+    spec.backfill = match a.backfill {
+        BackfillArg::Auto => chute_engine::load::Backfill::Auto,
+        BackfillArg::On => chute_engine::load::Backfill::On,
+        BackfillArg::Off => chute_engine::load::Backfill::Off,
+    };
+    anyhow::ensure!(
+        a.backfill_index_memory.chars().all(|c| c.is_ascii_alphanumeric())
+            && a.backfill_index_memory.starts_with(|c: char| c.is_ascii_digit()),
+        "--backfill-index-memory takes a size such as 256MB or 1GB"
+    );
+    spec.backfill_index_memory = a.backfill_index_memory.clone();
     spec.reject_file = a.reject_file.clone();
     spec.max_rejects = a.max_rejects;
     spec.report_every = parse_duration(&a.report_every).context("--report-every")?;
@@ -291,6 +302,15 @@ fn print_summary(r: &LoadReport) {
     println!("MB/s                {:.1}", r.mb_per_second);
     println!("partitions touched  {}", s.partitions_touched);
     println!("partitions created  {}", s.partitions_created);
+    if s.partitions_backfilled > 0 || !s.backfill_skipped.is_empty() {
+        println!(
+            "backfilled          {} (filled before they were attached: rows frozen, indexes built after the rows)",
+            s.partitions_backfilled
+        );
+        for why in &s.backfill_skipped {
+            println!("  normal path       {why}");
+        }
+    }
     if let Some(why) = &r.via_parent_reason {
         println!("routed by           the server (through the parent): {why}");
     }

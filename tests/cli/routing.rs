@@ -176,45 +176,51 @@ async fn a_parent_with_triggers_is_loaded_through_the_parent_with_a_notice() {
 }
 
 #[tokio::test]
-async fn partitions_are_made_ahead_of_sorted_rows_by_the_policys_premake() {
+async fn a_historical_load_leaves_no_empty_partitions_after_its_newest_row() {
     let db = shared().fresh_db("route_ahead").await;
     let url = db.url();
     let cols = "time timestamptz not null, dev_id int, data1 float8, data2 float8, data3 float8, data4 float8, data5 float8";
     create_time_partitioned(&url, "ahead", cols, "1h", &["--premake", "3"]);
-    // Hour 0 of 2021-06-01 arrives (4 MB: whole chunks reach the loader),
-    // then nothing for a second, then hours 1 and 2: the partitions of hours
-    // 1 to 3 are made while the input pauses, so hour 3 exists although no
-    // row needs it.
+    // Hours 0 to 2 of 2021-06-01, with a pause in the middle (the loader
+    // used to make the policy's premake partitions ahead of the rows while
+    // input paused): partitions are made ahead only near the present, so
+    // a load of years-old rows leaves none after its newest row, whether
+    // the partitions are backfilled (auto) or made first (off).
     let exe = env!("CARGO_BIN_EXE_chute");
-    let script = format!(
-        "set -o pipefail; {{ '{exe}' gen conditions --devices 100 --rows 108000 | head -n 36000; sleep 1; \
-         '{exe}' gen conditions --devices 100 --rows 108000 | tail -n +36001; }} | '{exe}' --url '{url}' load ahead - --load-id ahead"
-    );
-    let out = std::process::Command::new("bash").args(["-c", &script]).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(summary_value(&stdout, "rows loaded"), "108000");
-    // Hours 0 to 3 at least; hours 4 and 5 too when rows reached hour 1 or
-    // 2 (moving the frontier) before the input ended, which a busy machine
-    // makes likely. Never more than premake ahead of the newest rows.
-    let created: usize = summary_value(&stdout, "partitions created").parse().unwrap();
-    assert!((4..=6).contains(&created), "{stdout}");
-    let c = db.client().await;
-    let leaves: Vec<String> = c
-        .query(
-            "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'ahead'::regclass
-             AND inhrelid::regclass::text LIKE 'ahead_p2021%' ORDER BY 1",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert_eq!(leaves.len(), created, "hours 0-2 with rows and hours ahead of them: {leaves:?}");
-    assert!(leaves[3].ends_with("0300"), "hour 3 was made ahead: {leaves:?}");
-    for ahead in &leaves[3..] {
-        let empty: i64 = c.query_one(&format!("SELECT count(*) FROM {ahead}"), &[]).await.unwrap().get(0);
-        assert_eq!(empty, 0, "{ahead} was made ahead of the rows");
+    for (table, mode) in [("ahead", "auto"), ("ahead_off", "off")] {
+        if table != "ahead" {
+            create_time_partitioned(&url, table, cols, "1h", &["--premake", "3"]);
+        }
+        let script = format!(
+            "set -o pipefail; {{ '{exe}' gen conditions --devices 100 --rows 108000 | head -n 36000; sleep 1; \
+             '{exe}' gen conditions --devices 100 --rows 108000 | tail -n +36001; }} | '{exe}' --url '{url}' load {table} - --load-id {table} --backfill {mode}"
+        );
+        let out = std::process::Command::new("bash").args(["-c", &script]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(summary_value(&stdout, "rows loaded"), "108000");
+        assert_eq!(summary_value(&stdout, "partitions created"), "3", "{stdout}");
+        let c = db.client().await;
+        let leaves: Vec<String> = c
+            .query(
+                &format!(
+                    "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = '{table}'::regclass
+                     AND inhrelid::regclass::text LIKE '{table}_p2021%' ORDER BY 1"
+                ),
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            leaves,
+            [format!("{table}_p20210601_0000"), format!("{table}_p20210601_0100"), format!("{table}_p20210601_0200")],
+            "{mode}"
+        );
+        if mode == "auto" {
+            assert!(summary_value(&stdout, "backfilled").starts_with("3 "), "{stdout}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! planners that turn a policy, a catalog snapshot and a clock reading into a
 //! plan. The engine reads the catalog, reads the clock and executes plans.
 
+pub mod backfill;
 mod distribute;
 pub mod interval;
 pub mod plan;

@@ -115,6 +115,22 @@ pub struct LoadSpec {
     /// runs until every sender of the feed is gone. Not journaled unless
     /// `load_id` is given.
     pub feed: Option<input::Feed>,
+    /// Partitions the load creates itself: filled before anyone can see
+    /// them, then attached (see `sink::backfill`).
+    pub backfill: Backfill,
+    /// `maintenance_work_mem` for building a backfilled partition's indexes.
+    pub backfill_index_memory: String,
+}
+
+/// Whether partitions a load creates take the backfill path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backfill {
+    /// For intervals wholly in the past (historical data), on layouts that allow it.
+    #[default]
+    Auto,
+    /// For every partition the load creates; a layout that cannot is refused.
+    On,
+    Off,
 }
 
 impl LoadSpec {
@@ -152,6 +168,8 @@ impl LoadSpec {
             flush_every: None,
             feed: None,
             atomic: false,
+            backfill: Backfill::Auto,
+            backfill_index_memory: "256MB".into(),
         }
     }
 }
@@ -172,6 +190,10 @@ pub struct LoadStats {
     pub seconds: f64,
     pub partitions_touched: usize,
     pub partitions_created: usize,
+    /// Partitions the load created and filled before attaching them.
+    pub partitions_backfilled: usize,
+    /// Why partitions the load created took the normal path instead (one line each kind).
+    pub backfill_skipped: Vec<String>,
     pub batches: u64,
     /// Input bytes (after decompression) from the start of each input
     /// whose rows are all committed or rejected, from the acknowledgements.

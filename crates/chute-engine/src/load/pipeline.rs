@@ -75,6 +75,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let (out_tx, out_rx) = flume::bounded::<ChunkOut>(spec.parse_threads * 2);
     let (batch_tx, batch_rx) = flume::bounded::<Batch>(spec.workers * 2);
     let (outcome_tx, outcome_rx) = flume::unbounded::<CopyOutcome>();
+    let backfill_outcomes = outcome_tx.clone();
 
     // The sink: COPY workers, one connection each.
     let rejects = Arc::new(std::sync::Mutex::new(RejectWriter::new(
@@ -91,6 +92,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         budget: budget.clone(),
         rejects: rejects.clone(),
     });
+    // Backfill sessions are connections of their own to the one server.
+    let backfill_ctx = distributed.is_none().then(|| worker_ctx.clone());
     let workers = match &mut distributed {
         Some(d) => {
             let nodes = std::mem::take(&mut d.nodes);
@@ -185,6 +188,13 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         in_flight: 0,
         vanished: Vec::new(),
         load_id: load_id.clone(),
+        backfill: super::coordinator::backfill::Backfills::new(
+            spec.backfill,
+            backfill_ctx,
+            backfill_outcomes,
+            spec.backfill_index_memory.clone(),
+            spec.workers.max(1) + 1,
+        ),
     };
     let mut last_report = Instant::now();
     // How often stale batches are looked for: often enough for --flush-every.
@@ -202,7 +212,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             out_rx = None;
             parsing_done = true;
             co.drop_unsent();
-            co.batch_tx = None;
+            co.close_sink();
         }
         co.input_done = parsing_done;
         // Once every chunk is in and no row waits for a partition, send the rest.
@@ -211,7 +221,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             // Rows of a batch whose leaf vanished come back to be routed
             // again: the queue stays open until every batch has answered.
             if co.in_flight == 0 || error.any() {
-                co.batch_tx = None;
+                co.close_sink();
             }
         }
         for n in std::mem::take(&mut co.notices) {
@@ -254,6 +264,9 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         }
         if !parsing_done && (budget.used() * 4 > budget.limit * 3 || budget.has_waiters()) {
             co.flush_largest().await;
+        }
+        if co.backfill.any_open() && co.batch_tx.is_some() {
+            co.close_backfills(false).await;
         }
         if let Some(age) = spec.flush_every
             && !parsing_done
@@ -319,6 +332,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     if let Some(e) = error.into_error() {
         return Err(e);
     }
+    co.finish_backfill_stats();
     let mut stats = co.stats;
     stats.bytes_committed = committed.bytes();
     stats.bytes_read = bytes_read.load(Ordering::Relaxed);

@@ -118,6 +118,18 @@ pub(crate) struct TreeMode {
     table_to_target: Vec<Option<usize>>,
     jit: Option<Jit>,
     no_create: bool,
+    /// Partitions being backfilled: not in the catalog for anyone else yet,
+    /// but rows route to them (kept apart from the tree, so re-reading the
+    /// tree does not lose them).
+    virtuals: RwLock<Arc<Vec<Virtual>>>,
+}
+
+/// A backfilled partition's interval and leaf id.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Virtual {
+    pub from: i64,
+    pub to: i64,
+    pub id: u32,
 }
 
 /// How rows of one table find their leaf.
@@ -138,6 +150,7 @@ pub(crate) struct Routing {
 /// Per-chunk routing state: the tree version in use and a scratch buffer.
 pub(crate) struct RouteCtx {
     state: Option<Arc<TreeState>>,
+    virtuals: Arc<Vec<Virtual>>,
     ranges: Vec<Option<(usize, usize)>>,
     /// The policy's limits when this context was made.
     limits: Option<Limits>,
@@ -184,6 +197,7 @@ impl Routing {
                 table_to_target,
                 jit,
                 no_create,
+                virtuals: Default::default(),
             })),
             registry: RwLock::new(names),
             committed: Default::default(),
@@ -211,18 +225,47 @@ impl Routing {
     }
 
     pub(crate) fn ctx(&self) -> RouteCtx {
-        let state = match &self.mode {
-            RouteMode::Tree(t) => Some(t.state.read().expect("tree state").clone()),
-            _ => None,
+        let (state, virtuals) = match &self.mode {
+            RouteMode::Tree(t) => (Some(t.state.read().expect("tree state").clone()), t.virtuals.read().expect("virtual leaves").clone()),
+            _ => (None, Default::default()),
         };
-        RouteCtx { state, ranges: Vec::with_capacity(16), limits: self.jit().map(Jit::limits) }
+        RouteCtx { state, virtuals, ranges: Vec::with_capacity(16), limits: self.jit().map(Jit::limits) }
+    }
+
+    /// Rows of `[from, to)` go to the partition `name` from now on, before
+    /// it exists for anyone else (a backfill). Returns its leaf id.
+    pub(crate) fn open_virtual(&self, name: &QualifiedName, from: i64, to: i64) -> u32 {
+        let RouteMode::Tree(t) = &self.mode else { return 0 };
+        let id = {
+            let mut reg = self.registry.write().expect("leaf registry");
+            match reg.iter().position(|n| n == name) {
+                Some(i) => i as u32,
+                None => {
+                    reg.push(name.clone());
+                    (reg.len() - 1) as u32
+                }
+            }
+        };
+        let mut v = t.virtuals.write().expect("virtual leaves");
+        let mut list: Vec<Virtual> = v.as_ref().clone();
+        list.push(Virtual { from, to, id });
+        *v = Arc::new(list);
+        id
+    }
+
+    /// Rows of a backfill that did not happen route as if it never began.
+    pub(crate) fn close_virtual(&self, id: u32) {
+        let RouteMode::Tree(t) = &self.mode else { return };
+        let mut v = t.virtuals.write().expect("virtual leaves");
+        let list: Vec<Virtual> = v.iter().filter(|x| x.id != id).copied().collect();
+        *v = Arc::new(list);
     }
 
     /// Another context on the same tree version as `ctx`: rows routed later
     /// with it land where rows routed with `ctx` did (a chunk's rows for one
     /// leaf must travel together, see `journal`).
     pub(crate) fn same_version(ctx: &RouteCtx) -> RouteCtx {
-        RouteCtx { state: ctx.state.clone(), ranges: Vec::new(), limits: ctx.limits }
+        RouteCtx { state: ctx.state.clone(), virtuals: ctx.virtuals.clone(), ranges: Vec::new(), limits: ctx.limits }
     }
 
     pub(crate) fn name(&self, leaf: LeafRef) -> QualifiedName {
@@ -306,6 +349,12 @@ impl Routing {
                     return Routed::Reject(format!("no partition of relation {parent} found for row (SQLSTATE 23514)"));
                 };
                 let key = ranges.get(j.key_field).copied().flatten().map(|(s, l)| &row[s..s + l]);
+                if !ctx.virtuals.is_empty()
+                    && let Some(k) = key.and_then(|w| key_value(j.policy.key_type, w))
+                    && let Some(v) = ctx.virtuals.iter().find(|v| v.from <= k && k < v.to)
+                {
+                    return Routed::To(LeafRef::Leaf(v.id));
+                }
                 let limits = ctx.limits.map_or_else(|| j.limits().keys, |l| l.keys);
                 missing(j, &limits, *no_create, parent, key)
             }

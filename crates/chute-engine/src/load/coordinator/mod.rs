@@ -16,6 +16,7 @@ use super::routing::{JitCreator, Routed, Routing};
 use super::sink::{Batch, BatchPart, CopyOutcome};
 use super::{LoadError, LoadStats};
 
+pub(crate) mod backfill;
 pub(super) mod recover;
 #[cfg(test)]
 mod tests;
@@ -76,6 +77,8 @@ pub(crate) struct Coordinator {
     pub(crate) vanished: Vec<BatchPart>,
     /// The journaled load whose lock the control connection holds (see `claim`).
     pub(crate) load_id: Option<String>,
+    /// Partitions filled before they are attached (see `backfill`).
+    pub(crate) backfill: backfill::Backfills,
 }
 
 /// One segment per target (a chunk may have produced several).
@@ -178,6 +181,7 @@ impl Coordinator {
         self.waiting.extend(std::mem::take(&mut out.pending_parts));
         let segment_budget = out.budget.saturating_sub(waiting_bytes + out.reject_bytes);
         self.accumulate(combine(out.segments), segment_budget).await;
+        self.backfill_waiting().await?;
         self.start_jit();
         // Every row of the chunk has a holder of its own now.
         if let Some(ack) = out.ack.take() {
@@ -219,9 +223,11 @@ impl Coordinator {
         if self.jit.is_none() {
             return;
         }
-        let ahead = self.waiting.is_empty();
+        let ahead = self.waiting.is_empty() && self.backfill.to_create.is_empty();
         let wanted: Vec<(u16, i64)> = if !ahead {
-            self.waiting.iter().map(|p| (p.table, p.start)).collect()
+            let mut w: Vec<(u16, i64)> = self.waiting.iter().map(|p| (p.table, p.start)).collect();
+            w.append(&mut self.backfill.to_create);
+            w
         } else if !self.input_done && !self.ahead.is_empty() {
             // One at a time, nearest first: rows that reach the next interval
             // while the ones after it are made wait for one creation at most.
@@ -278,15 +284,21 @@ impl Coordinator {
             let Some(j) = self.tables[usize::from(table)].jit() else { continue };
             let Ok(tz) = j.policy.zone() else { continue };
             let mut at = start;
+            let now = j.limits().now;
             for _ in 0..j.policy.premake.min(MAX_AHEAD) {
                 let Ok(next) = j.policy.interval.next(at, &tz) else { break };
                 if j.limits().keys.max_key.is_some_and(|max| next > max) {
                     break;
                 }
+                at = next;
+                // Only near the present (a live stream): a historical load
+                // would leave empty partitions after its newest row.
+                if j.policy.key_type.is_time() && j.policy.interval.next(next, &tz).is_ok_and(|end| end <= now) {
+                    continue;
+                }
                 if self.made_ahead.insert((table, next)) {
                     self.ahead.push((table, next));
                 }
-                at = next;
             }
         }
     }
@@ -306,6 +318,18 @@ impl Coordinator {
         self.stats.partitions_created += created;
         self.plan_ahead(&asked);
         self.ahead_leaves.extend(ahead.into_iter().map(|(name, table, start)| (name, (table, start))));
+        self.route_waiting(&asked).await;
+        self.unpark(&asked).await;
+        self.backfill_waiting().await?;
+        self.start_jit();
+        Ok(())
+    }
+
+    /// Routes the rows waiting for a partition with the tree as it is now:
+    /// those whose partition exists (or is being backfilled) go to their
+    /// accumulators; those of an interval just asked for and still missing
+    /// are refused; the others keep waiting.
+    pub(crate) async fn route_waiting(&mut self, asked: &[(u16, i64)]) {
         // Grouped by target and chunk: a batch may hold a chunk's rows for a
         // leaf only whole (see `journal`), but rows that waited can fill many
         // batches, and must, or one worker gets them all.
@@ -373,13 +397,17 @@ impl Coordinator {
         for ((target, _), (seg, budget)) in groups {
             self.accumulate(TargetMap::from_iter([(target, seg)]), budget).await;
         }
-        self.start_jit();
-        Ok(())
     }
 
     /// No partition is being created and no row waits for one.
     pub(crate) fn jit_idle(&self) -> bool {
-        self.jit.is_some() && self.waiting.is_empty()
+        self.jit.is_some() && self.waiting.is_empty() && self.backfill.idle()
+    }
+
+    /// No more batches: the workers and backfill sessions end once theirs are done.
+    pub(crate) fn close_sink(&mut self) {
+        self.batch_tx = None;
+        self.backfill.shut();
     }
 
     pub(crate) fn reject(&mut self, r: Reject) {
@@ -446,7 +474,7 @@ impl Coordinator {
     }
 
     pub(crate) async fn dispatch(&mut self, target: Target) {
-        if let Some((part, budget)) = self.take_part(target) {
+        if let Some((part, budget)) = self.take_routed(target).await {
             self.send(vec![part], budget).await;
         }
     }
@@ -456,7 +484,7 @@ impl Coordinator {
     pub(crate) async fn dispatch_packed(&mut self, targets: Vec<Target>) {
         let (mut parts, mut budget, mut bytes) = (Vec::new(), 0, 0);
         for t in targets {
-            let Some((part, b)) = self.take_part(t) else { continue };
+            let Some((part, b)) = self.take_routed(t).await else { continue };
             bytes += part.body.len();
             budget += b;
             parts.push(part);
@@ -471,6 +499,7 @@ impl Coordinator {
     pub(crate) async fn flush_all(&mut self) {
         let targets: Vec<Target> = self.accum.keys().copied().collect();
         self.dispatch_packed(targets).await;
+        self.close_backfills(true).await;
     }
 
     /// --flush-every: send the accumulators whose first row has waited `age`.
@@ -517,6 +546,7 @@ impl Coordinator {
             }
             CopyOutcome::Retrying { message } => self.notices.push(message),
             CopyOutcome::Vanished(parts) => self.vanished.extend(parts),
+            o @ (CopyOutcome::Backfilled { .. } | CopyOutcome::BackfillFailed { .. }) => self.backfill_outcome(o),
         }
     }
 

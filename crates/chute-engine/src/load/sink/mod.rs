@@ -27,6 +27,7 @@ use tokio_postgres::{Client, Transaction};
 use super::LoadError;
 
 pub(crate) mod atomic;
+pub(crate) mod backfill;
 mod isolate;
 pub(crate) mod nodes;
 
@@ -111,6 +112,23 @@ pub(crate) enum CopyOutcome {
     /// load ran, 42P01): nothing of them was committed; the coordinator
     /// reads the tree again and routes their rows anew.
     Vanished(Vec<BatchPart>),
+    /// A backfilled partition is attached with all its rows (`batches`
+    /// parts were sent to it).
+    Backfilled {
+        table: u16,
+        leaf: u32,
+        batches: usize,
+        rows: u64,
+        bytes: u64,
+    },
+    /// A backfill did not happen (nothing of it is committed): its rows go
+    /// the normal way.
+    BackfillFailed {
+        table: u16,
+        leaf: u32,
+        parts: Vec<BatchPart>,
+        reason: String,
+    },
 }
 
 /// What workers share.
@@ -364,17 +382,7 @@ pub(crate) async fn commit_batch<C: Begin>(
         loaded += rows;
         rejected[before..].iter_mut().for_each(|r| r.part = index);
         if let Some(load_id) = &ctx.load_id {
-            for (i, (input, starts, ends)) in super::journal::journal_rows(&part.seg.ranges).into_iter().enumerate() {
-                // The rows count goes on the first entry only, so sums stay right.
-                let rows = if i == 0 { rows as i64 } else { 0 };
-                // The physical table the rows are in: its oid and relfilenode now (see `journal::open`).
-                txn.execute(
-                    "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows, rel, relfilenode)
-                     SELECT $1, $2, $3, $4, $5, $6, $7, c.oid, c.relfilenode FROM pg_class c WHERE c.oid = $8::text::regclass",
-                    &[load_id, &batch.batch_id, &part.journal_target, &input, &starts, &ends, &rows, &part.target_name],
-                )
-                .await?;
-            }
+            journal_part(&txn, load_id, &batch.batch_id, part, rows).await?;
         }
     }
     if !rejected.is_empty() {
@@ -404,6 +412,29 @@ pub(crate) async fn commit_batch<C: Begin>(
     txn.commit().await?;
     let sent = batch.parts.iter().enumerate().filter(|(i, _)| !vanished.contains(i)).map(|(_, p)| p.body.len() as u64).sum();
     Ok((loaded, sent, vanished))
+}
+
+/// Records in the journal, in the transaction that loads them, which input
+/// ranges `part`'s leaf now holds.
+pub(crate) async fn journal_part(
+    txn: &Transaction<'_>,
+    load_id: &str,
+    batch_id: &str,
+    part: &BatchPart,
+    rows: u64,
+) -> Result<(), tokio_postgres::Error> {
+    for (i, (input, starts, ends)) in super::journal::journal_rows(&part.seg.ranges).into_iter().enumerate() {
+        // The rows count goes on the first entry only, so sums stay right.
+        let rows = if i == 0 { rows as i64 } else { 0 };
+        // The physical table the rows are in: its oid and relfilenode now (see `journal::open`).
+        txn.execute(
+            "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows, rel, relfilenode)
+             SELECT $1, $2, $3, $4, $5, $6, $7, c.oid, c.relfilenode FROM pg_class c WHERE c.oid = $8::text::regclass",
+            &[&load_id, &batch_id, &part.journal_target, &input, &starts, &ends, &rows, &part.target_name],
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// Locks every target of the batch as its COPY would (ROW EXCLUSIVE), so

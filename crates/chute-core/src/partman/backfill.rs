@@ -1,0 +1,130 @@
+//! The backfill path's DDL: a partition that a load creates for itself is
+//! made standalone, filled with `COPY … (FREEZE)` in the transaction that
+//! created it (rows frozen at once: no hint-bit rewrite, no anti-wraparound
+//! vacuum later), and only then attached, which builds the parent's indexes
+//! on it in one sorted pass each. Nothing outside that transaction sees the
+//! partition before all its rows are in.
+//!
+//! Pure: the engine runs these statements in the one transaction, around
+//! the COPYs.
+
+use super::planner::{Grants, PlanError, grant_sql, partition_name};
+use super::policy::Policy;
+use crate::ident::QualifiedName;
+
+/// The statements of one backfilled partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackfillLeaf {
+    pub name: QualifiedName,
+    pub from: i64,
+    pub to: i64,
+    /// Before the first COPY: the table without indexes, its owner and
+    /// grants, and a CHECK of its bounds (each row is checked as it is
+    /// copied, so the ATTACH needs no scan).
+    pub create: Vec<String>,
+    /// After the last COPY: attach (building the indexes), then drop the
+    /// CHECK (the partition constraint does its job from then on).
+    pub attach: Vec<String>,
+}
+
+/// Why a table's new partitions cannot be backfilled (the normal path
+/// takes them), or `None`.
+pub fn refusal(policy: &Policy, has_default: bool) -> Option<&'static str> {
+    if policy.hash.is_some() {
+        return Some("its partitions are sub-partitioned by hash");
+    }
+    if policy.distribution.is_some() {
+        return Some("its partitions live on data nodes");
+    }
+    if has_default || policy.default_partition {
+        return Some("it has a DEFAULT partition, which an ATTACH must scan");
+    }
+    None
+}
+
+/// The backfill statements for the interval `[from, to)` of `policy`'s table.
+pub fn plan_backfill_leaf(policy: &Policy, grants: &Grants, from: i64, to: i64) -> Result<BackfillLeaf, PlanError> {
+    let name = policy.parent.with_name(partition_name(policy, from)?);
+    let (lo, hi) = (policy.key_type.literal(from)?, policy.key_type.literal(to)?);
+    let key = policy.key_sql();
+    let unlogged = if policy.unlogged { "UNLOGGED " } else { "" };
+    let mut create = vec![format!(
+        "CREATE {unlogged}TABLE {} (LIKE {} INCLUDING ALL EXCLUDING INDEXES){}",
+        name.quoted(),
+        policy.parent.quoted(),
+        policy.storage_clause()
+    )];
+    create.extend(grant_sql(grants, &name));
+    create.push(format!(
+        "ALTER TABLE {} ADD CONSTRAINT chute_bounds CHECK ({key} IS NOT NULL AND {key} >= {lo} AND {key} < {hi})",
+        name.quoted()
+    ));
+    let attach = vec![
+        format!("ALTER TABLE {} ATTACH PARTITION {} FOR VALUES FROM ({lo}) TO ({hi})", policy.parent.quoted(), name.quoted()),
+        format!("ALTER TABLE {} DROP CONSTRAINT chute_bounds", name.quoted()),
+    ];
+    Ok(BackfillLeaf { name, from, to, create, attach })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::partman::{HashSub, KeyType, Span};
+
+    fn policy() -> Policy {
+        Policy {
+            parent: QualifiedName::new("m", "Odd\"name"),
+            key: "time".into(),
+            key_type: KeyType::Timestamptz,
+            interval: Span::parse("1h").unwrap(),
+            premake: 2,
+            start: None,
+            max_future: None,
+            retention: None,
+            tz: "UTC".into(),
+            hash: None,
+            unlogged: false,
+            default_partition: false,
+            distribution: None,
+            storage: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_leaf_is_made_standalone_without_indexes_and_attached_after() {
+        let p = policy();
+        // 2021-06-01T00:00:00Z
+        let from = 1_622_505_600_000_000;
+        let to = from + 3_600_000_000;
+        let grants = Grants { owner: "alice".into(), current_user: "bob".into(), acl: vec!["carol=r/alice".into()] };
+        let b = plan_backfill_leaf(&p, &grants, from, to).unwrap();
+        assert_eq!(b.name, QualifiedName::new("m", partition_name(&p, from).unwrap()));
+        assert!(b.name.name.starts_with("Odd\"name_p2021"), "{}", b.name);
+        assert!(
+            b.create[0]
+                .starts_with(&format!("CREATE TABLE {} (LIKE \"m\".\"Odd\"\"name\" INCLUDING ALL EXCLUDING INDEXES)", b.name.quoted())),
+            "{}",
+            b.create[0]
+        );
+        assert!(b.create.iter().any(|s| s.contains("OWNER TO \"alice\"")), "{:?}", b.create);
+        assert!(b.create.iter().any(|s| s.starts_with("GRANT SELECT ON") && s.ends_with("TO \"carol\"")), "{:?}", b.create);
+        let check = b.create.last().unwrap();
+        assert!(
+            check.contains("CHECK (\"time\" IS NOT NULL AND \"time\" >= '2021-06-01 00:00:00+00' AND \"time\" < '2021-06-01 01:00:00+00')"),
+            "{check}"
+        );
+        assert_eq!(b.attach.len(), 2);
+        assert!(b.attach[0].starts_with("ALTER TABLE \"m\".\"Odd\"\"name\" ATTACH PARTITION"), "{}", b.attach[0]);
+        assert!(b.attach[0].ends_with("FOR VALUES FROM ('2021-06-01 00:00:00+00') TO ('2021-06-01 01:00:00+00')"), "{}", b.attach[0]);
+        assert!(b.attach[1].ends_with("DROP CONSTRAINT chute_bounds"));
+    }
+
+    #[test]
+    fn layouts_an_attach_cannot_take_cheaply_are_refused_with_a_reason() {
+        let mut p = policy();
+        assert_eq!(refusal(&p, false), None);
+        assert!(refusal(&p, true).unwrap().contains("DEFAULT"));
+        p.hash = Some(HashSub { column: "dev".into(), modulus: 4 });
+        assert!(refusal(&p, false).unwrap().contains("hash"));
+    }
+}

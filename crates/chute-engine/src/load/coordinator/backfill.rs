@@ -1,0 +1,379 @@
+//! Which partitions the load backfills, and when each is closed (see
+//! `sink::backfill` for what a backfill session does).
+//!
+//! A row whose time partition does not exist waits for it (see
+//! `routing`). When the load may create that partition and nothing else
+//! can see it yet, the coordinator does not create it in the catalog:
+//! it opens a backfill session for it, and rows of its interval route to it
+//! from then on (a "virtual" leaf of the routing). The session holds one
+//! transaction; the partition appears to others, whole, when it commits.
+//!
+//! A session is closed (attached and committed) when its rows stop coming
+//! (sorted input moved on: no rows for `IDLE`), when more than `max_open`
+//! are open (the oldest first), when its rows hold too much of the memory
+//! budget (they stay in memory until the commit, to be replayed after a
+//! lost connection), and at the end of the input. Rows that reach a closed
+//! partition later take the normal path into it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chute_core::partman::backfill;
+
+use super::super::model::Target;
+use super::super::routing::LeafRef;
+use super::super::sink::backfill::{LeafMsg, SessionSpec};
+use super::super::sink::{BatchPart, CopyOutcome, WorkerCtx};
+use super::super::{Backfill, LoadError};
+use super::Coordinator;
+
+/// A backfill with no new rows for this long is closed.
+const IDLE: Duration = Duration::from_millis(500);
+
+pub(crate) struct Backfills {
+    pub mode: Backfill,
+    /// What sessions need; `None` where backfill cannot apply (data nodes).
+    pub ctx: Option<Arc<WorkerCtx>>,
+    /// Given up when the load's sink closes, so the outcome queue can end.
+    pub outcomes: Option<flume::Sender<CopyOutcome>>,
+    pub index_memory: String,
+    pub max_open: usize,
+    /// Sessions taking rows, oldest first.
+    open: Vec<Open>,
+    states: HashMap<(u16, u32), Leaf>,
+    /// Intervals the server refused to backfill: the normal path takes them.
+    refused: HashSet<(u16, i64)>,
+    /// Intervals already decided (each counted once in `skipped`).
+    decided: HashSet<(u16, i64)>,
+    /// Intervals with a backfill that is not refused.
+    opened: HashSet<(u16, i64)>,
+    /// Why partitions took the normal path, with how many.
+    skipped: BTreeMap<String, usize>,
+    /// Parts of a failed backfill waiting for their partition to be created
+    /// the normal way.
+    pub(crate) parked: Vec<(u16, i64, BatchPart)>,
+    /// Intervals to create the normal way for `parked`.
+    pub(crate) to_create: Vec<(u16, i64)>,
+}
+
+struct Open {
+    table: u16,
+    leaf: u32,
+    tx: flume::Sender<LeafMsg>,
+    last_rows: Instant,
+}
+
+struct Leaf {
+    start: i64,
+    state: State,
+    /// Budget bytes the session holds.
+    held: usize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Filling,
+    /// Attaching and committing: rows for it wait until that is done.
+    Closing,
+    /// Attached: rows take the normal path into it.
+    Done,
+    /// The server refused the backfill: rows take the normal path once the
+    /// partition is made.
+    Refused,
+}
+
+impl Backfills {
+    pub(crate) fn new(
+        mode: Backfill,
+        ctx: Option<Arc<WorkerCtx>>,
+        outcomes: flume::Sender<CopyOutcome>,
+        index_memory: String,
+        max_open: usize,
+    ) -> Self {
+        Backfills {
+            mode,
+            ctx,
+            outcomes: Some(outcomes),
+            index_memory,
+            max_open: max_open.max(1),
+            open: Vec::new(),
+            states: HashMap::new(),
+            refused: HashSet::new(),
+            decided: HashSet::new(),
+            opened: HashSet::new(),
+            skipped: BTreeMap::new(),
+            parked: Vec::new(),
+            to_create: Vec::new(),
+        }
+    }
+
+    /// Budget bytes held by sessions until their commit.
+    pub(crate) fn held(&self) -> usize {
+        self.states.values().map(|l| l.held).sum()
+    }
+
+    pub(crate) fn idle(&self) -> bool {
+        self.parked.is_empty() && self.to_create.is_empty()
+    }
+
+    pub(crate) fn any_open(&self) -> bool {
+        !self.open.is_empty()
+    }
+
+    /// The summary's lines: why partitions took the normal path.
+    pub(crate) fn skipped_lines(&self) -> Vec<String> {
+        self.skipped.iter().map(|(why, n)| format!("{n} partition{}: {why}", if *n == 1 { "" } else { "s" })).collect()
+    }
+
+    /// Gives up the outcome sender and ends every open session uncommitted
+    /// (a stopped or failed load).
+    pub(crate) fn shut(&mut self) {
+        self.outcomes = None;
+        self.open.clear();
+    }
+
+    fn state(&self, target: &Target) -> Option<State> {
+        match target.leaf {
+            LeafRef::Leaf(id) if !target.text => self.states.get(&(target.table, id)).map(|l| l.state),
+            _ => None,
+        }
+    }
+}
+
+impl Coordinator {
+    /// Why the partition of `(table, start)` cannot be backfilled, or `None`.
+    fn backfill_refusal(&self, table: u16, start: i64, text: bool) -> Result<Option<String>, LoadError> {
+        let b = &self.backfill;
+        if b.mode == Backfill::Off {
+            return Ok(Some("--backfill off".into()));
+        }
+        let routing = &self.tables[usize::from(table)];
+        let Some(j) = routing.jit() else { return Ok(Some("the table has no partition policy".into())) };
+        let layout = if b.ctx.is_none() {
+            Some("the table's partitions live on data nodes".to_owned())
+        } else if text {
+            Some("its rows are parsed by the server (they go through the parent)".to_owned())
+        } else if routing.insert.is_some() {
+            Some("row-level security applies: rows go in as INSERTs through the parent".to_owned())
+        } else {
+            backfill::refusal(&j.policy, false).map(|r| format!("the table: {r}"))
+        };
+        if let Some(why) = layout {
+            if b.mode == Backfill::On {
+                return Err(LoadError::Setup(format!(
+                    "--backfill on: the partitions of {} cannot be backfilled ({why}); run with --backfill auto (or off) to load them the normal way",
+                    routing.parent
+                )));
+            }
+            return Ok(Some(why));
+        }
+        if b.refused.contains(&(table, start)) {
+            return Ok(Some("the server refused the backfill (see the notices)".into()));
+        }
+        if b.mode == Backfill::Auto {
+            let tz = j.policy.zone().map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", routing.parent)))?;
+            let end = j.policy.interval.next(start, &tz).map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", routing.parent)))?;
+            if end > j.limits().now {
+                return Ok(Some("its interval reaches the present (rows may still arrive; --backfill on forces it)".into()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Opens backfill sessions for the intervals waiting rows need, where
+    /// allowed, and routes those rows to them. The rest wait for the normal
+    /// just-in-time creation.
+    pub(crate) async fn backfill_waiting(&mut self) -> Result<(), LoadError> {
+        if self.waiting.is_empty() {
+            return Ok(());
+        }
+        let mut wanted: Vec<(u16, i64, bool)> = self.waiting.iter().map(|p| (p.table, p.start, p.key.is_some())).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        // Rows of a backfill opened after their chunk was routed go to it now.
+        let mut opened = wanted.iter().any(|(t, s, _)| self.backfill.opened.contains(&(*t, *s)));
+        for (table, start, text) in wanted {
+            if !self.backfill.decided.insert((table, start)) {
+                continue;
+            }
+            match self.backfill_refusal(table, start, text)? {
+                Some(why) => *self.backfill.skipped.entry(why).or_default() += 1,
+                None => {
+                    self.open_backfill(table, start).await?;
+                    opened = true;
+                }
+            }
+        }
+        if opened {
+            self.route_waiting(&[]).await;
+        }
+        Ok(())
+    }
+
+    async fn open_backfill(&mut self, table: u16, start: i64) -> Result<(), LoadError> {
+        let (Some(ctx), Some(outcomes)) = (self.backfill.ctx.clone(), self.backfill.outcomes.clone()) else { return Ok(()) };
+        while self.backfill.open.len() >= self.backfill.max_open {
+            self.close_backfill(0).await;
+        }
+        let routing = self.tables[usize::from(table)].clone();
+        let j = routing.jit().expect("checked by backfill_refusal");
+        let policy_error = |e: &dyn std::fmt::Display| LoadError::Setup(format!("the policy of {}: {e}", routing.parent));
+        let tz = j.policy.zone().map_err(|e| policy_error(&e))?;
+        let end = j.policy.interval.next(start, &tz).map_err(|e| policy_error(&e))?;
+        let plan = backfill::plan_backfill_leaf(&j.policy, &j.info.grants, start, end).map_err(|e| policy_error(&e))?;
+        let leaf = routing.open_virtual(&plan.name, start, end);
+        let spec = SessionSpec { table, leaf, plan, index_memory: self.backfill.index_memory.clone() };
+        let tx = super::super::sink::backfill::start(ctx, spec, outcomes);
+        self.backfill.states.insert((table, leaf), Leaf { start, state: State::Filling, held: 0 });
+        self.backfill.opened.insert((table, start));
+        self.backfill.open.push(Open { table, leaf, tx, last_rows: Instant::now() });
+        Ok(())
+    }
+
+    /// Sends the open backfill's rows still in its accumulator, then asks
+    /// it to attach and commit.
+    async fn close_backfill(&mut self, index: usize) {
+        let o = &self.backfill.open[index];
+        let target = Target { table: o.table, leaf: LeafRef::Leaf(o.leaf), text: false };
+        self.dispatch(target).await;
+        let o = self.backfill.open.remove(index);
+        // A session that is gone has failed: its report sets the state.
+        let _ = o.tx.send(LeafMsg::Close);
+        if let Some(l) = self.backfill.states.get_mut(&(o.table, o.leaf))
+            && l.state == State::Filling
+        {
+            l.state = State::Closing;
+        }
+    }
+
+    /// Closes the backfills whose rows stopped coming, all of them at the
+    /// end of the input, and the oldest while they hold more than half the
+    /// memory budget.
+    pub(crate) async fn close_backfills(&mut self, all: bool) {
+        let mut i = 0;
+        while i < self.backfill.open.len() {
+            if all || self.backfill.open[i].last_rows.elapsed() >= IDLE {
+                self.close_backfill(i).await;
+            } else {
+                i += 1;
+            }
+        }
+        while self.backfill.any_open() && self.backfill.held() * 2 > self.budget.limit {
+            self.close_backfill(0).await;
+        }
+    }
+
+    /// Where a target's rows go: `Ok(part)` to the normal sink, `Err(None)`
+    /// held or handed to a backfill session.
+    pub(crate) async fn take_routed(&mut self, target: Target) -> Option<(BatchPart, usize)> {
+        match self.backfill.state(&target) {
+            None | Some(State::Done) => self.take_part(target),
+            // Attaching: rows for it go the normal way once it is in the catalog.
+            Some(State::Closing) => None,
+            Some(State::Refused) => {
+                let (part, budget) = self.take_part(target)?;
+                self.budget.release(budget);
+                let start = self.backfill.states[&(target.table, leaf_id(&target))].start;
+                self.backfill.parked.push((target.table, start, part));
+                self.backfill.to_create.push((target.table, start));
+                self.start_jit();
+                None
+            }
+            Some(State::Filling) => {
+                let (mut part, budget) = self.take_part(target)?;
+                let id = leaf_id(&target);
+                part.sql = format!(
+                    "COPY {} {} FROM STDIN (FORMAT binary, FREEZE)",
+                    part.quoted_name,
+                    self.tables[usize::from(target.table)].copy_list
+                );
+                let batch_id = format!("{}-{}", self.batch_prefix, self.stats.batches);
+                self.stats.batches += 1;
+                let Some(pos) = self.backfill.open.iter().position(|o| o.table == target.table && o.leaf == id) else {
+                    unreachable!("a filling backfill is open")
+                };
+                match self.backfill.open[pos].tx.send(LeafMsg::Rows(Box::new(part), budget, batch_id)) {
+                    Ok(()) => {
+                        self.in_flight += 1;
+                        self.backfill.open[pos].last_rows = Instant::now();
+                        if let Some(l) = self.backfill.states.get_mut(&(target.table, id)) {
+                            l.held += budget;
+                        }
+                    }
+                    Err(flume::SendError(LeafMsg::Rows(part, budget, _))) => {
+                        // The session failed and its report is on the way: these rows follow its parts.
+                        self.budget.release(budget);
+                        let start = self.backfill.states[&(target.table, id)].start;
+                        self.backfill.parked.push((target.table, start, *part));
+                    }
+                    Err(_) => {}
+                }
+                None
+            }
+        }
+    }
+
+    /// A backfill session's outcome.
+    pub(crate) fn backfill_outcome(&mut self, o: CopyOutcome) {
+        match o {
+            CopyOutcome::Backfilled { table, leaf, batches, rows, bytes } => {
+                self.in_flight = self.in_flight.saturating_sub(batches);
+                self.stats.rows_loaded += rows;
+                self.stats.bytes_sent += bytes;
+                self.stats.partitions_backfilled += 1;
+                self.stats.partitions_created += 1;
+                if let Some(l) = self.backfill.states.get_mut(&(table, leaf)) {
+                    l.state = State::Done;
+                    l.held = 0;
+                }
+                self.touched.insert(self.tables[usize::from(table)].name(LeafRef::Leaf(leaf)));
+            }
+            CopyOutcome::BackfillFailed { table, leaf, parts, reason } => {
+                self.in_flight = self.in_flight.saturating_sub(parts.len());
+                let name = self.tables[usize::from(table)].name(LeafRef::Leaf(leaf));
+                self.backfill.open.retain(|o| !(o.table == table && o.leaf == leaf));
+                let Some(l) = self.backfill.states.get_mut(&(table, leaf)) else { return };
+                let start = l.start;
+                l.held = 0;
+                if l.state != State::Refused {
+                    l.state = State::Refused;
+                    self.tables[usize::from(table)].close_virtual(leaf);
+                    self.backfill.refused.insert((table, start));
+                    self.backfill.opened.remove(&(table, start));
+                    *self.backfill.skipped.entry("the server refused the backfill (see the notices)".into()).or_default() += 1;
+                    self.notices.push(format!("{name} could not be backfilled ({reason}): its rows take the normal path"));
+                }
+                self.backfill.parked.extend(parts.into_iter().map(|p| (table, start, p)));
+                self.backfill.to_create.push((table, start));
+                self.start_jit();
+            }
+            _ => {}
+        }
+    }
+
+    /// After a just-in-time creation: the parts of failed backfills whose
+    /// partition exists now are routed again.
+    pub(crate) async fn unpark(&mut self, asked: &[(u16, i64)]) {
+        if self.backfill.parked.is_empty() {
+            return;
+        }
+        let (ready, keep): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.backfill.parked).into_iter().partition(|(t, s, _)| asked.contains(&(*t, *s)));
+        self.backfill.parked = keep;
+        for (_, _, part) in ready {
+            self.reroute(part).await;
+        }
+    }
+
+    pub(crate) fn finish_backfill_stats(&mut self) {
+        self.stats.backfill_skipped = self.backfill.skipped_lines();
+    }
+}
+
+fn leaf_id(target: &Target) -> u32 {
+    match target.leaf {
+        LeafRef::Leaf(id) => id,
+        LeafRef::Parent => u32::MAX,
+    }
+}
