@@ -22,10 +22,22 @@ pub struct BackfillLeaf {
     /// grants, and a CHECK of its bounds (each row is checked as it is
     /// copied, so the ATTACH needs no scan).
     pub create: Vec<String>,
-    /// After the last COPY: attach (building the indexes), drop the CHECK
-    /// (the partition constraint does its job from then on), and gather its
-    /// statistics.
+    /// After the last COPY and [`BackfillLeaf::index_sql`]: gather its
+    /// statistics, attach it (which builds the indexes not made before,
+    /// those of constraints), and drop the CHECK (the partition constraint
+    /// does its job from then on).
     pub attach: Vec<String>,
+}
+
+impl BackfillLeaf {
+    /// The parent's indexes built on the filled table before the ATTACH, so
+    /// each is one sorted pass that holds no lock on the parent (the ATTACH
+    /// finds them and only attaches them). `defs` are what follows `USING`
+    /// in `pg_get_indexdef` of each partitioned index that backs no
+    /// constraint (those are made by the ATTACH).
+    pub fn index_sql(&self, defs: &[String]) -> Vec<String> {
+        defs.iter().map(|d| format!("CREATE INDEX ON {} USING {d}", self.name.quoted())).collect()
+    }
 }
 
 /// Why a table's new partitions cannot be backfilled (the normal path
@@ -61,10 +73,10 @@ pub fn plan_backfill_leaf(policy: &Policy, grants: &Grants, from: i64, to: i64) 
         name.quoted()
     ));
     let attach = vec![
-        format!("ALTER TABLE {} ATTACH PARTITION {} FOR VALUES FROM ({lo}) TO ({hi})", policy.parent.quoted(), name.quoted()),
-        format!("ALTER TABLE {} DROP CONSTRAINT chute_bounds", name.quoted()),
         // Statistics in the same transaction: no autoanalyze of it later.
         format!("ANALYZE {}", name.quoted()),
+        format!("ALTER TABLE {} ATTACH PARTITION {} FOR VALUES FROM ({lo}) TO ({hi})", policy.parent.quoted(), name.quoted()),
+        format!("ALTER TABLE {} DROP CONSTRAINT chute_bounds", name.quoted()),
     ];
     Ok(BackfillLeaf { name, from, to, create, attach })
 }
@@ -117,10 +129,14 @@ mod tests {
             "{check}"
         );
         assert_eq!(b.attach.len(), 3);
-        assert!(b.attach[0].starts_with("ALTER TABLE \"m\".\"Odd\"\"name\" ATTACH PARTITION"), "{}", b.attach[0]);
-        assert!(b.attach[0].ends_with("FOR VALUES FROM ('2021-06-01 00:00:00+00') TO ('2021-06-01 01:00:00+00')"), "{}", b.attach[0]);
-        assert!(b.attach[1].ends_with("DROP CONSTRAINT chute_bounds"));
-        assert_eq!(b.attach[2], format!("ANALYZE {}", b.name.quoted()));
+        assert_eq!(b.attach[0], format!("ANALYZE {}", b.name.quoted()));
+        assert!(b.attach[1].starts_with("ALTER TABLE \"m\".\"Odd\"\"name\" ATTACH PARTITION"), "{}", b.attach[1]);
+        assert!(b.attach[1].ends_with("FOR VALUES FROM ('2021-06-01 00:00:00+00') TO ('2021-06-01 01:00:00+00')"), "{}", b.attach[1]);
+        assert!(b.attach[2].ends_with("DROP CONSTRAINT chute_bounds"));
+        assert_eq!(
+            b.index_sql(&["btree (\"time\" DESC)".into()]),
+            [format!("CREATE INDEX ON {} USING btree (\"time\" DESC)", b.name.quoted())]
+        );
     }
 
     #[test]

@@ -285,11 +285,43 @@ async fn attempt(
         chute_core::ident::quote_literal(&spec.index_memory)
     ))
     .await?;
+    // The parent's plain indexes, built here in one sorted pass each while
+    // no lock is held on the parent; the ATTACH then only attaches them.
+    for sql in spec.plan.index_sql(&plain_indexes(&txn, spec.parent_oid).await?) {
+        txn.batch_execute(&sql).await?;
+    }
     for sql in &spec.plan.attach {
         txn.batch_execute(sql).await?;
     }
     txn.commit().await?;
     Ok(Ended::Committed { rows: parts.iter().map(|k| k.part.seg.row_ends.len() as u64).sum() })
+}
+
+/// What follows `USING` in the definition of each of the parent's
+/// partitioned indexes that backs no constraint (a primary key's or a
+/// unique constraint's index is made by the ATTACH, which ties it to the
+/// constraint). A definition not in the expected form is left to the ATTACH too.
+async fn plain_indexes(txn: &Transaction<'_>, parent: u32) -> Result<Vec<String>, tokio_postgres::Error> {
+    let rows = txn
+        .query(
+            "SELECT pg_get_indexdef(i.indexrelid),
+                    'CREATE ' || CASE WHEN i.indisunique THEN 'UNIQUE ' ELSE '' END || 'INDEX ' || quote_ident(ic.relname)
+                      || ' ON ONLY ' || quote_ident(n.nspname) || '.' || quote_ident(t.relname) || ' USING '
+             FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid
+                  JOIN pg_namespace n ON n.oid = t.relnamespace
+             WHERE i.indrelid = $1 AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)
+             ORDER BY i.indexrelid",
+            &[&parent],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let (def, prefix): (String, String) = (r.get(0), r.get(1));
+            let unique = prefix.starts_with("CREATE UNIQUE");
+            def.strip_prefix(&prefix).filter(|_| !unique).map(str::to_owned)
+        })
+        .collect())
 }
 
 async fn copy_part(txn: &Transaction<'_>, ctx: &WorkerCtx, part: &BatchPart, batch_id: &str) -> Result<(), tokio_postgres::Error> {
