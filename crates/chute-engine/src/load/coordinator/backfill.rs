@@ -73,8 +73,6 @@ struct Open {
 struct Leaf {
     start: i64,
     state: State,
-    /// Budget bytes the session holds.
-    held: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -234,7 +232,7 @@ impl Coordinator {
         let leaf = routing.open_virtual(&plan.name, start, end);
         let spec = SessionSpec { table, leaf, plan, parent_oid: j.info.oid, index_memory: self.backfill.index_memory.clone() };
         let tx = super::super::sink::backfill::start(ctx, spec, outcomes);
-        self.backfill.states.insert((table, leaf), Leaf { start, state: State::Filling, held: 0 });
+        self.backfill.states.insert((table, leaf), Leaf { start, state: State::Filling });
         self.backfill.opened.insert((table, start));
         self.backfill.open.push(Open { table, leaf, tx, last_rows: Instant::now() });
         Ok(())
@@ -308,9 +306,6 @@ impl Coordinator {
                     Ok(()) => {
                         self.in_flight += 1;
                         self.backfill.open[pos].last_rows = Instant::now();
-                        if let Some(l) = self.backfill.states.get_mut(&(target.table, id)) {
-                            l.held += budget;
-                        }
                     }
                     Err(flume::SendError(LeafMsg::Rows(part, budget, _))) => {
                         // The session failed and its report is on the way: these rows follow its parts.
@@ -336,7 +331,6 @@ impl Coordinator {
                 self.stats.partitions_created += 1;
                 if let Some(l) = self.backfill.states.get_mut(&(table, leaf)) {
                     l.state = State::Done;
-                    l.held = 0;
                 }
                 self.touched.insert(self.tables[usize::from(table)].name(LeafRef::Leaf(leaf)));
                 // Rows that waited for it (the server parses them: through the parent) can go now.
@@ -348,7 +342,6 @@ impl Coordinator {
                 self.backfill.open.retain(|o| !(o.table == table && o.leaf == leaf));
                 let Some(l) = self.backfill.states.get_mut(&(table, leaf)) else { return };
                 let start = l.start;
-                l.held = 0;
                 if l.state != State::Refused {
                     l.state = State::Refused;
                     self.tables[usize::from(table)].close_virtual(leaf);
