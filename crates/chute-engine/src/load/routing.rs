@@ -248,7 +248,8 @@ impl Routing {
         };
         let mut v = t.virtuals.write().expect("virtual leaves");
         let mut list: Vec<Virtual> = v.as_ref().clone();
-        list.push(Virtual { from, to, id });
+        // Sorted by interval (they never overlap): rows find theirs by binary search.
+        list.insert(list.partition_point(|x| x.from < from), Virtual { from, to, id });
         *v = Arc::new(list);
         id
     }
@@ -329,18 +330,13 @@ impl Routing {
             Route::Leaf(id) => {
                 // Past retention is refused even while its partition exists:
                 // `partition maintain` may drop it any moment.
-                if let (Some(j), Some(oldest)) = (jit, ctx.limits.and_then(|l| l.oldest))
+                if let Some(j) = jit
+                    && ctx.limits.is_some_and(|l| l.oldest.is_some())
                     && let Some(key) =
                         ranges.get(j.key_field).copied().flatten().and_then(|(s, l)| key_value(j.policy.key_type, &row[s..s + l]))
-                    && key < oldest
+                    && let Some(refusal) = past_retention(j, ctx.limits, key)
                 {
-                    let limits = KeyLimits {
-                        max_key: None,
-                        ..ctx.limits.map(|l| l.keys).unwrap_or(KeyLimits { retention_cutoff: None, max_key: None })
-                    };
-                    if let Err(refusal) = planner::check_key(&j.policy, &limits, key) {
-                        return Routed::Reject(refusal.to_string());
-                    }
+                    return refusal;
                 }
                 Routed::To(LeafRef::Leaf(state.ids[id as usize]))
             }
@@ -351,16 +347,10 @@ impl Routing {
                 let key = ranges.get(j.key_field).copied().flatten().map(|(s, l)| &row[s..s + l]);
                 if !ctx.virtuals.is_empty()
                     && let Some(k) = key.and_then(|w| key_value(j.policy.key_type, w))
-                    && let Some(v) = ctx.virtuals.iter().find(|v| v.from <= k && k < v.to)
+                    && let Some(v) = ctx.virtuals.get(ctx.virtuals.partition_point(|v| v.to <= k)).filter(|v| v.from <= k)
                 {
                     // Past retention is refused, as for a partition in the tree.
-                    if let Some(limits) = ctx.limits
-                        && limits.oldest.is_some_and(|oldest| k < oldest)
-                        && let Err(refusal) = planner::check_key(&j.policy, &KeyLimits { max_key: None, ..limits.keys }, k)
-                    {
-                        return Routed::Reject(refusal.to_string());
-                    }
-                    return Routed::To(LeafRef::Leaf(v.id));
+                    return past_retention(j, ctx.limits, k).unwrap_or(Routed::To(LeafRef::Leaf(v.id)));
                 }
                 let limits = ctx.limits.map_or_else(|| j.limits().keys, |l| l.keys);
                 missing(j, &limits, *no_create, parent, key)
@@ -389,13 +379,9 @@ impl Routing {
             }
             _ => {
                 // Past retention is refused even while its partition exists, as for binary rows.
-                if let (Some(limits), Some(k)) = (ctx.limits, key.and_then(|w| key_value(j.policy.key_type, w)))
-                    && limits.oldest.is_some_and(|oldest| k < oldest)
-                    && let Err(refusal) = planner::check_key(&j.policy, &KeyLimits { max_key: None, ..limits.keys }, k)
-                {
-                    return Routed::Reject(refusal.to_string());
-                }
-                Routed::To(LeafRef::Parent)
+                key.and_then(|w| key_value(j.policy.key_type, w))
+                    .and_then(|k| past_retention(j, ctx.limits, k))
+                    .unwrap_or(Routed::To(LeafRef::Parent))
             }
         }
     }
@@ -406,6 +392,16 @@ impl Jit {
     pub(crate) fn key_field(&self) -> usize {
         self.key_field
     }
+}
+
+/// A key in an interval past retention, refused even while its partition
+/// exists (`partition maintain` may drop it any moment), with the reason.
+fn past_retention(j: &Jit, limits: Option<Limits>, key: i64) -> Option<Routed> {
+    let limits = limits?;
+    if limits.oldest.is_none_or(|oldest| key >= oldest) {
+        return None;
+    }
+    planner::check_key(&j.policy, &KeyLimits { max_key: None, ..limits.keys }, key).err().map(|r| Routed::Reject(r.to_string()))
 }
 
 /// A row no top-level partition holds: the interval to create, or why not.

@@ -48,12 +48,10 @@ pub(crate) struct Backfills {
     /// Sessions taking rows, oldest first.
     open: Vec<Open>,
     states: HashMap<(u16, u32), Leaf>,
-    /// Intervals the server refused to backfill: the normal path takes them.
-    refused: HashSet<(u16, i64)>,
     /// Intervals already decided (each counted once in `skipped`).
     decided: HashSet<(u16, i64)>,
-    /// Intervals with a backfill that is not refused.
-    opened: HashSet<(u16, i64)>,
+    /// The leaf of each interval given a backfill.
+    leaves: HashMap<(u16, i64), u32>,
     /// Why partitions took the normal path, with how many.
     skipped: BTreeMap<String, usize>,
     /// Parts of a failed backfill waiting for their partition to be created
@@ -104,9 +102,8 @@ impl Backfills {
             long_idle: LONG_IDLE,
             open: Vec::new(),
             states: HashMap::new(),
-            refused: HashSet::new(),
             decided: HashSet::new(),
-            opened: HashSet::new(),
+            leaves: HashMap::new(),
             skipped: BTreeMap::new(),
             parked: Vec::new(),
             to_create: Vec::new(),
@@ -124,8 +121,12 @@ impl Backfills {
     /// Whether the partition of `(table, start)` is being backfilled: it is
     /// not to be created the normal way meanwhile.
     pub(crate) fn busy(&self, table: u16, start: i64) -> bool {
-        self.opened.contains(&(table, start))
-            && self.states.iter().any(|((t, _), l)| *t == table && l.start == start && matches!(l.state, State::Filling | State::Closing))
+        self.interval_state(table, start).is_some_and(|s| matches!(s, State::Filling | State::Closing))
+    }
+
+    fn interval_state(&self, table: u16, start: i64) -> Option<State> {
+        let leaf = self.leaves.get(&(table, start))?;
+        self.states.get(&(table, *leaf)).map(|l| l.state)
     }
 
     /// The summary's lines: why partitions took the normal path.
@@ -175,9 +176,6 @@ impl Coordinator {
             }
             return Ok(Some(why));
         }
-        if b.refused.contains(&(table, start)) {
-            return Ok(Some("the server refused the backfill (see the notices)".into()));
-        }
         if b.mode == Backfill::Auto {
             let tz = j.policy.zone().map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", routing.parent)))?;
             let end = j.policy.interval.next(start, &tz).map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", routing.parent)))?;
@@ -199,7 +197,7 @@ impl Coordinator {
         wanted.sort_unstable();
         wanted.dedup();
         // Rows of a backfill opened after their chunk was routed go to it now.
-        let mut opened = wanted.iter().any(|(t, s, _)| self.backfill.opened.contains(&(*t, *s)));
+        let mut opened = wanted.iter().any(|(t, s, _)| self.backfill.interval_state(*t, *s).is_some_and(|s| s != State::Refused));
         for (table, start, text) in wanted {
             if !self.backfill.decided.insert((table, start)) {
                 continue;
@@ -233,7 +231,7 @@ impl Coordinator {
         let spec = SessionSpec { table, leaf, plan, parent_oid: j.info.oid, index_memory: self.backfill.index_memory.clone() };
         let tx = super::super::sink::backfill::start(ctx, spec, outcomes);
         self.backfill.states.insert((table, leaf), Leaf { start, state: State::Filling });
-        self.backfill.opened.insert((table, start));
+        self.backfill.leaves.insert((table, start), leaf);
         self.backfill.open.push(Open { table, leaf, tx, last_rows: Instant::now() });
         Ok(())
     }
@@ -273,8 +271,9 @@ impl Coordinator {
         }
     }
 
-    /// Where a target's rows go: `Ok(part)` to the normal sink, `Err(None)`
-    /// held or handed to a backfill session.
+    /// Takes a target's rows for the normal sink; `None` when they are held
+    /// (their backfill is attaching), handed to their backfill session, or
+    /// parked until their refused backfill's partition is made.
     pub(crate) async fn take_routed(&mut self, target: Target) -> Option<(BatchPart, usize)> {
         match self.backfill.state(&target) {
             None | Some(State::Done) => self.take_part(target),
@@ -282,9 +281,7 @@ impl Coordinator {
             Some(State::Closing) => None,
             Some(State::Refused) => {
                 let (part, budget) = self.take_part(target)?;
-                self.budget.release(budget);
-                let start = self.backfill.states[&(target.table, leaf_id(&target))].start;
-                self.backfill.parked.push((target.table, start, part));
+                let start = self.park(&target, part, budget);
                 self.backfill.to_create.push((target.table, start));
                 self.start_jit();
                 None
@@ -309,15 +306,23 @@ impl Coordinator {
                     }
                     Err(flume::SendError(LeafMsg::Rows(part, budget, _))) => {
                         // The session failed and its report is on the way: these rows follow its parts.
-                        self.budget.release(budget);
-                        let start = self.backfill.states[&(target.table, id)].start;
-                        self.backfill.parked.push((target.table, start, *part));
+                        self.park(&target, *part, budget);
                     }
                     Err(_) => {}
                 }
                 None
             }
         }
+    }
+
+    /// Keeps a part of a refused backfill until its partition is made the
+    /// normal way (it is routed again then, with a budget of its own);
+    /// returns the partition's interval.
+    fn park(&mut self, target: &Target, part: BatchPart, budget: usize) -> i64 {
+        self.budget.release(budget);
+        let start = self.backfill.states[&(target.table, leaf_id(target))].start;
+        self.backfill.parked.push((target.table, start, part));
+        start
     }
 
     /// A backfill session's outcome.
@@ -345,8 +350,6 @@ impl Coordinator {
                 if l.state != State::Refused {
                     l.state = State::Refused;
                     self.tables[usize::from(table)].close_virtual(leaf);
-                    self.backfill.refused.insert((table, start));
-                    self.backfill.opened.remove(&(table, start));
                     *self.backfill.skipped.entry("the server refused the backfill (see the notices)".into()).or_default() += 1;
                     self.notices.push(format!("{name} could not be backfilled ({reason}): its rows take the normal path"));
                 }
