@@ -68,7 +68,20 @@ async fn until(c: &tokio_postgres::Client, sql: &str, what: &str) {
         if c.query_one(sql, &[]).await.unwrap().get::<_, bool>(0) {
             return;
         }
-        assert!(began.elapsed() < Duration::from_secs(60), "waited 60 s for {what}");
+        if began.elapsed() > Duration::from_secs(60) {
+            // What the server was doing, so that a failure on a busy machine can be read.
+            let seen = c
+                .query(
+                    "SELECT format('pid %s %s %s granted=%s / %s: %s', l.pid, l.locktype, coalesce(l.relation::regclass::text, l.objid::text),
+                                   l.granted, a.wait_event, left(a.query, 80))
+                     FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE a.datname = current_database()",
+                    &[],
+                )
+                .await
+                .map(|rows| rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>().join("\n"))
+                .unwrap_or_default();
+            panic!("waited 60 s for {what}; locks in this database:\n{seen}");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -282,10 +295,11 @@ async fn a_run_that_lost_its_lock_stops_when_another_takes_over() {
     c.batch_execute("CREATE TABLE t4 (id int, time timestamptz)").await.unwrap();
     let dir = open_tempdir();
     write_csv(&dir.path().join("c.csv"), 200_000);
-    let cmd = || {
+    let cmd = |extra: &[&str]| {
         let mut cmd = chute();
         cmd.current_dir(dir.path())
             .args(["--url", &url, "load", "t4", "c.csv", "--batch-mb", "1", "--workers", "1"])
+            .args(extra.to_vec())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd
@@ -293,14 +307,22 @@ async fn a_run_that_lost_its_lock_stops_when_another_takes_over() {
     let mut holder = db.client().await;
     let txn = holder.transaction().await.unwrap();
     txn.batch_execute("LOCK TABLE t4 IN SHARE MODE").await.unwrap();
-    let first = cmd().spawn().unwrap();
+    let first = cmd(&[]).spawn().unwrap();
     until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER})"), "the first run's lock").await;
+    let first_pid: i32 = c.query_one(LOCK_HOLDER, &[]).await.unwrap().get(0);
     until(&c, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 't4'::regclass AND NOT granted)", "the first run's COPY").await;
+    // The second run queues for the load's lock first, so that it, and not
+    // the first run reconnecting, is given the lock the moment it is free.
+    let second = cmd(&["--wait"]).spawn().unwrap();
+    until(
+        &c,
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND NOT granted)",
+        "the second run to queue",
+    )
+    .await;
     // The first run's control connection drops: its lock is gone, its COPY worker is not.
-    c.execute(&format!("SELECT pg_terminate_backend(({LOCK_HOLDER}))"), &[]).await.unwrap();
-    until(&c, &format!("SELECT NOT EXISTS ({LOCK_HOLDER})"), "the lock to go").await;
-    let second = cmd().spawn().unwrap();
-    until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER})"), "the second run's lock").await;
+    c.execute("SELECT pg_terminate_backend($1)", &[&first_pid]).await.unwrap();
+    until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER} AND pid <> {first_pid})"), "the second run's lock").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     txn.commit().await.unwrap();
     let (first, second) = (wait_for(first, 300, "the first run"), wait_for(second, 300, "the second run"));
