@@ -108,6 +108,27 @@ impl RowEncoder {
     }
 }
 
+impl RowEncoder {
+    /// The wire bytes of an integer epoch (`v` units of the context's
+    /// `epoch` unit) for a timestamp or timestamptz column `i`, typmod
+    /// applied, into `out` (cleared first): the same bytes
+    /// [`RowEncoder::encode_value`] gives for the decimal text of `v`.
+    /// `None` when the column is of another type or the load reads no
+    /// epochs (the caller then goes through the text).
+    pub fn encode_epoch(&self, i: usize, v: i64, out: &mut Vec<u8>) -> Option<Result<(), ValueError>> {
+        let col = &self.columns[i];
+        let unit = self.ctx.epoch?;
+        if !matches!(col.ty, Some(PgType::Timestamp | PgType::Timestamptz)) {
+            return None;
+        }
+        out.clear();
+        Some(crate::value::epoch_integer(v, unit).and_then(|micros| {
+            out.extend_from_slice(&(micros - crate::encode::PG_EPOCH_OFFSET_MICROS).to_be_bytes());
+            self.round(col, out, 0)
+        }))
+    }
+}
+
 /// Appends `fields` as one row of COPY text format (tab-separated, `\N` for
 /// NULL, backslash escapes), for rows the server must parse itself.
 pub fn write_text_row(fields: &Fields, out: &mut Vec<u8>) {
@@ -205,5 +226,61 @@ mod tests {
         let mut out = Vec::new();
         write_text_row(&fields(&[Some("a\tb\\c\nd"), None, Some("")]), &mut out);
         assert_eq!(out, b"a\\tb\\\\c\\nd\t\\N\t\n");
+    }
+
+    proptest::proptest! {
+        /// An integer epoch gives the bytes (or the error) its decimal text gives, in every unit and typmod.
+        #[test]
+        fn integer_epochs_encode_like_their_text(v in proptest::prop_oneof![
+            proptest::num::i64::ANY,
+            -300_000_000_000_000_000i64..300_000_000_000_000_000i64,
+            -5_000i64..5_000,
+        ], unit in 0usize..4, typmod in -1i32..7, tz in proptest::bool::ANY) {
+            use crate::value::EpochUnit;
+            let unit = [EpochUnit::Seconds, EpochUnit::Millis, EpochUnit::Micros, EpochUnit::Nanos][unit];
+            let ty = if tz { PgType::Timestamptz } else { PgType::Timestamp };
+            let e = RowEncoder::new(
+                vec![TargetColumn { name: "t".into(), type_oid: 1184, ty: Some(ty), typmod }],
+                EncodeContext { epoch: Some(unit), ..EncodeContext::default() },
+            );
+            let (mut direct, mut text) = (Vec::new(), Vec::new());
+            let got = e.encode_epoch(0, v, &mut direct).expect("a timestamp column");
+            let want = e.encode_value(0, v.to_string().as_bytes(), &mut text);
+            proptest::prop_assert_eq!(&got, &want);
+            if got.is_ok() {
+                proptest::prop_assert_eq!(direct, text);
+            }
+        }
+    }
+
+    #[test]
+    fn integer_epochs_round_halves_away_from_zero_like_their_text() {
+        use crate::value::EpochUnit;
+        let edges = [-1_500, -1_499, -501, -500, -499, -1, 0, 1, 499, 500, 501, 1_499, 1_500, 999_999_500, i64::MIN, i64::MAX];
+        for unit in [EpochUnit::Seconds, EpochUnit::Millis, EpochUnit::Micros, EpochUnit::Nanos] {
+            for typmod in [-1, 0, 3] {
+                let e = RowEncoder::new(
+                    vec![TargetColumn { name: "t".into(), type_oid: 1184, ty: Some(PgType::Timestamptz), typmod }],
+                    EncodeContext { epoch: Some(unit), ..EncodeContext::default() },
+                );
+                for v in edges {
+                    let (mut direct, mut text) = (Vec::new(), Vec::new());
+                    let got = e.encode_epoch(0, v, &mut direct).expect("a timestamp column");
+                    assert_eq!(got, e.encode_value(0, v.to_string().as_bytes(), &mut text), "{v} {unit:?} {typmod}");
+                    assert_eq!(direct, text, "{v} {unit:?} {typmod}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn epochs_go_direct_only_into_timestamps() {
+        let mut out = Vec::new();
+        assert!(encoder().encode_epoch(0, 5, &mut out).is_none());
+        let e = RowEncoder::new(
+            vec![TargetColumn { name: "t".into(), type_oid: 1184, ty: Some(PgType::Timestamptz), typmod: -1 }],
+            EncodeContext::default(),
+        );
+        assert!(e.encode_epoch(0, 5, &mut out).is_none(), "no --epoch: the number is not a time");
     }
 }

@@ -46,6 +46,19 @@ fn main() {
     if let Some(path) = arg(&args, "--csv") {
         let batches = num("--batches", 50);
         let mut f = std::io::BufWriter::new(std::fs::File::create(&path).expect("create the CSV file"));
+        let cycle = num("--cycle", 0);
+        if arg(&args, "--interleave").is_some() || args.iter().any(|a| a == "--interleave") {
+            for b in 0..batches {
+                for c in 0..clients {
+                    let bb = if cycle > 0 { b % cycle } else { b };
+                    for r in 0..rows {
+                        let (ts, host, v) = row_values(c, bb, r, rows);
+                        writeln!(f, "{ts},{host},{},{},{},{},{}", v[0], v[1], v[2], v[3], v[4]).expect("write");
+                    }
+                }
+            }
+            return;
+        }
         for c in 0..clients {
             for b in 0..batches {
                 for r in 0..rows {

@@ -184,6 +184,86 @@ pub fn parse_lines<'a>(body: &'a str, precision: Precision, default_ns: i64, mut
 
 /// Parses one line (without its line end): `None` for a blank or comment line.
 pub fn parse_line(text: &str, precision: Precision, default_ns: i64) -> Result<Option<Line<'_>>, String> {
+    let (mut tags, mut fields) = (Vec::new(), Vec::new());
+    Ok(parse_line_into(text, precision, default_ns, &mut tags, &mut fields)?.map(|(measurement, time_ns)| Line {
+        measurement,
+        tags,
+        fields,
+        time_ns,
+    }))
+}
+
+/// Tags (key, value) of parsed lines, kept one after another.
+pub type Tags<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
+/// Fields (key, value) of parsed lines, kept one after another.
+pub type FieldList<'a> = Vec<(Cow<'a, str>, FieldValue<'a>)>;
+
+/// The tags and fields of many lines in two shared vectors, so that parsing
+/// a request allocates per request, not per line ([`parse_lines_into`]).
+#[derive(Debug, Default)]
+pub struct LineSet<'a> {
+    pub tags: Tags<'a>,
+    pub fields: FieldList<'a>,
+}
+
+/// One line of a [`LineSet`]: its tags and fields are ranges of the set's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineAt<'a> {
+    pub measurement: Cow<'a, str>,
+    pub tags: std::ops::Range<usize>,
+    pub fields: std::ops::Range<usize>,
+    /// Nanoseconds since 1970-01-01 UTC (the default time when the line has none).
+    pub time_ns: i64,
+}
+
+/// Like [`parse_lines`], with each line's tags and fields appended to `set`.
+pub fn parse_lines_into<'a>(
+    body: &'a str,
+    precision: Precision,
+    default_ns: i64,
+    set: &mut LineSet<'a>,
+    mut each: impl FnMut(u64, Result<LineAt<'a>, String>),
+) {
+    for (i, raw) in body.split('\n').enumerate() {
+        let text = raw.strip_suffix('\r').unwrap_or(raw);
+        let (t0, f0) = (set.tags.len(), set.fields.len());
+        match parse_line_into(text, precision, default_ns, &mut set.tags, &mut set.fields) {
+            Ok(None) => {}
+            Ok(Some((measurement, time_ns))) => {
+                each(i as u64 + 1, Ok(LineAt { measurement, tags: t0..set.tags.len(), fields: f0..set.fields.len(), time_ns }))
+            }
+            Err(e) => each(i as u64 + 1, Err(e)),
+        }
+    }
+}
+
+/// Parses one line, appending its tags and fields (left as they were when
+/// it is bad); the measurement and time, or `None` for a blank or comment line.
+fn parse_line_into<'a>(
+    text: &'a str,
+    precision: Precision,
+    default_ns: i64,
+    tags: &mut Tags<'a>,
+    fields: &mut FieldList<'a>,
+) -> Result<Option<(Cow<'a, str>, i64)>, String> {
+    let (t0, f0) = (tags.len(), fields.len());
+    let parsed = parse_parts(text, precision, default_ns, tags, t0, fields, f0);
+    if !matches!(parsed, Ok(Some(_))) {
+        tags.truncate(t0);
+        fields.truncate(f0);
+    }
+    parsed
+}
+
+fn parse_parts<'a>(
+    text: &'a str,
+    precision: Precision,
+    default_ns: i64,
+    tags: &mut Tags<'a>,
+    t0: usize,
+    fields: &mut FieldList<'a>,
+    f0: usize,
+) -> Result<Option<(Cow<'a, str>, i64)>, String> {
     let trimmed = text.trim_start_matches([' ', '\t']);
     if trimmed.is_empty() || trimmed.starts_with('#') {
         return Ok(None);
@@ -193,7 +273,6 @@ pub fn parse_line(text: &str, precision: Precision, default_ns: i64) -> Result<O
     if measurement.is_empty() {
         return Err("the measurement name is missing".into());
     }
-    let mut tags = Vec::new();
     while c.peek() == Some(b',') {
         c.i += 1;
         let key = c.element(b",= ", b",= ", "tag key")?;
@@ -218,7 +297,6 @@ pub fn parse_line(text: &str, precision: Precision, default_ns: i64) -> Result<O
     if c.at_end() {
         return Err("the field set is missing (expected field=value after the tags)".into());
     }
-    let mut fields = Vec::new();
     loop {
         let key = c.element(b",= ", b",= ", "field key")?;
         if key.is_empty() {
@@ -230,7 +308,7 @@ pub fn parse_line(text: &str, precision: Precision, default_ns: i64) -> Result<O
         c.i += 1;
         check_key(&key, "field")?;
         let value = c.field_value(&key)?;
-        if fields.iter().any(|(k, _)| *k == key) || tags.iter().any(|(k, _)| *k == key) {
+        if fields[f0..].iter().any(|(k, _)| *k == key) || tags[t0..].iter().any(|(k, _)| *k == key) {
             return Err(format!("{key:?} appears twice in the line"));
         }
         fields.push((key, value));
@@ -248,7 +326,7 @@ pub fn parse_line(text: &str, precision: Precision, default_ns: i64) -> Result<O
         }
         Some(other) => return Err(format!("unexpected {:?} after the field set", other as char)),
     };
-    Ok(Some(Line { measurement, tags, fields, time_ns }))
+    Ok(Some((measurement, time_ns)))
 }
 
 fn check_key(key: &str, what: &str) -> Result<(), String> {

@@ -119,6 +119,33 @@ fn blank_and_comment_lines_are_skipped_and_lines_are_numbered() {
     assert_eq!(seen[2], (6, Ok(2)));
 }
 
+#[test]
+fn lines_parsed_into_one_set_are_the_lines_parsed_alone() {
+    let body = "m,a=1,b=x v=1,w=\"s\" 5\nm,a=1 v=oops\nm,z=2 v=1,v=2\n\nn,t=\\ a u=3u,b=t 7\nm v=1\n";
+    let mut set = LineSet::default();
+    let mut got = Vec::new();
+    parse_lines_into(body, Precision::Nanoseconds, 9, &mut set, |n, r| got.push((n, r)));
+    let mut want = Vec::new();
+    parse_lines(body, Precision::Nanoseconds, 9, |n, r| want.push((n, r)));
+    assert_eq!(got.len(), want.len());
+    for ((n, g), (m, w)) in got.into_iter().zip(want) {
+        assert_eq!(n, m);
+        match (g, w) {
+            (Ok(g), Ok(w)) => {
+                assert_eq!(g.measurement, w.measurement);
+                assert_eq!(g.time_ns, w.time_ns);
+                assert_eq!(set.tags[g.tags], w.tags[..]);
+                assert_eq!(set.fields[g.fields], w.fields[..]);
+            }
+            (Err(g), Err(w)) => assert_eq!(g, w),
+            other => panic!("line {n}: {other:?}"),
+        }
+    }
+    // A bad line leaves nothing of itself behind.
+    assert_eq!(set.tags.len(), 2 + 1);
+    assert_eq!(set.fields.len(), 2 + 2 + 1);
+}
+
 fn name() -> impl Strategy<Value = String> {
     // Any printable text without line ends, including every special character.
     "[a-z ,=\\\\\"é_#]{1,8}".prop_filter("not time, not starting with # or a blank", |s| s != "time" && !s.starts_with(['#', ' ', '\t']))

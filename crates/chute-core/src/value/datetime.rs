@@ -378,6 +378,29 @@ fn parse_epoch(text: &[u8], unit: EpochUnit) -> Option<Result<i64, ValueError>> 
     Some(Ok(micros as i64))
 }
 
+/// `v` whole units of `unit` since 1970-01-01 UTC, in microseconds (halves
+/// away from zero): exactly what [`parse_epoch`] gives for the decimal text
+/// of `v`, without writing and reading that text (a service that parsed the
+/// integer itself hands it over as it is).
+pub fn epoch_integer(v: i64, unit: EpochUnit) -> Result<i64, ValueError> {
+    let n = i128::from(v);
+    let micros = match unit {
+        EpochUnit::Seconds => n * 1_000_000,
+        EpochUnit::Millis => n * 1_000,
+        EpochUnit::Micros => n,
+        EpochUnit::Nanos => {
+            let (whole, rest) = (n.abs() / 1_000, n.abs() % 1_000);
+            let rounded = whole + i128::from(rest >= 500);
+            if n < 0 { -rounded } else { rounded }
+        }
+    };
+    let pg = micros - i128::from(PG_EPOCH_OFFSET_MICROS);
+    if pg < i128::from(MIN_TIMESTAMP) || pg >= i128::from(END_TIMESTAMP) || micros >= i128::from(i64::MAX) {
+        return Err(ValueError::Invalid(format!("timestamp out of range: \"{v}\"")));
+    }
+    Ok(micros as i64)
+}
+
 fn is_leap(year: u32) -> bool {
     year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400))
 }

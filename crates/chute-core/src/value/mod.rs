@@ -27,7 +27,7 @@ mod number;
 mod text;
 mod typmod;
 
-pub use datetime::{parse_date, parse_timestamp, parse_timestamptz};
+pub use datetime::{epoch_integer, parse_date, parse_timestamp, parse_timestamptz};
 pub use number::parse_int;
 pub use typmod::{apply_typmod, round_timestamp};
 

@@ -165,6 +165,15 @@ impl ValuesProcessor {
                     out.extend_from_slice(&8i32.to_be_bytes());
                     out.extend_from_slice(&n.to_be_bytes());
                 }
+                // A line's timestamp: the same bytes as its digits through the encoder, without them.
+                (Value::Int(n), Some(PgType::Timestamptz | PgType::Timestamp)) if self.encoder.ctx.epoch.is_some() => {
+                    if self.encoder.encode_epoch(i, *n, wire) != Some(Ok(())) {
+                        out.truncate(start);
+                        return false;
+                    }
+                    out.extend_from_slice(&(wire.len() as i32).to_be_bytes());
+                    out.extend_from_slice(wire);
+                }
                 _ => {
                     v.text(text);
                     if self.encoder.encode_value(i, text, wire).is_err() {

@@ -18,11 +18,13 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chute_core::ident::QualifiedName;
-use chute_core::parse::lineproto::{FieldType, FieldValue, Line, Precision, parse_lines};
+use std::borrow::Cow;
+
+use chute_core::parse::lineproto::{FieldType, FieldValue, LineAt, LineSet, Precision, parse_lines_into};
 use rustc_hash::FxHashMap;
 
 use super::Shared;
-use super::catalog::{ColKind, LaneError};
+use super::catalog::{ColKind, LaneColumn, LaneError};
 use super::create::Wanted;
 use super::submit::{Part, Rejected, idempotency_key, submit_and_answer};
 use crate::load::values::ValueRows;
@@ -84,43 +86,21 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
 
     let mut rejects = Vec::new();
     let mut total = 0usize;
-    let mut by_table: BTreeMap<String, Vec<(u64, Line<'_>)>> = BTreeMap::new();
-    // Per measurement, each field's type and the line it was first seen in
-    // (looked up by &str: nothing is allocated per line but a new name).
-    let mut types: FxHashMap<String, FxHashMap<String, (FieldType, u64)>> = FxHashMap::default();
+    // Every line's tags and fields in two vectors: nothing is allocated per line.
+    let mut set = LineSet::default();
+    let mut by_table: BTreeMap<String, Vec<(u64, LineAt<'_>)>> = BTreeMap::new();
     let big = text.len() >= OFF_RUNTIME_BYTES;
     off_runtime(big, || {
-        parse_lines(text, precision, now_ns, |n, r| {
+        parse_lines_into(text, precision, now_ns, &mut set, |n, r| {
             total += 1;
             match r {
                 Err(reason) => rejects.push(Rejected { line: n, reason }),
-                Ok(l) => {
-                    if !types.contains_key(l.measurement.as_ref()) {
-                        types.insert(l.measurement.to_string(), FxHashMap::default());
+                Ok(l) => match by_table.get_mut(l.measurement.as_ref()) {
+                    Some(lines) => lines.push((n, l)),
+                    None => {
+                        by_table.insert(l.measurement.to_string(), vec![(n, l)]);
                     }
-                    let seen = types.get_mut(l.measurement.as_ref()).expect("inserted above");
-                    // A field keeps one type within a request.
-                    for (k, v) in &l.fields {
-                        let t = v.field_type();
-                        match seen.get(k.as_ref()) {
-                            Some(&(was, first)) if was != t => {
-                                let reason = format!("field {k:?} is {} here but {} in line {first}", article(t), article(was));
-                                rejects.push(Rejected { line: n, reason });
-                                return;
-                            }
-                            Some(_) => {}
-                            None => {
-                                seen.insert(k.to_string(), (t, n));
-                            }
-                        }
-                    }
-                    match by_table.get_mut(l.measurement.as_ref()) {
-                        Some(lines) => lines.push((n, l)),
-                        None => {
-                            by_table.insert(l.measurement.to_string(), vec![(n, l)]);
-                        }
-                    }
-                }
+                },
             }
         })
     });
@@ -134,7 +114,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
             None => QualifiedName { schema: None, name: measurement.clone() },
         };
         // What a new table or new columns need: only with --create-tables.
-        let wanted = if s.config.create_tables { wanted_columns(&lines) } else { Vec::new() };
+        let wanted = if s.config.create_tables { wanted_columns(&set, &lines) } else { Vec::new() };
         let got = super::while_unreachable(deadline, || s.lanes.lines(&table, &wanted)).await;
         let lane = match got {
             Ok(l) => l,
@@ -146,54 +126,30 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
                 continue;
             }
         };
-        let index: FxHashMap<&str, usize> = lane.columns.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
         let first_line = line_of.len() as u64 + 1;
         let mut rows_out = ValueRows::with_capacity(lines.len() * 64);
-        let mut cells: Vec<Option<Cell<'_>>> = vec![None; lane.columns.len()];
         let mut rows = 0u64;
         off_runtime(big, || {
-            'line: for (n, l) in &lines {
-                cells.iter_mut().for_each(|c| *c = None);
-                for (k, v) in &l.tags {
-                    match index.get(k.as_ref()).map(|&i| (i, &lane.columns[i])) {
-                        Some((i, c)) if c.kind != ColKind::Time => cells[i] = Some(Cell::Tag(v)),
-                        _ => {
-                            rejects.push(Rejected { line: *n, reason: missing(&table, k, "tag") });
-                            continue 'line;
-                        }
-                    }
-                }
-                for (k, v) in &l.fields {
-                    match index.get(k.as_ref()).map(|&i| (i, &lane.columns[i])) {
-                        Some((i, c)) if c.kind != ColKind::Time => {
-                            if !fits(c.kind, v.field_type()) {
-                                let reason = format!(
-                                    "field {k:?} is {} but column {:?} of {table} is {}",
-                                    article(v.field_type()),
-                                    c.name,
-                                    c.type_name
-                                );
-                                rejects.push(Rejected { line: *n, reason });
-                                continue 'line;
-                            }
-                            cells[i] = Some(Cell::Field(v));
-                        }
-                        _ => {
-                            rejects.push(Rejected { line: *n, reason: missing(&table, k, "field") });
-                            continue 'line;
-                        }
-                    }
+            let mut m = Matcher::new(&lane.columns);
+            for (n, l) in &lines {
+                let tags = &set.tags[l.tags.clone()];
+                let fields = &set.fields[l.fields.clone()];
+                if let Err(reason) = m.line(*n, tags, fields, &table) {
+                    rejects.push(Rejected { line: *n, reason });
+                    continue;
                 }
                 rows_out.int(l.time_ns);
-                for c in &cells[1..] {
-                    match c {
+                for c in &m.cells[1..] {
+                    match *c {
                         None => rows_out.null(),
-                        Some(Cell::Tag(t)) => rows_out.text(t),
-                        Some(Cell::Field(FieldValue::Str(t))) => rows_out.text(t),
-                        Some(Cell::Field(FieldValue::Float(f))) => rows_out.float(*f),
-                        Some(Cell::Field(FieldValue::Int(i))) => rows_out.int(*i),
-                        Some(Cell::Field(FieldValue::UInt(u))) => rows_out.uint(*u),
-                        Some(Cell::Field(FieldValue::Bool(b))) => rows_out.bool(*b),
+                        Some(Cell::Tag(i)) => rows_out.text(&tags[i].1),
+                        Some(Cell::Field(i)) => match &fields[i].1 {
+                            FieldValue::Str(t) => rows_out.text(t),
+                            FieldValue::Float(f) => rows_out.float(*f),
+                            FieldValue::Int(i) => rows_out.int(*i),
+                            FieldValue::UInt(u) => rows_out.uint(*u),
+                            FieldValue::Bool(b) => rows_out.bool(*b),
+                        },
                     }
                 }
                 line_of.push(*n);
@@ -224,17 +180,17 @@ fn off_runtime<T>(big: bool, f: impl FnOnce() -> T) -> T {
 }
 
 /// Every tag and field of a measurement's lines, in order of appearance,
-/// fields with their type (the first line's: a change is rejected above).
-fn wanted_columns(lines: &[(u64, Line<'_>)]) -> Vec<(String, Wanted)> {
+/// fields with the type they first have (a line that changes it is rejected).
+fn wanted_columns(set: &LineSet<'_>, lines: &[(u64, LineAt<'_>)]) -> Vec<(String, Wanted)> {
     let mut out: Vec<(String, Wanted)> = Vec::new();
     let mut seen = rustc_hash::FxHashSet::default();
     for (_, l) in lines {
-        for (k, _) in &l.tags {
+        for (k, _) in &set.tags[l.tags.clone()] {
             if seen.insert(k.as_ref()) {
                 out.push((k.to_string(), Wanted::Tag));
             }
         }
-        for (k, v) in &l.fields {
+        for (k, v) in &set.fields[l.fields.clone()] {
             if seen.insert(k.as_ref()) {
                 out.push((k.to_string(), Wanted::Field(v.field_type())));
             }
@@ -243,10 +199,86 @@ fn wanted_columns(lines: &[(u64, Line<'_>)]) -> Vec<(String, Wanted)> {
     out
 }
 
+/// Matches lines' tags and fields to a lane's columns. Lines of one request
+/// nearly always name the same keys in the same order: a line whose keys
+/// are the previous line's reuses its column slots instead of looking each
+/// key up again.
+struct Matcher<'c> {
+    columns: &'c [LaneColumn],
+    index: FxHashMap<&'c str, usize>,
+    /// Per column: the field type the request first gave it, and in which line.
+    types: Vec<Option<(FieldType, u64)>>,
+    /// The previous line's keys (tags, then fields) and their columns.
+    keys: Vec<String>,
+    slots: Vec<usize>,
+    /// The line's values per column (the first is the time).
+    cells: Vec<Option<Cell>>,
+}
+
+impl<'c> Matcher<'c> {
+    fn new(columns: &'c [LaneColumn]) -> Self {
+        Matcher {
+            columns,
+            index: columns.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect(),
+            types: vec![None; columns.len()],
+            keys: Vec::new(),
+            slots: Vec::new(),
+            cells: vec![None; columns.len()],
+        }
+    }
+
+    /// Fills `cells` for line `n`, or says why the line cannot be written.
+    fn line(
+        &mut self,
+        n: u64,
+        tags: &[(Cow<'_, str>, Cow<'_, str>)],
+        fields: &[(Cow<'_, str>, FieldValue<'_>)],
+        table: &QualifiedName,
+    ) -> Result<(), String> {
+        let same = self.keys.len() == tags.len() + fields.len()
+            && tags.iter().map(|(k, _)| k).chain(fields.iter().map(|(k, _)| k)).zip(&self.keys).all(|(a, b)| a.as_ref() == b.as_str());
+        if !same {
+            self.keys.clear();
+            self.slots.clear();
+            for (k, what) in tags.iter().map(|(k, _)| (k, "tag")).chain(fields.iter().map(|(k, _)| (k, "field"))) {
+                let slot = self.index.get(k.as_ref()).copied().filter(|&i| self.columns[i].kind != ColKind::Time);
+                // A key with no column: the line is rejected; the next line looks its keys up again.
+                let Some(slot) = slot else { return Err(missing(table, k, what)) };
+                self.keys.push(k.to_string());
+                self.slots.push(slot);
+            }
+        }
+        // A field keeps one type within a request.
+        for (j, (k, v)) in fields.iter().enumerate() {
+            let (slot, t) = (self.slots[tags.len() + j], v.field_type());
+            match self.types[slot] {
+                Some((was, first)) if was != t => {
+                    return Err(format!("field {k:?} is {} here but {} in line {first}", article(t), article(was)));
+                }
+                Some(_) => {}
+                None => self.types[slot] = Some((t, n)),
+            }
+        }
+        self.cells.iter_mut().for_each(|c| *c = None);
+        for (j, _) in tags.iter().enumerate() {
+            self.cells[self.slots[j]] = Some(Cell::Tag(j));
+        }
+        for (j, (k, v)) in fields.iter().enumerate() {
+            let c = &self.columns[self.slots[tags.len() + j]];
+            if !fits(c.kind, v.field_type()) {
+                return Err(format!("field {k:?} is {} but column {:?} of {table} is {}", article(v.field_type()), c.name, c.type_name));
+            }
+            self.cells[self.slots[tags.len() + j]] = Some(Cell::Field(j));
+        }
+        Ok(())
+    }
+}
+
+/// Where a column's value is: the line's tag or field of that index.
 #[derive(Clone, Copy)]
-enum Cell<'a> {
-    Tag(&'a str),
-    Field(&'a FieldValue<'a>),
+enum Cell {
+    Tag(usize),
+    Field(usize),
 }
 
 pub(crate) fn too_busy() -> Response {
