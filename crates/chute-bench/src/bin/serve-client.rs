@@ -2,7 +2,8 @@
 //! line-protocol batches to `/write` and report rows/s and the latency of
 //! each request (sent → answered 204, i.e. committed), or write the same
 //! rows as CSV for `chute load`. Each client cycles through 8 batches made
-//! before the clock starts.
+//! before the clock starts, and sends one of them (its eighth) before the
+//! clock starts, to open its connection (`--no-warm-up`: not).
 //!
 //! ```text
 //! serve-client --base http://127.0.0.1:8086 --clients 100 --rows 1000 --seconds 30 [--rate ROWS_PER_S]
@@ -73,26 +74,40 @@ fn main() {
     let seconds = num("--seconds", 30);
     // Total rows/s to offer (0: as fast as answers come).
     let rate = num("--rate", 0);
+    // --no-warm-up: the clock also measures each client's first connection and request.
+    let warm = !args.iter().any(|a| a == "--no-warm-up");
     let url = format!("{base}/write?db=public&precision=ms");
     let stop = Arc::new(AtomicBool::new(false));
     let sent_rows = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
     let hist = Arc::new(Mutex::new(hdrhistogram::Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("histogram")));
     let ready = Arc::new(std::sync::Barrier::new(clients as usize + 1));
+    // --dump FILE: every acknowledged request as "ms-since-start latency-us client", for a look at the tail.
+    let dump_path = arg(&args, "--dump");
+    let dump = dump_path.as_ref().map(|_| Arc::new(Mutex::new(Vec::<(u64, u64, u64)>::new())));
+    let origin = Instant::now();
     let threads: Vec<_> = (0..clients)
         .map(|c| {
             let (stop, sent_rows, failed, hist, url) = (stop.clone(), sent_rows.clone(), failed.clone(), hist.clone(), url.clone());
             let ready = ready.clone();
+            let dump = dump.clone();
             std::thread::spawn(move || {
                 let agent: ureq::Agent =
                     ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(120))).build().into();
                 // With --rate, each client sends one batch every `every`, starting at a staggered offset.
                 let every = (rate > 0).then(|| Duration::from_secs_f64(rows as f64 * clients as f64 / rate as f64));
-                let mut next = Instant::now() + every.map_or(Duration::ZERO, |e| e.mul_f64(c as f64 / clients as f64));
                 // Bodies made before the clock starts (cycled), so that making
                 // them does not take the machine's cores from the service.
                 let bodies: Vec<String> = (0..8).map(|b| body(c, b, rows)).collect();
+                // Each client's connection is made, and used once, before the
+                // clock starts: the clock measures a service that clients
+                // already talk to, not 100 connections being opened at once.
+                if warm {
+                    let _ = agent.post(&url).send(bodies[7].as_bytes());
+                }
                 ready.wait();
+                // The clients' turns are spread evenly over `every`, from the moment the clock starts.
+                let mut next = Instant::now() + every.map_or(Duration::ZERO, |e| e.mul_f64(c as f64 / clients as f64));
                 let mut batch = 0;
                 while !stop.load(Ordering::Relaxed) {
                     if every.is_some() {
@@ -109,6 +124,9 @@ fn main() {
                     if ok {
                         sent_rows.fetch_add(rows, Ordering::Relaxed);
                         hist.lock().expect("histogram").record(us.max(1)).ok();
+                        if let Some(d) = &dump {
+                            d.lock().expect("dump").push((t.duration_since(origin).as_millis() as u64, us, c));
+                        }
                     } else {
                         failed.fetch_add(1, Ordering::Relaxed);
                     }
@@ -125,6 +143,12 @@ fn main() {
     let rows_at_stop = sent_rows.load(Ordering::Relaxed);
     for t in threads {
         let _ = t.join();
+    }
+    if let (Some(path), Some(d)) = (&dump_path, &dump) {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create the dump file"));
+        for (at, us, c) in d.lock().expect("dump").iter() {
+            writeln!(f, "{at} {us} {c}").expect("write");
+        }
     }
     let h = hist.lock().expect("histogram");
     println!(

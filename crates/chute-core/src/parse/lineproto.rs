@@ -224,12 +224,21 @@ pub fn parse_lines_into<'a>(
     set: &mut LineSet<'a>,
     mut each: impl FnMut(u64, Result<LineAt<'a>, String>),
 ) {
+    let lines = memchr::memchr_iter(b'\n', body.as_bytes()).count() + 1;
+    let mut sized = false;
     for (i, raw) in body.split('\n').enumerate() {
         let text = raw.strip_suffix('\r').unwrap_or(raw);
         let (t0, f0) = (set.tags.len(), set.fields.len());
         match parse_line_into(text, precision, default_ns, &mut set.tags, &mut set.fields) {
             Ok(None) => {}
             Ok(Some((measurement, time_ns))) => {
+                if !sized {
+                    // Room for the other lines, if they are like the first: the vectors grow once.
+                    sized = true;
+                    let rest = lines - i;
+                    set.tags.reserve(rest * (set.tags.len() - t0));
+                    set.fields.reserve(rest * (set.fields.len() - f0));
+                }
                 each(i as u64 + 1, Ok(LineAt { measurement, tags: t0..set.tags.len(), fields: f0..set.fields.len(), time_ns }))
             }
             Err(e) => each(i as u64 + 1, Err(e)),

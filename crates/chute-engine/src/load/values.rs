@@ -77,11 +77,11 @@ pub struct ValueRows {
 }
 
 impl ValueRows {
-    pub fn with_capacity(bytes: usize) -> Self {
-        ValueRows { data: Vec::with_capacity(bytes) }
-    }
     pub fn len(&self) -> usize {
         self.data.len()
+    }
+    pub fn reserve(&mut self, bytes: usize) {
+        self.data.reserve(bytes);
     }
     pub fn into_bytes(self) -> Vec<u8> {
         self.data

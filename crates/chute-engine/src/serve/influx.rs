@@ -90,6 +90,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
     let mut set = LineSet::default();
     let mut by_table: BTreeMap<String, Vec<(u64, LineAt<'_>)>> = BTreeMap::new();
     let big = text.len() >= OFF_RUNTIME_BYTES;
+    let line_count = memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
     off_runtime(big, || {
         parse_lines_into(text, precision, now_ns, &mut set, |n, r| {
             total += 1;
@@ -98,7 +99,11 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
                 Ok(l) => match by_table.get_mut(l.measurement.as_ref()) {
                     Some(lines) => lines.push((n, l)),
                     None => {
-                        by_table.insert(l.measurement.to_string(), vec![(n, l)]);
+                        // The first measurement gets room for every line: most requests write only one.
+                        let name = l.measurement.to_string();
+                        let mut lines = Vec::with_capacity(if by_table.is_empty() { line_count } else { 0 });
+                        lines.push((n, l));
+                        by_table.insert(name, lines);
                     }
                 },
             }
@@ -107,7 +112,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
 
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let mut parts = Vec::new();
-    let mut line_of: Vec<u64> = Vec::new();
+    let mut line_of: Vec<u64> = Vec::with_capacity(total);
     for (measurement, lines) in by_table {
         let table = match schema {
             Some(sc) => QualifiedName::new(sc.clone(), measurement.clone()),
@@ -127,7 +132,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
             }
         };
         let first_line = line_of.len() as u64 + 1;
-        let mut rows_out = ValueRows::with_capacity(lines.len() * 64);
+        let mut rows_out = ValueRows::default();
         let mut rows = 0u64;
         off_runtime(big, || {
             let mut m = Matcher::new(&lane.columns);
@@ -151,6 +156,10 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
                             FieldValue::Bool(b) => rows_out.bool(*b),
                         },
                     }
+                }
+                if rows == 0 {
+                    // Room for every line, if they are like the first: the rows grow once.
+                    rows_out.reserve(rows_out.len() * lines.len());
                 }
                 line_of.push(*n);
                 rows += 1;

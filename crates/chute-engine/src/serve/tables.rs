@@ -62,8 +62,8 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
         Ok(b) => b,
         Err(r) => return r,
     };
-    let mut data = match super::body::decode(headers, body, s.config.max_body) {
-        Ok(b) => b,
+    let mut data: Vec<u8> = match super::body::decode(headers, body, s.config.max_body) {
+        Ok(b) => b.into(),
         Err(r) => return r,
     };
     let Some(_reserved) = s.reserve(data.len()) else {
