@@ -91,6 +91,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
     let mut by_table: BTreeMap<String, Vec<(u64, LineAt<'_>)>> = BTreeMap::new();
     let big = text.len() >= OFF_RUNTIME_BYTES;
     let line_count = memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
+    let slot = if big { s.parse_slots.acquire().await.ok() } else { None };
     off_runtime(big, || {
         parse_lines_into(text, precision, now_ns, &mut set, |n, r| {
             total += 1;
@@ -109,6 +110,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
             }
         })
     });
+    drop(slot);
 
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let mut parts = Vec::new();
@@ -134,6 +136,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
         let first_line = line_of.len() as u64 + 1;
         let mut rows_out = ValueRows::default();
         let mut rows = 0u64;
+        let slot = if big { s.parse_slots.acquire().await.ok() } else { None };
         off_runtime(big, || {
             let mut m = Matcher::new(&lane.columns);
             for (n, l) in &lines {
@@ -165,6 +168,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
                 rows += 1;
             }
         });
+        drop(slot);
         s.metrics.received(&table.to_string(), lines.len() as u64, rows_out.len() as u64);
         if rows > 0 {
             parts.push(Part { lane, data: rows_out.into_bytes(), first_line });
