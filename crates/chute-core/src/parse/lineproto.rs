@@ -278,18 +278,18 @@ fn parse_parts<'a>(
         return Ok(None);
     }
     let mut c = Cursor { s: trimmed, i: 0 };
-    let measurement = c.element(b", ", b", ", "measurement")?;
+    let measurement = c.element(Stops::CommaSpace, b", ", "measurement")?;
     if measurement.is_empty() {
         return Err("the measurement name is missing".into());
     }
     while c.peek() == Some(b',') {
         c.i += 1;
-        let key = c.element(b",= ", b",= ", "tag key")?;
+        let key = c.element(Stops::CommaEqSpace, b",= ", "tag key")?;
         if c.peek() != Some(b'=') {
             return Err(format!("tag {key:?} has no value (expected tag=value)"));
         }
         c.i += 1;
-        let value = c.element(b", ", b",= ", "tag value")?;
+        let value = c.element(Stops::CommaSpace, b",= ", "tag value")?;
         if key.is_empty() {
             return Err("a tag key is empty".into());
         }
@@ -307,7 +307,7 @@ fn parse_parts<'a>(
         return Err("the field set is missing (expected field=value after the tags)".into());
     }
     loop {
-        let key = c.element(b",= ", b",= ", "field key")?;
+        let key = c.element(Stops::CommaEqSpace, b",= ", "field key")?;
         if key.is_empty() {
             return Err("a field key is empty (expected field=value)".into());
         }
@@ -368,6 +368,39 @@ fn unit_name(p: Precision) -> &'static str {
     }
 }
 
+/// The unescaped bytes an element ends at.
+#[derive(Clone, Copy)]
+enum Stops {
+    /// `,` and space: a measurement, a tag value.
+    CommaSpace,
+    /// `,`, `=` and space: a tag or field key.
+    CommaEqSpace,
+}
+
+impl Stops {
+    /// Whether each byte is a stop or a backslash.
+    fn special(self) -> &'static [bool; 256] {
+        match self {
+            Stops::CommaSpace => &SPECIAL_COMMA_SPACE,
+            Stops::CommaEqSpace => &SPECIAL_COMMA_EQ_SPACE,
+        }
+    }
+}
+
+/// The bytes an element stops or escapes at (`stops`, and a backslash).
+const fn specials(stops: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    t[b'\\' as usize] = true;
+    let mut i = 0;
+    while i < stops.len() {
+        t[stops[i] as usize] = true;
+        i += 1;
+    }
+    t
+}
+static SPECIAL_COMMA_SPACE: [bool; 256] = specials(b", ");
+static SPECIAL_COMMA_EQ_SPACE: [bool; 256] = specials(b",= ");
+
 struct Cursor<'a> {
     s: &'a str,
     i: usize,
@@ -390,11 +423,17 @@ impl<'a> Cursor<'a> {
 
     /// An unquoted element: up to an unescaped byte of `stops`; a backslash
     /// before a byte of `escapes` or a backslash stands for that byte.
-    fn element(&mut self, stops: &[u8], escapes: &[u8], what: &str) -> Result<Cow<'a, str>, String> {
+    fn element(&mut self, stops: Stops, escapes: &[u8], what: &str) -> Result<Cow<'a, str>, String> {
         let b = self.s.as_bytes();
         let start = self.i;
         let mut escaped = false;
+        // Most bytes are neither a stop nor a backslash: skipped by one table lookup each.
+        let special = stops.special();
         while let Some(&c) = b.get(self.i) {
+            if !special[c as usize] {
+                self.i += 1;
+                continue;
+            }
             if c == b'\\' {
                 match b.get(self.i + 1) {
                     None => return Err(format!("the {what} ends in a backslash that escapes nothing")),
@@ -405,7 +444,7 @@ impl<'a> Cursor<'a> {
                     }
                     Some(_) => {}
                 }
-            } else if stops.contains(&c) {
+            } else {
                 break;
             }
             self.i += 1;
