@@ -27,7 +27,8 @@
 
 use jiff::tz::{AmbiguousOffset, TimeZone};
 
-use super::{EncodeContext, EpochUnit, ValueError, is_space, shown, trim_space};
+use super::epoch::parse_epoch;
+use super::{EncodeContext, ValueError, is_space, shown, trim_space};
 use crate::encode::{PG_EPOCH_OFFSET_DAYS, PG_EPOCH_OFFSET_MICROS};
 
 const USECS_PER_SEC: i64 = 1_000_000;
@@ -35,8 +36,8 @@ const SECS_PER_DAY: i64 = 86_400;
 const USECS_PER_DAY: i64 = SECS_PER_DAY * USECS_PER_SEC;
 /// PostgreSQL's timestamp range in its own epoch: 4714-11-24 BC up to (not
 /// including) 294277-01-01.
-const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
-const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
+pub(super) const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
+pub(super) const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
 /// More fraction digits than this would overflow `ParseDateTime`'s buffer.
 const MAX_FRACTION_DIGITS: usize = 30;
 
@@ -327,80 +328,6 @@ fn local_offset(tz: &TimeZone, local_secs: i64) -> Result<i32, ValueError> {
     Ok(offset.seconds())
 }
 
-/// With `--epoch`, a bare decimal number (`[+-]digits[.digits]`) is that many
-/// units since 1970-01-01 00:00 UTC, rounded to the nearest microsecond with
-/// halves away from zero, computed exactly in decimal. `None` if the text
-/// is not such a number.
-fn parse_epoch(text: &[u8], unit: EpochUnit) -> Option<Result<i64, ValueError>> {
-    let t = trim_space(text).ok()?;
-    let (negative, body) = match t.first()? {
-        b'-' => (true, &t[1..]),
-        b'+' => (false, &t[1..]),
-        _ => (false, t),
-    };
-    let int_len = body.iter().take_while(|c| c.is_ascii_digit()).count();
-    let (int, frac) = match &body[int_len..] {
-        [] => (&body[..int_len], &[][..]),
-        [b'.', frac @ ..] if !frac.is_empty() && frac.iter().all(u8::is_ascii_digit) => (&body[..int_len], frac),
-        _ => return None,
-    };
-    if int.is_empty() {
-        return None;
-    }
-    // Moving the decimal point by the unit's power of ten gives microseconds.
-    let shift: isize = match unit {
-        EpochUnit::Seconds => 6,
-        EpochUnit::Millis => 3,
-        EpochUnit::Micros => 0,
-        EpochUnit::Nanos => -3,
-    };
-    let int = &int[int.iter().position(|&c| c != b'0').unwrap_or(int.len())..];
-    let digit = |k: isize| -> u8 {
-        let k = k as usize;
-        if k < int.len() { int[k] - b'0' } else { frac.get(k - int.len()).map_or(0, |d| d - b'0') }
-    };
-    let point = int.len() as isize + shift;
-    let range_error = || ValueError::Invalid(format!("timestamp out of range: \"{}\"", shown(text)));
-    if point > 22 {
-        return Some(Err(range_error()));
-    }
-    let mut micros: i128 = (0..point.max(0)).fold(0, |v, k| v * 10 + i128::from(digit(k)));
-    if point >= 0 && digit(point) >= 5 {
-        micros += 1;
-    }
-    if negative {
-        micros = -micros;
-    }
-    let pg = micros - i128::from(PG_EPOCH_OFFSET_MICROS);
-    if pg < i128::from(MIN_TIMESTAMP) || pg >= i128::from(END_TIMESTAMP) || micros >= i128::from(i64::MAX) {
-        return Some(Err(range_error()));
-    }
-    Some(Ok(micros as i64))
-}
-
-/// `v` whole units of `unit` since 1970-01-01 UTC, in microseconds (halves
-/// away from zero): exactly what [`parse_epoch`] gives for the decimal text
-/// of `v`, without writing and reading that text (a service that parsed the
-/// integer itself hands it over as it is).
-pub fn epoch_integer(v: i64, unit: EpochUnit) -> Result<i64, ValueError> {
-    let n = i128::from(v);
-    let micros = match unit {
-        EpochUnit::Seconds => n * 1_000_000,
-        EpochUnit::Millis => n * 1_000,
-        EpochUnit::Micros => n,
-        EpochUnit::Nanos => {
-            let (whole, rest) = (n.abs() / 1_000, n.abs() % 1_000);
-            let rounded = whole + i128::from(rest >= 500);
-            if n < 0 { -rounded } else { rounded }
-        }
-    };
-    let pg = micros - i128::from(PG_EPOCH_OFFSET_MICROS);
-    if pg < i128::from(MIN_TIMESTAMP) || pg >= i128::from(END_TIMESTAMP) || micros >= i128::from(i64::MAX) {
-        return Err(ValueError::Invalid(format!("timestamp out of range: \"{v}\"")));
-    }
-    Ok(micros as i64)
-}
-
 fn is_leap(year: u32) -> bool {
     year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400))
 }
@@ -441,7 +368,7 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{PgType, encode_text};
+    use super::super::{EpochUnit, PgType, encode_text};
     use super::*;
 
     fn ctx(tz: &str) -> EncodeContext {

@@ -23,11 +23,13 @@
 //! for error messages.
 
 mod datetime;
+mod epoch;
 mod number;
 mod text;
 mod typmod;
 
-pub use datetime::{epoch_integer, parse_date, parse_timestamp, parse_timestamptz};
+pub use datetime::{parse_date, parse_timestamp, parse_timestamptz};
+pub use epoch::epoch_integer;
 pub use number::parse_int;
 pub use typmod::{apply_typmod, round_timestamp};
 
