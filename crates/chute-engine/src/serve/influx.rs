@@ -330,3 +330,62 @@ fn article(t: FieldType) -> String {
         other => format!("a {}", other.name()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chute_core::parse::lineproto::{LineSet, Precision, parse_lines_into};
+
+    use super::*;
+
+    fn col(name: &str, kind: ColKind) -> LaneColumn {
+        LaneColumn { name: name.into(), kind, type_name: format!("{kind:?}") }
+    }
+
+    /// Runs the lines through one matcher: per line, the columns its values went to, or why not.
+    fn matched(columns: &[LaneColumn], body: &str) -> Vec<Result<Vec<Option<String>>, String>> {
+        let mut set = LineSet::default();
+        let mut lines = Vec::new();
+        parse_lines_into(body, Precision::Nanoseconds, 0, &mut set, |n, r| lines.push((n, r.expect("a good line"))));
+        let table = QualifiedName { schema: None, name: "m".into() };
+        let mut m = Matcher::new(columns);
+        lines
+            .iter()
+            .map(|(n, l)| {
+                let (tags, fields) = (&set.tags[l.tags.clone()], &set.fields[l.fields.clone()]);
+                m.line(*n, tags, fields, &table).map(|()| {
+                    m.cells
+                        .iter()
+                        .map(|c| match *c {
+                            None => None,
+                            Some(Cell::Tag(i)) => Some(format!("tag {}", tags[i].0)),
+                            Some(Cell::Field(i)) => Some(format!("field {}", fields[i].0)),
+                        })
+                        .collect()
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lines_with_other_keys_are_matched_again_and_types_stay_per_column() {
+        let columns = [col("time", ColKind::Time), col("host", ColKind::Text), col("a", ColKind::Number), col("b", ColKind::Number)];
+        let got = matched(&columns, "m,host=x a=1 1\nm,host=x b=2 2\nm,host=x a=1i 3\nm,zz=x a=1 4\nm,host=x a=3,b=4 5\nm,host=y a=5 6\n");
+        let some = |v: &[Option<&str>]| Ok(v.iter().map(|s| s.map(str::to_owned)).collect::<Vec<_>>());
+        assert_eq!(got[0], some(&[None, Some("tag host"), Some("field a"), None]));
+        // The same number of keys, another key: not the previous line's slots.
+        assert_eq!(got[1], some(&[None, Some("tag host"), None, Some("field b")]));
+        assert!(got[2].as_ref().unwrap_err().contains("is an integer here but a float in line 1"), "{:?}", got[2]);
+        assert!(got[3].as_ref().unwrap_err().contains("no column \"zz\""), "{:?}", got[3]);
+        assert_eq!(got[4], some(&[None, Some("tag host"), Some("field a"), Some("field b")]));
+        assert_eq!(got[5], some(&[None, Some("tag host"), Some("field a"), None]));
+    }
+
+    #[test]
+    fn a_key_naming_the_time_column_or_a_field_the_column_cannot_hold_is_refused() {
+        let columns = [col("time", ColKind::Time), col("t", ColKind::Time), col("n", ColKind::Integer)];
+        let got = matched(&columns, "m t=1 1\nm n=1.5 2\nm n=2i 3\n");
+        assert!(got[0].as_ref().unwrap_err().contains("no column \"t\""), "{:?}", got[0]);
+        assert!(got[1].as_ref().unwrap_err().contains("is a float but column \"n\""), "{:?}", got[1]);
+        assert!(got[2].is_err(), "n was a float in line 2: {:?}", got[2]);
+    }
+}
