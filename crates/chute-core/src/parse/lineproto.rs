@@ -234,10 +234,12 @@ pub fn parse_lines_into<'a>(
             Ok(Some((measurement, time_ns))) => {
                 if !sized {
                     // Room for the other lines, if they are like the first: the vectors grow once.
+                    // Never more than the body can hold (a tag or field takes 4 bytes or more),
+                    // whatever the first line looks like.
                     sized = true;
-                    let rest = lines - i;
-                    set.tags.reserve(rest * (set.tags.len() - t0));
-                    set.fields.reserve(rest * (set.fields.len() - f0));
+                    let (rest, most) = (lines - i, body.len() / 4);
+                    set.tags.reserve((rest * (set.tags.len() - t0)).min(most));
+                    set.fields.reserve((rest * (set.fields.len() - f0)).min(most));
                 }
                 each(i as u64 + 1, Ok(LineAt { measurement, tags: t0..set.tags.len(), fields: f0..set.fields.len(), time_ns }))
             }

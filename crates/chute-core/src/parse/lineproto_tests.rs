@@ -146,6 +146,25 @@ fn lines_parsed_into_one_set_are_the_lines_parsed_alone() {
     assert_eq!(set.fields.len(), 2 + 2 + 1);
 }
 
+#[test]
+fn a_wide_first_line_does_not_size_the_set_past_what_the_body_holds() {
+    // A first line of 2,000 fields, then 100,000 lines of one: room for 2,000 fields a line
+    // would be 200 million entries (11 GB).
+    let mut body: String = (0..2000).map(|i| format!("f{i}=1")).collect::<Vec<_>>().join(",");
+    body.insert_str(0, "m ");
+    body.push('\n');
+    body.push_str(&"m f0=2\n".repeat(100_000));
+    let mut set = LineSet::default();
+    let mut n = 0;
+    parse_lines_into(&body, Precision::Nanoseconds, 0, &mut set, |_, r| {
+        r.unwrap();
+        n += 1;
+    });
+    assert_eq!(n, 100_001);
+    assert_eq!(set.fields.len(), 2000 + 100_000);
+    assert!(set.fields.capacity() <= body.len() / 4 + 2000, "{} entries for a body of {} bytes", set.fields.capacity(), body.len());
+}
+
 fn name() -> impl Strategy<Value = String> {
     // Any printable text without line ends, including every special character.
     "[a-z ,=\\\\\"é_#]{1,8}".prop_filter("not time, not starting with # or a blank", |s| s != "time" && !s.starts_with(['#', ' ', '\t']))

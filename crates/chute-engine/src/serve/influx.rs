@@ -90,7 +90,8 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
     let mut set = LineSet::default();
     let mut by_table: BTreeMap<String, Vec<(u64, LineAt<'_>)>> = BTreeMap::new();
     let big = text.len() >= OFF_RUNTIME_BYTES;
-    let line_count = memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
+    // Lines that can be rows: a line takes 6 bytes or more (`m f=1` and its end).
+    let line_count = (memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1).min(text.len() / 6 + 1);
     let slot = if big { s.parse_slots.acquire().await.ok() } else { None };
     off_runtime(big, || {
         parse_lines_into(text, precision, now_ns, &mut set, |n, r| {
@@ -114,7 +115,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
 
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let mut parts = Vec::new();
-    let mut line_of: Vec<u64> = Vec::with_capacity(total);
+    let mut line_of: Vec<u64> = Vec::with_capacity(total.min(line_count));
     for (measurement, lines) in by_table {
         let table = match schema {
             Some(sc) => QualifiedName::new(sc.clone(), measurement.clone()),
@@ -162,7 +163,8 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
                 }
                 if rows == 0 {
                     // Room for every line, if they are like the first: the rows grow once.
-                    rows_out.reserve(rows_out.len() * lines.len());
+                    // At most what the body's values can take encoded (9 bytes for a 2-byte `k=1`-like value).
+                    rows_out.reserve((rows_out.len() * lines.len()).min(text.len() * 5));
                 }
                 line_of.push(*n);
                 rows += 1;
