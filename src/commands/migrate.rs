@@ -62,23 +62,8 @@ pub async fn run(conn: &ConnArgs, a: MigrateArgs) -> anyhow::Result<Outcome> {
     let key = a.key.clone().context("--key is required")?;
     let interval = Span::parse(a.interval.as_deref().context("--interval is required")?)?;
     let max_future = if interval.is_time() { Some(Span::parse("1d").expect("static")) } else { None };
-    let policy = Policy {
-        parent: table,
-        key,
-        // Filled in from the catalog.
-        key_type: KeyType::Timestamptz,
-        interval,
-        premake: a.premake,
-        start: None,
-        max_future,
-        retention: None,
-        tz: a.tz.clone(),
-        hash: None,
-        unlogged: false,
-        default_partition: false,
-        distribution: None,
-        storage: Vec::new(),
-    };
+    // The key's type is filled in from the catalog.
+    let policy = Policy { premake: a.premake, max_future, tz: a.tz.clone(), ..Policy::new(table, key, KeyType::Timestamptz, interval) };
     let req = MigrateRequest { policy, extend_primary_key: a.extend_primary_key, dry_run: a.dry_run };
     let now = jiff::Timestamp::now().as_microsecond();
     let plan = match m.migrate(req.clone(), now, &mut printer).await {

@@ -98,22 +98,16 @@ async fn create(opts: &ConnectOptions, a: PartitionCreateArgs) -> anyhow::Result
         None if interval.is_time() => Some(Span::parse("1d").expect("static")),
         None => None,
     };
+    // The key's type is filled in from the catalog.
     let policy = Policy {
-        parent: table_name(&a.table)?,
-        key: a.key.clone(),
-        // Filled in from the catalog.
-        key_type: KeyType::Timestamptz,
-        interval,
         premake: a.premake,
-        start: None,
         max_future,
         retention,
         tz: a.tz.clone(),
         hash,
         unlogged: a.unlogged,
         default_partition: a.default_partition,
-        distribution: None,
-        storage: Vec::new(),
+        ..Policy::new(table_name(&a.table)?, a.key.clone(), KeyType::Timestamptz, interval)
     };
     let like = a.like.as_deref().map(table_name).transpose()?;
     let mut mgr = PartitionManager::connect(opts, exec_settings(&a.plan.lock)?).await?;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value};
+use crate::common::{chute, column, create_time_partitioned, open_tempdir, run_expect, summary_value};
 
 const COLS: &str = "time timestamptz not null, dev_id int not null, data1 float8, data2 float8, data3 float8, data4 float8, data5 float8";
 
@@ -54,12 +54,8 @@ async fn digest(c: &tokio_postgres::Client, table: &str) -> (i64, String) {
 
 /// Tables of the load's name that are not attached: what a killed backfill must not leave.
 async fn strays(c: &tokio_postgres::Client, parent: &str) -> Vec<String> {
-    c.query(&format!("SELECT relname::text FROM pg_class WHERE relname LIKE '{parent}_p%' AND relkind = 'r' AND NOT relispartition"), &[])
+    column(c, &format!("SELECT relname::text FROM pg_class WHERE relname LIKE '{parent}_p%' AND relkind = 'r' AND NOT relispartition"))
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
 }
 
 #[tokio::test]

@@ -88,3 +88,8 @@ pub async fn start_paced_split(url: &str, c: &tokio_postgres::Client) -> std::th
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The first column of every row `sql` returns.
+pub async fn column<T: tokio_postgres::types::FromSqlOwned>(c: &tokio_postgres::Client, sql: &str) -> Vec<T> {
+    c.query(sql, &[]).await.unwrap().iter().map(|r| r.get(0)).collect()
+}

@@ -3,7 +3,7 @@
 
 use chute_testkit::shared;
 
-use crate::common::{chute, run_expect};
+use crate::common::{chute, column, run_expect};
 
 /// A name holding the DO block's dollar quote or a RAISE `%` is only a name.
 #[tokio::test]
@@ -90,12 +90,7 @@ async fn old_partitions(db: &chute_testkit::TestDb, c: &tokio_postgres::Client) 
 }
 
 async fn leaves(c: &tokio_postgres::Client) -> Vec<String> {
-    c.query("SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'm'::regclass ORDER BY 1", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    column(c, "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'm'::regclass ORDER BY 1").await
 }
 
 /// A run that dies between the detach and the drop leaves a detached table;

@@ -2,7 +2,7 @@
 
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value};
+use crate::common::{chute, column, create_time_partitioned, open_tempdir, run_expect, summary_value};
 
 /// Rows: id, time (over 30 hours from 2021-06-08, shuffled), dev_id, name, region.
 fn csv(n: usize) -> String {
@@ -201,19 +201,14 @@ async fn a_historical_load_leaves_no_empty_partitions_after_its_newest_row() {
         assert_eq!(summary_value(&stdout, "rows loaded"), "108000");
         assert_eq!(summary_value(&stdout, "partitions created"), "3", "{stdout}");
         let c = db.client().await;
-        let leaves: Vec<String> = c
-            .query(
-                &format!(
-                    "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = '{table}'::regclass
-                     AND inhrelid::regclass::text LIKE '{table}_p2021%' ORDER BY 1"
-                ),
-                &[],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let leaves: Vec<String> = column(
+            &c,
+            &format!(
+                "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = '{table}'::regclass
+                 AND inhrelid::regclass::text LIKE '{table}_p2021%' ORDER BY 1"
+            ),
+        )
+        .await;
         assert_eq!(
             leaves,
             [format!("{table}_p20210601_0000"), format!("{table}_p20210601_0100"), format!("{table}_p20210601_0200")],

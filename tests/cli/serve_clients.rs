@@ -9,7 +9,7 @@ use std::process::Command;
 use chute_testkit::shared;
 
 use super::serve::{Server, post};
-use crate::common::open_tempdir;
+use crate::common::{column, open_tempdir};
 
 /// The Python of the venv that holds the clients (made by scripts/ensure-deps).
 fn python() -> PathBuf {
@@ -76,17 +76,12 @@ async fn the_official_python_clients_write_and_a_query_returns_what_they_wrote()
 
     let c = db.client().await;
     // Types as the line protocol gave them.
-    let types: Vec<String> = c
-        .query(
-            "SELECT table_schema || '.' || table_name || '.' || column_name || ' ' || data_type FROM information_schema.columns \
-             WHERE table_schema IN ('py1', 'py2') AND table_name IN ('weather', 'cpu') ORDER BY table_schema, table_name, column_name",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let types: Vec<String> = column(
+        &c,
+        "SELECT table_schema || '.' || table_name || '.' || column_name || ' ' || data_type FROM information_schema.columns \
+         WHERE table_schema IN ('py1', 'py2') AND table_name IN ('weather', 'cpu') ORDER BY table_schema, table_name, column_name",
+    )
+    .await;
     assert_eq!(
         types,
         vec![

@@ -336,20 +336,11 @@ impl CellContext<'_> {
     ) -> Result<(), BenchError> {
         let TableJob { cell, w, t, name } = *on;
         let policy = Policy {
-            parent: name.clone(),
-            key: w.key_column.clone(),
-            key_type: w.key_type,
-            interval,
             premake: 0,
-            start: None,
             max_future: Some(Span::Time { n: 1, unit: Unit::Days }),
-            retention: None,
-            tz: "UTC".into(),
             hash: hash.map(|modulus| HashSub { column: w.hash_column.clone(), modulus }),
             unlogged: cell.unlogged,
-            default_partition: false,
-            distribution: None,
-            storage: Vec::new(),
+            ..Policy::new(name.clone(), w.key_column.clone(), w.key_type, interval)
         };
         let start = w.key_type.literal(w.key_first).map_err(|e| BenchError::Setup(e.to_string()))?;
         let req =

@@ -98,20 +98,11 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
     // The partition manager makes the table: daily partitions from the
     // first day of data, kept one day ahead of the last.
     let policy = Policy {
-        parent: QualifiedName::new(DEMO_SCHEMA, "conditions"),
-        key: "time".into(),
-        key_type: KeyType::Timestamptz,
-        interval: Span::Time { n: 1, unit: Unit::Days },
         premake: 0,
-        start: None,
         max_future: Some(Span::Time { n: 1, unit: Unit::Days }),
-        retention: None,
-        tz: "UTC".into(),
         hash: spec.shards.map(|modulus| chute_core::partman::HashSub { column: "dev_id".into(), modulus }),
-        unlogged: false,
-        default_partition: false,
         distribution: spec.shards.map(|_| chute_core::partman::Distribution { nodes: nodes.clone(), placement: None }),
-        storage: Vec::new(),
+        ..Policy::new(QualifiedName::new(DEMO_SCHEMA, "conditions"), "time", KeyType::Timestamptz, Span::Time { n: 1, unit: Unit::Days })
     };
     let req = CreateRequest {
         policy,

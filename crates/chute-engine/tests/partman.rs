@@ -24,20 +24,8 @@ fn now() -> i64 {
 
 fn policy(table: &str, interval: &str) -> Policy {
     Policy {
-        parent: QualifiedName::new("public", table),
-        key: "time".into(),
-        key_type: KeyType::Timestamptz,
-        interval: Span::parse(interval).unwrap(),
-        premake: 4,
-        start: None,
         max_future: Some(Span::parse("1d").unwrap()),
-        retention: None,
-        tz: "UTC".into(),
-        hash: None,
-        unlogged: false,
-        default_partition: false,
-        distribution: None,
-        storage: Vec::new(),
+        ..Policy::new(QualifiedName::new("public", table), "time", KeyType::Timestamptz, Span::parse(interval).unwrap())
     }
 }
 

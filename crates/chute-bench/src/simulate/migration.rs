@@ -73,22 +73,11 @@ async fn migrate(
     if let Some(p) = problems.first() {
         return Err(format!("{table} cannot be migrated: {} (fix: {})", p.what, p.fix));
     }
+    // The key's type is filled in from the catalog.
     let policy = Policy {
-        parent: table.clone(),
-        key: key.to_owned(),
-        // Filled in from the catalog.
-        key_type: KeyType::Timestamptz,
-        interval: spec.interval,
         premake: spec.premake,
-        start: None,
         max_future: spec.interval.is_time().then_some(Span::Time { n: 1, unit: Unit::Days }),
-        retention: None,
-        tz: "UTC".into(),
-        hash: None,
-        unlogged: false,
-        default_partition: false,
-        distribution: None,
-        storage: Vec::new(),
+        ..Policy::new(table.clone(), key, KeyType::Timestamptz, spec.interval)
     };
     let state = state.clone();
     let mut last = String::new();

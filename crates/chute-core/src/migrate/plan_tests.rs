@@ -6,22 +6,7 @@ use crate::partman::interval::Span;
 use crate::partman::{Grants, KeyType};
 
 fn policy() -> Policy {
-    Policy {
-        parent: QualifiedName::new("public", "orders"),
-        key: "time".into(),
-        key_type: KeyType::Timestamptz,
-        interval: Span::parse("1d").unwrap(),
-        premake: 2,
-        start: None,
-        max_future: None,
-        retention: None,
-        tz: "UTC".into(),
-        hash: None,
-        unlogged: false,
-        default_partition: false,
-        distribution: None,
-        storage: Vec::new(),
-    }
+    Policy { premake: 2, ..Policy::new(QualifiedName::new("public", "orders"), "time", KeyType::Timestamptz, Span::parse("1d").unwrap()) }
 }
 
 fn facts() -> Facts {

@@ -87,22 +87,7 @@ mod tests {
     use crate::partman::{HashSub, KeyType, Span};
 
     fn policy() -> Policy {
-        Policy {
-            parent: QualifiedName::new("m", "Odd\"name"),
-            key: "time".into(),
-            key_type: KeyType::Timestamptz,
-            interval: Span::parse("1h").unwrap(),
-            premake: 2,
-            start: None,
-            max_future: None,
-            retention: None,
-            tz: "UTC".into(),
-            hash: None,
-            unlogged: false,
-            default_partition: false,
-            distribution: None,
-            storage: Vec::new(),
-        }
+        Policy { premake: 2, ..Policy::new(QualifiedName::new("m", "Odd\"name"), "time", KeyType::Timestamptz, Span::parse("1h").unwrap()) }
     }
 
     #[test]

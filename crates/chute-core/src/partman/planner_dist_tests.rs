@@ -12,20 +12,10 @@ fn us(s: &str) -> i64 {
 
 fn distributed() -> Policy {
     Policy {
-        parent: QualifiedName::new("public", "m"),
-        key: "time".into(),
-        key_type: KeyType::Timestamptz,
-        interval: Span::parse("1d").unwrap(),
         premake: 0,
-        start: None,
-        max_future: None,
-        retention: None,
-        tz: "UTC".into(),
         hash: Some(HashSub { column: "dev_id".into(), modulus: 4 }),
-        unlogged: false,
-        default_partition: false,
         distribution: Some(Distribution { nodes: vec!["n1".into(), "n2".into(), "n3".into()], placement: None }),
-        storage: Vec::new(),
+        ..Policy::new(QualifiedName::new("public", "m"), "time", KeyType::Timestamptz, Span::parse("1d").unwrap())
     }
 }
 

@@ -12,20 +12,8 @@ fn us(s: &str) -> i64 {
 
 fn policy(interval: &str) -> Policy {
     Policy {
-        parent: QualifiedName::new("public", "metrics"),
-        key: "time".into(),
-        key_type: KeyType::Timestamptz,
-        interval: Span::parse(interval).unwrap(),
-        premake: 4,
-        start: None,
         max_future: Some(Span::parse("1d").unwrap()),
-        retention: None,
-        tz: "UTC".into(),
-        hash: None,
-        unlogged: false,
-        default_partition: false,
-        distribution: None,
-        storage: Vec::new(),
+        ..Policy::new(QualifiedName::new("public", "metrics"), "time", KeyType::Timestamptz, Span::parse(interval).unwrap())
     }
 }
 

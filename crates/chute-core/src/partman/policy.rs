@@ -240,6 +240,30 @@ pub enum PolicyError {
 }
 
 impl Policy {
+    /// A policy over `key` every `interval`, with chute's defaults for the
+    /// rest: 4 partitions made ahead, no limit on future keys, no retention,
+    /// days in UTC, no hash sub-partitions, logged, no DEFAULT partition,
+    /// on this server, no storage parameters. Set others with struct update
+    /// syntax: `Policy { premake: 2, ..Policy::new(…) }`.
+    pub fn new(parent: QualifiedName, key: impl Into<String>, key_type: KeyType, interval: Span) -> Policy {
+        Policy {
+            parent,
+            key: key.into(),
+            key_type,
+            interval,
+            premake: 4,
+            start: None,
+            max_future: None,
+            retention: None,
+            tz: "UTC".into(),
+            hash: None,
+            unlogged: false,
+            default_partition: false,
+            distribution: None,
+            storage: Vec::new(),
+        }
+    }
+
     /// ` WITH (…)` for a new leaf's `CREATE TABLE`, or nothing.
     /// Each parameter's name is checked and its value quoted, so a policy
     /// row edited by hand cannot add SQL of its own.

@@ -47,22 +47,7 @@ pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, co
     let mut defs = vec!["time timestamptz NOT NULL".to_owned()];
     defs.extend(columns.iter().map(|(name, w)| format!("{} {}", quote_ident(name), w.sql_type())));
     let interval = Span::parse(&config.interval).map_err(|e| LaneError::Setting(format!("--interval: {e}")))?;
-    let policy = Policy {
-        parent: table.clone(),
-        key: "time".into(),
-        key_type: KeyType::Timestamptz,
-        interval,
-        premake: 4,
-        start: None,
-        max_future: None,
-        retention: None,
-        tz: "UTC".into(),
-        hash: None,
-        unlogged: false,
-        default_partition: false,
-        distribution: None,
-        storage: Vec::new(),
-    };
+    let policy = Policy::new(table.clone(), "time", KeyType::Timestamptz, interval);
     let req = CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
     let now = crate::clock::now_micros();
     match mgr.create(req, now, false, &mut |_, _, _| {}).await {

@@ -92,8 +92,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
     let big = text.len() >= OFF_RUNTIME_BYTES;
     // Lines that can be rows: a line takes 6 bytes or more (`m f=1` and its end).
     let line_count = (memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1).min(text.len() / 6 + 1);
-    let slot = if big { s.parse_slots.acquire().await.ok() } else { None };
-    off_runtime(big, || {
+    off_runtime(s, big, || {
         parse_lines_into(text, precision, now_ns, &mut set, |n, r| {
             total += 1;
             match r {
@@ -110,8 +109,8 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
                 },
             }
         })
-    });
-    drop(slot);
+    })
+    .await;
 
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let mut parts = Vec::new();
@@ -137,8 +136,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
         let first_line = line_of.len() as u64 + 1;
         let mut rows_out = ValueRows::default();
         let mut rows = 0u64;
-        let slot = if big { s.parse_slots.acquire().await.ok() } else { None };
-        off_runtime(big, || {
+        off_runtime(s, big, || {
             let mut m = Matcher::new(&lane.columns);
             for (n, l) in &lines {
                 let tags = &set.tags[l.tags.clone()];
@@ -169,8 +167,8 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
                 line_of.push(*n);
                 rows += 1;
             }
-        });
-        drop(slot);
+        })
+        .await;
         s.metrics.received(&table.to_string(), lines.len() as u64, rows_out.len() as u64);
         if rows > 0 {
             parts.push(Part { lane, data: rows_out.into_bytes(), first_line });
@@ -188,8 +186,10 @@ const OFF_RUNTIME_BYTES: usize = 16 << 10;
 /// `block_in_place`: the runtime hands this worker's other tasks (the lanes'
 /// coordinators and COPY workers, other requests' I/O) to another worker
 /// thread, so they never queue behind a request's parsing; the OS shares
-/// the cores between them instead.
-fn off_runtime<T>(big: bool, f: impl FnOnce() -> T) -> T {
+/// the cores between them instead. Large requests take turns, one per core
+/// (`Shared::parse_slots`): the rest wait instead of each taking a thread.
+async fn off_runtime<T>(s: &Shared, big: bool, f: impl FnOnce() -> T) -> T {
+    let _turn = if big { s.parse_slots.acquire().await.ok() } else { None };
     let multi = tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if big && multi { tokio::task::block_in_place(f) } else { f() }
 }

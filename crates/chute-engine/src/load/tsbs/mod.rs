@@ -190,20 +190,8 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
                 Some(interval) => {
                     // Partitioned by time; partitions appear just in time as rows need them.
                     let policy = chute_core::partman::Policy {
-                        parent: name.clone(),
-                        key: "time".into(),
-                        key_type: chute_core::partman::KeyType::Timestamptz,
-                        interval,
-                        premake: 4,
-                        start: None,
                         max_future: Some(chute_core::partman::Span::parse("1d").expect("static")),
-                        retention: None,
-                        tz: "UTC".into(),
-                        hash: None,
-                        unlogged: false,
-                        default_partition: false,
-                        distribution: None,
-                        storage: Vec::new(),
+                        ..chute_core::partman::Policy::new(name.clone(), "time", chute_core::partman::KeyType::Timestamptz, interval)
                     };
                     let req = crate::partman::CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
                     let mut mgr = crate::partman::PartitionManager::connect(&spec.target, Default::default()).await?;
