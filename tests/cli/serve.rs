@@ -323,3 +323,76 @@ async fn a_retried_idempotency_key_gets_the_same_answer_and_writes_nothing_twice
     let (_, metrics) = get(&format!("{}/metrics", s.base));
     assert!(metrics.contains("chute_idempotent_replays_total 3"), "{metrics}");
 }
+
+/// A key is the request's to the table it was written to: the table dropped
+/// and made again (while chute serve runs, and across a restart of it), the
+/// same key writes its rows into the new table instead of answering from a
+/// record whose rows went with the old one.
+#[tokio::test]
+async fn an_idempotency_key_of_a_dropped_table_writes_into_the_new_one() {
+    let db = shared().fresh_db("serve_key_drop").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
+    let c = db.client().await;
+    let count = async || -> i64 { c.query_one("SELECT count(*) FROM cpu", &[]).await.unwrap().get(0) };
+    let good = b"cpu,host=a usage=1 1700000000000000000\ncpu,host=b usage=2 1700000100000000000\n";
+    let key = [("Idempotency-Key", "batch-42")];
+    let s = Server::start(&url, &[]);
+    let write = format!("{}/write?db=public", s.base);
+    assert_eq!(post(&write, &key, good).0, 204);
+    assert_eq!(post(&write, &key, good).0, 204);
+    assert_eq!(count().await, 2, "a retry writes nothing twice");
+    // A key recorded by chute of schema version 5 (no table with it) still holds after the upgrade.
+    let (code, log) = s.terminate();
+    assert_eq!(code, Some(143), "{log}");
+    c.batch_execute("ALTER TABLE chute.serve_requests DROP COLUMN rel; UPDATE chute.meta SET value = '5' WHERE key = 'schema_version'")
+        .await
+        .unwrap();
+    let s = Server::start(&url, &[]);
+    let write = format!("{}/write?db=public", s.base);
+    assert_eq!(post(&write, &key, good).0, 204);
+    assert_eq!(count().await, 2, "a key of version 5 is kept\n{}", s.log());
+
+    c.batch_execute("DROP TABLE cpu").await.unwrap();
+    create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
+    // The lane finds its leaves gone and starts again: a retry may be answered 503 meanwhile.
+    let began = Instant::now();
+    let mut last = post(&write, &key, good);
+    while last.0 != 204 && began.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(250));
+        last = post(&write, &key, good);
+    }
+    assert_eq!(last.0, 204, "{}\n{}", last.1, s.log());
+    assert_eq!(count().await, 2, "the key's rows are in the new table, once\n{}", s.log());
+    assert_eq!(post(&write, &key, good).0, 204);
+    assert_eq!(count().await, 2, "and a retry there writes nothing twice");
+    // Only the leaf dropped: a request without a key is answered "retry"
+    // (503), never "rejected", and its retry makes the partition again.
+    let leaf: String = c
+        .query_one(
+            "SELECT relid::regclass::text FROM pg_partition_tree('cpu') WHERE isleaf AND relid::regclass::text LIKE '%20231114'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    c.batch_execute(&format!("DROP TABLE {leaf}")).await.unwrap();
+    let mut answers = vec![post(&write, &[], good)];
+    while answers.last().unwrap().0 != 204 && answers.len() < 100 {
+        std::thread::sleep(Duration::from_millis(250));
+        answers.push(post(&write, &[], good));
+    }
+    assert!(answers.iter().all(|(status, _)| [204, 503].contains(status)), "{answers:?}");
+    assert_eq!(answers.last().unwrap().0, 204, "{answers:?}");
+    assert_eq!(count().await, 2, "the retry's rows, in the new leaf\n{}", s.log());
+    let (code, log) = s.terminate();
+    assert_eq!(code, Some(143), "{log}");
+
+    c.batch_execute("DROP TABLE cpu").await.unwrap();
+    create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
+    let s = Server::start(&url, &[]);
+    let write = format!("{}/write?db=public", s.base);
+    assert_eq!(post(&write, &key, good).0, 204);
+    assert_eq!(post(&write, &key, good).0, 204);
+    assert_eq!(count().await, 2, "after a restart of chute serve too\n{}", s.log());
+}

@@ -7,7 +7,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this chute writes and understands.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -86,7 +86,17 @@ CREATE TABLE IF NOT EXISTS chute.serve_requests (
     PRIMARY KEY (lane, key)
 );
 CREATE SEQUENCE IF NOT EXISTS chute.serve_offsets;
-INSERT INTO chute.meta VALUES ('schema_version', '5') ON CONFLICT (key) DO UPDATE SET value = '5';
+-- Version 6: the table a key was recorded for (its oid): a key of a table
+-- that was dropped since is forgotten, as the journal forgets its entries.
+-- Keys of version 5 get the table of their lane's name as it is now (a
+-- lane is 'serve ' and the table's name, then a hash for CSV and JSON lanes).
+ALTER TABLE chute.serve_requests ADD COLUMN IF NOT EXISTS rel oid;
+UPDATE chute.serve_requests r SET rel = to_regclass(t.name)::oid
+FROM (SELECT DISTINCT lane, substring(lane FROM
+        '^serve ((?:[a-z_][a-z0-9_]*|\"(?:[^\"]|\"\")+\")(?:[.](?:[a-z_][a-z0-9_]*|\"(?:[^\"]|\"\")+\"))?)(?: [0-9a-f]+)?$') AS name
+      FROM chute.serve_requests WHERE rel IS NULL) t
+WHERE r.lane = t.lane AND r.rel IS NULL;
+INSERT INTO chute.meta VALUES ('schema_version', '6') ON CONFLICT (key) DO UPDATE SET value = '6';
 ";
 
 /// Creates the schema when missing or older (every statement is idempotent,

@@ -188,6 +188,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         retry_for: spec.retry_for,
         in_flight: 0,
         vanished: Vec::new(),
+        service: spec.feed.is_some(),
         load_id: load_id.clone(),
         backfill: super::coordinator::backfill::Backfills::new(
             // A service answers each request at its commit: no row waits for a whole partition.

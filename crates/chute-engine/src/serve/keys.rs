@@ -22,6 +22,8 @@ use std::sync::Mutex;
 
 use tokio_postgres::Client;
 
+use chute_core::ident::QualifiedName;
+
 use super::ServeConfig;
 
 /// What is known of a key in one lane.
@@ -82,7 +84,7 @@ impl Keys {
         let mut c = self.client.lock().await;
         if c.as_ref().is_none_or(Client::is_closed) {
             let client = config.target.connect().await.map_err(|e| e.to_string())?;
-            // The schema's bootstrap makes chute.serve_requests (version 5).
+            // The schema's bootstrap makes chute.serve_requests (versions 5 and 6).
             crate::schema::ensure(&client).await.map_err(|e| e.to_string())?;
             *c = Some(client);
         }
@@ -103,24 +105,32 @@ impl Keys {
         .await
     }
 
-    /// The state of `key` in `lane`; a new key gets `start` (and the range
-    /// of `len` offsets from it) recorded.
+    /// The state of `key` in the lane `id` of `table`; a new key gets `start` (and the range
+    /// of `len` offsets from it) recorded, with the oid `table` has now. A
+    /// key recorded for a table of that name that was dropped since is
+    /// forgotten first: its rows went with that table, so the request is
+    /// new to this one (as the journal forgets a dropped table's entries).
     pub(crate) async fn lookup(
         &self,
         config: &ServeConfig,
-        lane: &str,
+        (id, table, generation): (&str, &QualifiedName, u64),
         key: &str,
         start: u64,
         len: u64,
-        generation: u64,
     ) -> Result<KeyState, String> {
         let owner = self.owner.clone();
+        let (table, generation) = (table.quoted(), generation as i64);
         self.with_client(config, async |c| {
+            c.execute(
+                "DELETE FROM chute.serve_requests WHERE lane = $1 AND key = $2 AND rel IS NOT NULL AND rel IS DISTINCT FROM to_regclass($3)::oid",
+                &[&id, &key, &table],
+            )
+            .await?;
             let inserted = c
                 .execute(
-                    "INSERT INTO chute.serve_requests (lane, key, start_offset, end_offset, owner, generation)
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (lane, key) DO NOTHING",
-                    &[&lane, &key, &(start as i64), &((start + len) as i64), &owner, &(generation as i64)],
+                    "INSERT INTO chute.serve_requests (lane, key, start_offset, end_offset, owner, generation, rel)
+                     VALUES ($1, $2, $3, $4, $5, $6, to_regclass($7)::oid) ON CONFLICT (lane, key) DO NOTHING",
+                    &[&id, &key, &(start as i64), &((start + len) as i64), &owner, &generation, &table],
                 )
                 .await?;
             if inserted == 1 {
@@ -129,7 +139,7 @@ impl Keys {
             let r = c
                 .query_one(
                     "SELECT start_offset, owner, generation, status, answer FROM chute.serve_requests WHERE lane = $1 AND key = $2",
-                    &[&lane, &key],
+                    &[&id, &key],
                 )
                 .await?;
             Ok(match (r.get::<_, Option<i32>>(3), r.get::<_, Option<String>>(4)) {

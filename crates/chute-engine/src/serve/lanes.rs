@@ -39,6 +39,8 @@ pub(crate) enum TableFormat {
 pub(crate) struct Lane {
     /// The lane's load id in the journal (see `keys`).
     pub id: String,
+    /// The table it loads.
+    pub table: QualifiedName,
     /// Line protocol lanes: the columns rows are written in (time first).
     pub columns: Vec<LaneColumn>,
     tx: flume::Sender<Chunk>,
@@ -218,6 +220,7 @@ impl Lanes {
         let cancel = Arc::new(std::sync::Mutex::new(Arc::new(AtomicBool::new(false))));
         let lane = Arc::new(Lane {
             id,
+            table: table.clone(),
             columns,
             tx,
             next_offset: AtomicU64::new(base),

@@ -56,7 +56,8 @@ pub(crate) async fn submit_and_answer(
             let (mut start, _) = p.lane.offsets(len);
             if let Some(k) = key {
                 held.push(keys.hold(&p.lane.id, k).await);
-                let looked = patiently(deadline, || keys.lookup(&s.config, &p.lane.id, k, start, len, p.lane.generation())).await;
+                let looked =
+                    patiently(deadline, || keys.lookup(&s.config, (&p.lane.id, &p.lane.table, p.lane.generation()), k, start, len)).await;
                 match looked {
                     Err(e) => return super::unavailable(&format!("cannot record the Idempotency-Key: {e}")),
                     Ok(KeyState::New) => {}
@@ -115,7 +116,8 @@ pub(crate) async fn submit_and_answer(
         if done.status == AckStatus::Failed {
             return super::unavailable(
                 "not every row of the request could be committed (PostgreSQL was unreachable for longer than --retry-for, \
-                 or the service is stopping): retry with the same Idempotency-Key",
+                 a partition was dropped while its rows were on their way, or the service is stopping): \
+                 retry with the same Idempotency-Key",
             );
         }
         committed = done.rows_committed + done.rows_skipped;

@@ -77,6 +77,10 @@ pub(crate) struct Coordinator {
     pub(crate) in_flight: usize,
     /// Batch parts whose leaf vanished, waiting to be routed again.
     pub(crate) vanished: Vec<BatchPart>,
+    /// A service's load (a feed): its rows' acknowledgements answer callers,
+    /// who can send a row again, where a file load's user runs the command
+    /// again (see `reroute`).
+    pub(crate) service: bool,
     /// The journaled load whose lock the control connection holds (see `claim`).
     pub(crate) load_id: Option<String>,
     /// Partitions filled before they are attached (see `backfill`).

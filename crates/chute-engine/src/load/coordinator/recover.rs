@@ -139,7 +139,10 @@ impl Coordinator {
     /// the reason (past retention, most often: `partition maintain` dropped
     /// the leaf). A row whose partition is simply gone is refused rather than
     /// given a new one in this run; it is not journaled, so running the same
-    /// command again loads it into a new partition.
+    /// command again loads it into a new partition. In a service's load it
+    /// fails its acknowledgement instead (the caller is answered "retry",
+    /// and its retry is routed afresh and makes the partition): a refusal
+    /// would answer "rejected" to a row that is fine.
     pub(crate) async fn reroute_vanished(&mut self) -> Result<(), LoadError> {
         let parts = std::mem::take(&mut self.vanished);
         let mut tables: Vec<u16> = parts.iter().map(|p| p.table).collect();
@@ -188,6 +191,8 @@ impl Coordinator {
                         None => into.push(row, &raw, line, input),
                     }
                 }
+                // Its share is dropped unsettled: the acknowledgement fails.
+                Routed::Missing { .. } if self.service && ack.is_some() => drop(ack),
                 Routed::Missing { .. } => self.reject(Reject {
                     input,
                     line,
