@@ -319,7 +319,7 @@ fn parse_parts<'a>(
         c.i += 1;
         check_key(&key, "field")?;
         let value = c.field_value(&key)?;
-        if fields[f0..].iter().any(|(k, _)| *k == key) || tags[t0..].iter().any(|(k, _)| *k == key) {
+        if fields[f0..].iter().any(|(k, _)| same_key(k, &key)) || tags[t0..].iter().any(|(k, _)| same_key(k, &key)) {
             return Err(format!("{key:?} appears twice in the line"));
         }
         fields.push((key, value));
@@ -338,6 +338,13 @@ fn parse_parts<'a>(
         Some(other) => return Err(format!("unexpected {:?} after the field set", other as char)),
     };
     Ok(Some((measurement, time_ns)))
+}
+
+/// Whether two keys of a line are the same. Keys of one line nearly always
+/// differ in length or in their last byte (`v1`, `v2`): those are compared
+/// before the bytes, which saves a call to `memcmp` per pair.
+fn same_key(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.as_bytes().last() == b.as_bytes().last() && a == b
 }
 
 fn check_key(key: &str, what: &str) -> Result<(), String> {

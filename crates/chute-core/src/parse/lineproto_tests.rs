@@ -222,3 +222,17 @@ proptest! {
         let _ = parse_line(&s, Precision::Seconds, 0);
     }
 }
+
+#[test]
+fn a_key_twice_in_a_line_is_refused_and_keys_alike_in_length_and_last_byte_are_not_the_same() {
+    for line in ["m v1=1,v1=2", "m,v1=a v1=2", "m a=1,b=2,a=3", "m,k=x a=1,k=2", r"m a\ b=1,a\ b=2"] {
+        assert!(err(line).contains("appears twice in the line"), "{line}: {}", err(line));
+    }
+    let l = one("m,a1=x b1=1,c1=2,v1=3,v2=4");
+    assert_eq!(l.fields.iter().map(|(k, _)| k.as_ref()).collect::<Vec<_>>(), ["b1", "c1", "v1", "v2"]);
+    // The same through the set of many lines (what chute serve parses with).
+    let mut set = LineSet::default();
+    let mut got = Vec::new();
+    parse_lines_into("m v1=1,v2=2\nm v1=1,v1=2\nm,v2=a v2=1\n", Precision::Nanoseconds, 0, &mut set, |n, r| got.push((n, r.is_ok())));
+    assert_eq!(got, [(1, true), (2, false), (3, false)], "the blank last line is no line");
+}

@@ -89,10 +89,10 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
     // Every line's tags and fields in two vectors: nothing is allocated per line.
     let mut set = LineSet::default();
     let mut by_table: BTreeMap<String, Vec<(u64, LineAt<'_>)>> = BTreeMap::new();
-    let big = text.len() >= OFF_RUNTIME_BYTES;
+    let big = text.len() >= TURN_BYTES;
     // Lines that can be rows: a line takes 6 bytes or more (`m f=1` and its end).
     let line_count = (memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1).min(text.len() / 6 + 1);
-    off_runtime(s, big, || {
+    in_turn(s, big, || {
         parse_lines_into(text, precision, now_ns, &mut set, |n, r| {
             total += 1;
             match r {
@@ -136,7 +136,7 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
         let first_line = line_of.len() as u64 + 1;
         let mut rows_out = ValueRows::default();
         let mut rows = 0u64;
-        off_runtime(s, big, || {
+        in_turn(s, big, || {
             let mut m = Matcher::new(&lane.columns);
             for (n, l) in &lines {
                 let tags = &set.tags[l.tags.clone()];
@@ -179,19 +179,20 @@ async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, bod
     submit_and_answer(s, parts, rejects, |row| lines.get(row as usize - 1).copied().unwrap_or(0), total, idempotency_key(headers)).await
 }
 
-/// Bodies at least this large are parsed off the runtime's worker threads.
-const OFF_RUNTIME_BYTES: usize = 16 << 10;
+/// Bodies at least this large wait for a turn to be parsed.
+const TURN_BYTES: usize = 16 << 10;
 
-/// Runs the CPU-bound part of a large request (`big`) with
-/// `block_in_place`: the runtime hands this worker's other tasks (the lanes'
-/// coordinators and COPY workers, other requests' I/O) to another worker
-/// thread, so they never queue behind a request's parsing; the OS shares
-/// the cores between them instead. Large requests take turns, one per core
-/// (`Shared::parse_slots`): the rest wait instead of each taking a thread.
-async fn off_runtime<T>(s: &Shared, big: bool, f: impl FnOnce() -> T) -> T {
+/// Runs the CPU-bound part of a large request (`big`) once it has one of
+/// the turns (`Shared::parse_slots`: one fewer than the cores, at least
+/// one), on this worker thread: so many large requests parse at once, and
+/// a worker thread is left for the lanes' coordinators and COPY workers
+/// and the other requests' I/O. This used to hand the worker's core to
+/// another thread (`block_in_place`): that doubled chute serve's context
+/// switches and cost about a tenth of its CPU, on cores it shares with
+/// PostgreSQL.
+async fn in_turn<T>(s: &Shared, big: bool, f: impl FnOnce() -> T) -> T {
     let _turn = if big { s.parse_slots.acquire().await.ok() } else { None };
-    let multi = tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if big && multi { tokio::task::block_in_place(f) } else { f() }
+    f()
 }
 
 /// Every tag and field of a measurement's lines, in order of appearance,

@@ -131,9 +131,8 @@ pub(crate) struct Shared {
     pub waiting: AtomicUsize,
     pub next_request: std::sync::atomic::AtomicU64,
     pub ready: tokio::sync::Mutex<(Instant, bool)>,
-    /// Large requests parse one per core at a time: the rest wait their
-    /// turn instead of each taking a thread of its own (100 clients made
-    /// 130 threads that time-sliced the 2 cores with PostgreSQL).
+    /// Large requests parse so many at a time (one fewer than the cores,
+    /// at least one): the rest wait their turn (see `influx::in_turn`).
     pub parse_slots: tokio::sync::Semaphore,
 }
 
@@ -191,7 +190,7 @@ pub async fn serve(
         waiting: AtomicUsize::new(0),
         next_request: Default::default(),
         ready: tokio::sync::Mutex::new((Instant::now() - Duration::from_secs(60), false)),
-        parse_slots: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())),
+        parse_slots: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()).saturating_sub(1).max(1)),
     });
     let app = Router::new()
         .route("/write", post(influx::write_v1))
