@@ -354,16 +354,32 @@ fn check_key(key: &str, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The timestamp in nanoseconds.
+/// The timestamp in nanoseconds: digits read in one pass (a non-digit
+/// anywhere makes it a bad timestamp, even after an overflow).
 fn timestamp(s: &str, precision: Precision) -> Result<i64, String> {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let (negative, digits) = match s.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, s),
+    };
+    let mut v: Option<i64> = Some(0);
+    let mut bad = digits.is_empty();
+    for b in digits.bytes() {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            bad = true;
+            break;
+        }
+        // Negative numbers are built downwards: i64::MIN has no positive twin.
+        v = v
+            .and_then(|v| v.checked_mul(10))
+            .and_then(|v| if negative { v.checked_sub(i64::from(d)) } else { v.checked_add(i64::from(d)) });
+    }
+    if bad {
         return Err(format!("bad timestamp {s:?} (expected an integer number of {})", unit_name(precision)));
     }
     let out_of_range =
         || format!("timestamp {s} is out of range (nanoseconds since 1970 must fit in 64 bits; precision {})", unit_name(precision));
-    let v: i64 = s.parse().map_err(|_| out_of_range())?;
-    v.checked_mul(precision.nanos()).ok_or_else(out_of_range)
+    v.and_then(|v| v.checked_mul(precision.nanos())).ok_or_else(out_of_range)
 }
 
 fn unit_name(p: Precision) -> &'static str {

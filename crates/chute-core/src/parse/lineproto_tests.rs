@@ -236,3 +236,41 @@ fn a_key_twice_in_a_line_is_refused_and_keys_alike_in_length_and_last_byte_are_n
     parse_lines_into("m v1=1,v2=2\nm v1=1,v1=2\nm,v2=a v2=1\n", Precision::Nanoseconds, 0, &mut set, |n, r| got.push((n, r.is_ok())));
     assert_eq!(got, [(1, true), (2, false), (3, false)], "the blank last line is no line");
 }
+
+/// The timestamp as it was read before it was read in one pass: checked digits, then `str::parse`.
+fn timestamp_by_parse(s: &str, precision: Precision) -> Result<i64, bool> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(true);
+    }
+    s.parse::<i64>().ok().and_then(|v| v.checked_mul(precision.nanos())).ok_or(false)
+}
+
+proptest! {
+    #[test]
+    fn timestamps_read_in_one_pass_are_those_str_parse_reads(
+        s in prop_oneof![
+            any::<i64>().prop_map(|v| v.to_string()),
+            "-?[0-9]{0,22}",
+            "-?[0-9x ]{0,6}",
+        ],
+        p in prop_oneof![Just(Precision::Nanoseconds), Just(Precision::Milliseconds), Just(Precision::Seconds), Just(Precision::Hours)],
+    ) {
+        let got = timestamp(&s, p).map_err(|e| e.starts_with("bad timestamp"));
+        prop_assert_eq!(got, timestamp_by_parse(&s, p));
+    }
+}
+
+#[test]
+fn the_ends_of_the_timestamp_range() {
+    assert_eq!(timestamp(&i64::MIN.to_string(), Precision::Nanoseconds), Ok(i64::MIN));
+    assert_eq!(timestamp(&i64::MAX.to_string(), Precision::Nanoseconds), Ok(i64::MAX));
+    assert!(timestamp("9223372036854775808", Precision::Nanoseconds).unwrap_err().contains("out of range"));
+    assert!(timestamp("-9223372036854775809", Precision::Nanoseconds).unwrap_err().contains("out of range"));
+    assert!(
+        timestamp("99999999999999999999x", Precision::Nanoseconds).unwrap_err().contains("bad timestamp"),
+        "a non-digit after an overflow"
+    );
+    assert!(timestamp("-", Precision::Nanoseconds).unwrap_err().contains("bad timestamp"));
+    assert!(timestamp("+5", Precision::Nanoseconds).unwrap_err().contains("bad timestamp"));
+}
