@@ -226,7 +226,12 @@ pub fn parse_lines_into<'a>(
 ) {
     let lines = memchr::memchr_iter(b'\n', body.as_bytes()).count() + 1;
     let mut sized = false;
-    for (i, raw) in body.split('\n').enumerate() {
+    let mut start = 0;
+    // Line ends by the memchr crate's search (`str::split` is a byte at a time on short lines).
+    let ends = memchr::memchr_iter(b'\n', body.as_bytes()).chain(std::iter::once(body.len()));
+    for (i, end) in ends.enumerate() {
+        let raw = &body[start..end];
+        start = end + 1;
         let text = raw.strip_suffix('\r').unwrap_or(raw);
         let (t0, f0) = (set.tags.len(), set.fields.len());
         match parse_line_into(text, precision, default_ns, &mut set.tags, &mut set.fields) {
@@ -280,6 +285,9 @@ fn parse_parts<'a>(
         return Ok(None);
     }
     let mut c = Cursor { s: trimmed, i: 0 };
+    // A bit per key of the line, by its length and last byte (see `key_bit`):
+    // only a key whose bit is taken is looked for among the others.
+    let mut seen = 0u64;
     let measurement = c.element(Stops::CommaSpace, b", ", "measurement")?;
     if measurement.is_empty() {
         return Err("the measurement name is missing".into());
@@ -299,6 +307,7 @@ fn parse_parts<'a>(
             return Err(format!("tag {key:?} has an empty value"));
         }
         check_key(&key, "tag")?;
+        seen |= key_bit(&key);
         tags.push((key, value));
     }
     if c.peek() != Some(b' ') {
@@ -319,9 +328,11 @@ fn parse_parts<'a>(
         c.i += 1;
         check_key(&key, "field")?;
         let value = c.field_value(&key)?;
-        if fields[f0..].iter().any(|(k, _)| same_key(k, &key)) || tags[t0..].iter().any(|(k, _)| same_key(k, &key)) {
+        let bit = key_bit(&key);
+        if seen & bit != 0 && (fields[f0..].iter().any(|(k, _)| same_key(k, &key)) || tags[t0..].iter().any(|(k, _)| same_key(k, &key))) {
             return Err(format!("{key:?} appears twice in the line"));
         }
+        seen |= bit;
         fields.push((key, value));
         match c.peek() {
             Some(b',') => c.i += 1,
@@ -347,50 +358,18 @@ fn same_key(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.as_bytes().last() == b.as_bytes().last() && a == b
 }
 
+/// One of 64 bits for a key, from its length and last byte: two keys that
+/// are the same have the same bit, and the keys of a line rarely share one.
+fn key_bit(key: &str) -> u64 {
+    let last = key.as_bytes().last().copied().unwrap_or(0);
+    1u64 << ((key.len().wrapping_mul(7) + usize::from(last)) & 63)
+}
+
 fn check_key(key: &str, what: &str) -> Result<(), String> {
     if key == "time" {
         return Err(format!("a {what} cannot be named \"time\": that is the timestamp"));
     }
     Ok(())
-}
-
-/// The timestamp in nanoseconds: digits read in one pass (a non-digit
-/// anywhere makes it a bad timestamp, even after an overflow).
-fn timestamp(s: &str, precision: Precision) -> Result<i64, String> {
-    let (negative, digits) = match s.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, s),
-    };
-    let mut v: Option<i64> = Some(0);
-    let mut bad = digits.is_empty();
-    for b in digits.bytes() {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            bad = true;
-            break;
-        }
-        // Negative numbers are built downwards: i64::MIN has no positive twin.
-        v = v
-            .and_then(|v| v.checked_mul(10))
-            .and_then(|v| if negative { v.checked_sub(i64::from(d)) } else { v.checked_add(i64::from(d)) });
-    }
-    if bad {
-        return Err(format!("bad timestamp {s:?} (expected an integer number of {})", unit_name(precision)));
-    }
-    let out_of_range =
-        || format!("timestamp {s} is out of range (nanoseconds since 1970 must fit in 64 bits; precision {})", unit_name(precision));
-    v.and_then(|v| v.checked_mul(precision.nanos())).ok_or_else(out_of_range)
-}
-
-fn unit_name(p: Precision) -> &'static str {
-    match p {
-        Precision::Nanoseconds => "nanoseconds",
-        Precision::Microseconds => "microseconds",
-        Precision::Milliseconds => "milliseconds",
-        Precision::Seconds => "seconds",
-        Precision::Minutes => "minutes",
-        Precision::Hours => "hours",
-    }
 }
 
 /// The unescaped bytes an element ends at.
@@ -557,34 +536,6 @@ fn unescape_string(raw: &str) -> String {
     out
 }
 
-/// A number or a boolean.
-fn field_scalar(raw: &str) -> Option<FieldValue<'static>> {
-    match raw {
-        "t" | "T" | "true" | "True" | "TRUE" => return Some(FieldValue::Bool(true)),
-        "f" | "F" | "false" | "False" | "FALSE" => return Some(FieldValue::Bool(false)),
-        _ => {}
-    }
-    if let Some(n) = raw.strip_suffix('i') {
-        return integer_text(n).then(|| n.parse().ok().map(FieldValue::Int)).flatten();
-    }
-    if let Some(n) = raw.strip_suffix('u') {
-        return (!n.starts_with('-') && integer_text(n)).then(|| n.parse().ok().map(FieldValue::UInt)).flatten();
-    }
-    // Only decimal numbers: Rust's parser would also take "inf" and "NaN".
-    let ok = !raw.is_empty()
-        && raw.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
-        && raw.bytes().any(|b| b.is_ascii_digit());
-    if !ok {
-        return None;
-    }
-    raw.parse::<f64>().ok().filter(|f| f.is_finite()).map(FieldValue::Float)
-}
-
-fn integer_text(n: &str) -> bool {
-    let d = n.strip_prefix('-').unwrap_or(n);
-    !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
-}
-
 /// Writes `line` as line protocol (timestamp in nanoseconds), escaping what
 /// must be: parsing the output gives `line` back.
 pub fn write_line(line: &Line<'_>, out: &mut String) {
@@ -638,6 +589,12 @@ fn escape_into(s: &str, special: &[u8], out: &mut String) {
         out.push(ch);
     }
 }
+
+#[path = "lineproto_values.rs"]
+mod values;
+use values::{field_scalar, timestamp};
+#[cfg(test)]
+use values::{field_scalar_in_full, simple_decimal};
 
 #[cfg(test)]
 #[path = "lineproto_tests.rs"]

@@ -274,3 +274,56 @@ fn the_ends_of_the_timestamp_range() {
     assert!(timestamp("-", Precision::Nanoseconds).unwrap_err().contains("bad timestamp"));
     assert!(timestamp("+5", Precision::Nanoseconds).unwrap_err().contains("bad timestamp"));
 }
+
+proptest! {
+    /// The fast path gives what `str::parse` gives, to the bit, and the same
+    /// value the full reading gives, whatever the text.
+    #[test]
+    fn plain_decimals_read_as_str_parse_reads_them(
+        s in prop_oneof![
+            "-?[0-9]{0,20}([.][0-9]{0,25})?",
+            any::<f64>().prop_map(|f| f.to_string()),
+            any::<f64>().prop_map(|f| format!("{f:?}")),
+            (any::<i64>(), 0u32..24).prop_map(|(m, k)| format!("{}.{:0>width$}", m / 10i64.pow(k.min(18)), (m % 10i64.pow(k.min(18))).unsigned_abs(), width = k.min(18) as usize)),
+        ],
+    ) {
+        if let Some(v) = simple_decimal(s.as_bytes()) {
+            let want: f64 = s.parse().expect("a decimal str::parse reads");
+            prop_assert_eq!(v.to_bits(), want.to_bits(), "{}", s);
+        }
+        prop_assert_eq!(field_scalar(&s), field_scalar_in_full(&s), "{}", s);
+    }
+
+    #[test]
+    fn any_field_text_reads_as_the_full_reading_does(s in "[-+.0-9eEiutrufalsTRUEFALSnNIf_x ]{0,12}") {
+        prop_assert_eq!(field_scalar(&s), field_scalar_in_full(&s), "{}", s);
+    }
+}
+
+#[test]
+fn the_edges_of_the_plain_decimal_fast_path() {
+    for s in [
+        "9007199254740992",
+        "9007199254740993",
+        "0.1",
+        "-0.0",
+        "1.",
+        ".5",
+        "-.5",
+        "0.0000000000000000000001",
+        "123456789012345678901",
+        "1e5",
+        "+1",
+    ] {
+        let full = field_scalar_in_full(s);
+        assert_eq!(field_scalar(s), full, "{s}");
+        if let Some(v) = simple_decimal(s.as_bytes()) {
+            assert_eq!(v.to_bits(), s.parse::<f64>().unwrap().to_bits(), "{s}");
+        }
+    }
+    assert!(simple_decimal(b"9007199254740993").is_none(), "over 2^53: parsed in full");
+    assert!(simple_decimal(b"-0.0").unwrap().is_sign_negative());
+    for s in [".", "-", "", "1.2.3", "--1", "1-"] {
+        assert_eq!(simple_decimal(s.as_bytes()), None, "{s}");
+    }
+}
