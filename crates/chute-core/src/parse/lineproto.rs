@@ -502,6 +502,11 @@ impl<'a> Cursor<'a> {
             return Ok(FieldValue::Str(Cow::Owned(unescape_string(raw))));
         }
         let start = self.i;
+        // Nearly every value: read as it is scanned.
+        if let Some((v, len)) = values::plain_decimal_at(&b[start..]) {
+            self.i += len;
+            return Ok(FieldValue::Float(v));
+        }
         while let Some(&c) = b.get(self.i) {
             if c == b',' || c == b' ' {
                 break;
@@ -594,7 +599,7 @@ fn escape_into(s: &str, special: &[u8], out: &mut String) {
 mod values;
 use values::{field_scalar, timestamp};
 #[cfg(test)]
-use values::{field_scalar_in_full, simple_decimal};
+use values::{field_scalar_in_full, plain_decimal_at, simple_decimal};
 
 #[cfg(test)]
 #[path = "lineproto_tests.rs"]

@@ -327,3 +327,19 @@ fn the_edges_of_the_plain_decimal_fast_path() {
         assert_eq!(simple_decimal(s.as_bytes()), None, "{s}");
     }
 }
+
+proptest! {
+    /// A plain decimal read where it stands in a line is the field read alone.
+    #[test]
+    fn decimals_read_in_place_are_those_read_alone(v in "-?[0-9]{0,20}([.][0-9]{0,25})?", end in prop_oneof![Just(""), Just(","), Just(" "), Just("x")]) {
+        let text = format!("{v}{end}");
+        match plain_decimal_at(text.as_bytes()) {
+            Some((f, len)) => {
+                prop_assert_eq!(len, v.len());
+                prop_assert_eq!(Some(f.to_bits()), simple_decimal(v.as_bytes()).map(f64::to_bits));
+                prop_assert!(end != "x");
+            }
+            None => prop_assert!(end == "x" || simple_decimal(v.as_bytes()).is_none()),
+        }
+    }
+}

@@ -62,12 +62,16 @@ const EXACT_POWERS_OF_TEN: [f64; 23] =
 /// gives (this is its own fast path, without its general parsing). `None`
 /// for anything else, which is parsed in full.
 pub(super) fn simple_decimal(b: &[u8]) -> Option<f64> {
-    let (negative, digits) = match b.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, b),
-    };
+    plain_decimal_at(b).filter(|(_, n)| *n == b.len()).map(|(v, _)| v)
+}
+
+/// A plain decimal (see `simple_decimal`) at the start of `b`, up to the
+/// end, a comma or a space: its value and length. `None` when another byte
+/// comes first or it is not plain: the field is then read in full.
+pub(super) fn plain_decimal_at(b: &[u8]) -> Option<(f64, usize)> {
+    let (negative, mut i) = if b.first() == Some(&b'-') { (true, 1) } else { (false, 0) };
     let (mut w, mut count, mut after, mut point) = (0u64, 0u32, 0usize, false);
-    for &c in digits {
+    while let Some(&c) = b.get(i) {
         let d = c.wrapping_sub(b'0');
         if d <= 9 {
             if count == 19 {
@@ -78,15 +82,18 @@ pub(super) fn simple_decimal(b: &[u8]) -> Option<f64> {
             after += usize::from(point);
         } else if c == b'.' && !point {
             point = true;
+        } else if c == b',' || c == b' ' {
+            break;
         } else {
             return None;
         }
+        i += 1;
     }
     if count == 0 || w > 1 << 53 || after >= EXACT_POWERS_OF_TEN.len() {
         return None;
     }
     let v = w as f64 / EXACT_POWERS_OF_TEN[after];
-    Some(if negative { -v } else { v })
+    Some((if negative { -v } else { v }, i))
 }
 
 /// A number or a boolean, read without a fast path.
