@@ -599,7 +599,7 @@ fn escape_into(s: &str, special: &[u8], out: &mut String) {
 mod values;
 use values::{field_scalar, timestamp};
 #[cfg(test)]
-use values::{field_scalar_in_full, plain_decimal_at, simple_decimal};
+use values::{plain_decimal_at, simple_decimal};
 
 #[cfg(test)]
 #[path = "lineproto_tests.rs"]

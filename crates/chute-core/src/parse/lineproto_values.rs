@@ -43,14 +43,6 @@ fn unit_name(p: Precision) -> &'static str {
     }
 }
 
-/// A number or a boolean.
-pub(super) fn field_scalar(raw: &str) -> Option<FieldValue<'static>> {
-    if let Some(f) = simple_decimal(raw.as_bytes()) {
-        return Some(FieldValue::Float(f));
-    }
-    field_scalar_in_full(raw)
-}
-
 /// Powers of ten that are exact doubles.
 const EXACT_POWERS_OF_TEN: [f64; 23] =
     [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22];
@@ -61,6 +53,7 @@ const EXACT_POWERS_OF_TEN: [f64; 23] =
 /// division gives the correctly rounded value, the one `str::parse::<f64>`
 /// gives (this is its own fast path, without its general parsing). `None`
 /// for anything else, which is parsed in full.
+#[cfg(test)]
 pub(super) fn simple_decimal(b: &[u8]) -> Option<f64> {
     plain_decimal_at(b).filter(|(_, n)| *n == b.len()).map(|(v, _)| v)
 }
@@ -96,8 +89,8 @@ pub(super) fn plain_decimal_at(b: &[u8]) -> Option<(f64, usize)> {
     Some((if negative { -v } else { v }, i))
 }
 
-/// A number or a boolean, read without a fast path.
-pub(super) fn field_scalar_in_full(raw: &str) -> Option<FieldValue<'static>> {
+/// A number or a boolean, read in full (what `plain_decimal_at` does not read).
+pub(super) fn field_scalar(raw: &str) -> Option<FieldValue<'static>> {
     match raw {
         "t" | "T" | "true" | "True" | "TRUE" => return Some(FieldValue::Bool(true)),
         "f" | "F" | "false" | "False" | "FALSE" => return Some(FieldValue::Bool(false)),
