@@ -88,14 +88,22 @@ CREATE TABLE IF NOT EXISTS chute.serve_requests (
 CREATE SEQUENCE IF NOT EXISTS chute.serve_offsets;
 -- Version 6: the table a key was recorded for (its oid): a key of a table
 -- that was dropped since is forgotten, as the journal forgets its entries.
--- Keys of version 5 get the table of their lane's name as it is now (a
--- lane is 'serve ' and the table's name, then a hash for CSV and JSON lanes).
+-- A key of version 5 is kept, with the table of its lane's name (a lane is
+-- 'serve ' and the table's name, then a hash for CSV and JSON lanes), only
+-- when the journal shows rows of its offsets in a leaf that is still there
+-- as it was (same relfilenode): its rows are in that table. Any other key
+-- of version 5 wrote nothing that is still there, and is forgotten: a
+-- retry writes its rows (into the table of that name now).
 ALTER TABLE chute.serve_requests ADD COLUMN IF NOT EXISTS rel oid;
 UPDATE chute.serve_requests r SET rel = to_regclass(t.name)::oid
 FROM (SELECT DISTINCT lane, substring(lane FROM
         '^serve ((?:[a-z_][a-z0-9_]*|\"(?:[^\"]|\"\")+\")(?:[.](?:[a-z_][a-z0-9_]*|\"(?:[^\"]|\"\")+\"))?)(?: [0-9a-f]+)?$') AS name
       FROM chute.serve_requests WHERE rel IS NULL) t
-WHERE r.lane = t.lane AND r.rel IS NULL;
+WHERE r.lane = t.lane AND r.rel IS NULL
+  AND EXISTS (SELECT 1 FROM chute.load_journal j JOIN pg_class c ON c.oid = j.rel AND c.relfilenode = j.relfilenode
+              CROSS JOIN LATERAL unnest(j.starts, j.ends) AS u(s, e)
+              WHERE j.load_id = r.lane AND u.s < r.end_offset AND u.e > r.start_offset);
+DELETE FROM chute.serve_requests WHERE rel IS NULL;
 INSERT INTO chute.meta VALUES ('schema_version', '6') ON CONFLICT (key) DO UPDATE SET value = '6';
 ";
 
