@@ -122,7 +122,7 @@ impl Keys {
         let (table, generation) = (table.quoted(), generation as i64);
         self.with_client(config, async |c| {
             c.execute(
-                "DELETE FROM chute.serve_requests WHERE lane = $1 AND key = $2 AND rel IS NOT NULL AND rel IS DISTINCT FROM to_regclass($3)::oid",
+                "DELETE FROM chute.serve_requests WHERE lane = $1 AND key = $2 AND rel IS DISTINCT FROM to_regclass($3)::oid",
                 &[&id, &key, &table],
             )
             .await?;
