@@ -224,7 +224,6 @@ pub fn parse_lines_into<'a>(
     set: &mut LineSet<'a>,
     mut each: impl FnMut(u64, Result<LineAt<'a>, String>),
 ) {
-    let lines = memchr::memchr_iter(b'\n', body.as_bytes()).count() + 1;
     let mut sized = false;
     let mut start = 0;
     // Line ends by the memchr crate's search (`str::split` is a byte at a time on short lines).
@@ -238,11 +237,12 @@ pub fn parse_lines_into<'a>(
             Ok(None) => {}
             Ok(Some((measurement, time_ns))) => {
                 if !sized {
-                    // Room for the other lines, if they are like the first: the vectors grow once.
-                    // Never more than the body can hold (a tag or field takes 4 bytes or more),
-                    // whatever the first line looks like.
+                    // Room for the rest of the body, if its lines are like this one (estimated
+                    // from this line's length: the body is not read twice): the vectors grow
+                    // once. Never more than the body can hold (a tag or field takes 4 bytes or
+                    // more), whatever the first line looks like.
                     sized = true;
-                    let (rest, most) = (lines - i, body.len() / 4);
+                    let (rest, most) = ((body.len() + 1 - start) / (raw.len() + 1) + 1, body.len() / 4);
                     set.tags.reserve((rest * (set.tags.len() - t0)).min(most));
                     set.fields.reserve((rest * (set.fields.len() - f0)).min(most));
                 }

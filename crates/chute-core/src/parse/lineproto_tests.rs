@@ -162,7 +162,8 @@ fn a_wide_first_line_does_not_size_the_set_past_what_the_body_holds() {
     });
     assert_eq!(n, 100_001);
     assert_eq!(set.fields.len(), 2000 + 100_000);
-    assert!(set.fields.capacity() <= body.len() / 4 + 2000, "{} entries for a body of {} bytes", set.fields.capacity(), body.len());
+    // What the body can hold, and at most as much again from growing past an estimate.
+    assert!(set.fields.capacity() <= 2 * (body.len() / 4 + 2000), "{} entries for a body of {} bytes", set.fields.capacity(), body.len());
 }
 
 fn name() -> impl Strategy<Value = String> {
