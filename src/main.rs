@@ -11,8 +11,6 @@ mod settings;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 /// Exit codes, documented in `--help`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -30,7 +28,7 @@ pub enum Outcome {
 }
 
 fn main() -> ExitCode {
-    let args = args::Cli::parse();
+    let args = args::Cli::parse_with_book();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
