@@ -17,6 +17,8 @@ mod cluster;
 mod conninfo;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/docs_links.rs"]
+mod docs_links;
 #[path = "cli/doctor.rs"]
 mod doctor;
 #[path = "cli/exactly_once.rs"]
