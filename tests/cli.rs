@@ -11,6 +11,8 @@ mod backfill;
 mod basics;
 #[path = "cli/bench.rs"]
 mod bench;
+#[path = "cli/bench_report.rs"]
+mod bench_report;
 #[path = "cli/cluster.rs"]
 mod cluster;
 #[path = "cli/conninfo.rs"]

@@ -203,3 +203,39 @@ fn the_link_checker_finds_what_is_broken() {
     assert!(broken[1].contains("(../a.md#no-such-heading): docs/a.md has no heading with the anchor #no-such-heading"), "{broken:#?}");
     assert!(broken[2].starts_with("docs/sub/b.md line 6: (../../../outside.md)"), "{broken:#?}");
 }
+
+/// The charts and run outputs committed under docs/ name no directory of the
+/// machine that made them (`chute bench` and `chute simulate` name runs by
+/// their directory's name; the bench scripts run them by name). The run logs
+/// (docs/benchmarks/history.md) quote paths as they were, and stay as written.
+#[test]
+fn no_chart_or_run_output_in_the_docs_holds_a_machine_path() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut todo = vec![root.join("docs")];
+    let mut found = Vec::new();
+    let mut checked = 0;
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                if path != root.join("docs/book") {
+                    todo.push(path);
+                }
+                continue;
+            }
+            let ext = path.extension().and_then(|x| x.to_str()).unwrap_or("");
+            if !["svg", "csv", "md", "html"].contains(&ext) || path.ends_with("docs/benchmarks/history.md") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            checked += 1;
+            for machine in ["/tmp/", "/root/", "/home/", "/work/"] {
+                if text.contains(machine) {
+                    found.push(format!("{} holds {machine}…", path.strip_prefix(root).unwrap().display()));
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} files checked");
+    assert!(found.is_empty(), "machine paths in the docs (regenerate with the script that made them):\n{}", found.join("\n"));
+}
