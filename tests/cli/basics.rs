@@ -65,7 +65,7 @@ fn every_help_ends_with_its_page_of_the_book() {
     assert!(commands.len() >= 12, "{commands:?}");
     let mut todo: Vec<(Vec<String>, String)> = Vec::new();
     for c in commands {
-        let page = page_of(&[c.clone()], "--help");
+        let page = page_of(std::slice::from_ref(&c), "--help");
         assert_ne!(page, "docs/README.md", "chute {c} has no page of its own in the book (src/args/book.rs)");
         todo.push((vec![c], page));
     }
