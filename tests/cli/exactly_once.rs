@@ -384,3 +384,50 @@ async fn tsbs_tables_are_each_checked_on_reload() {
     assert_eq!(summary_value(&out, "rows loaded"), "20000", "{out}");
     assert_eq!(iot_rows(&c).await, first);
 }
+
+/// A run that waited for another run of its load reads the partitions as
+/// they are after that run: the partitions the first run made hold rows the
+/// journal says are committed, and the waiting run skips them all. (It read
+/// the tree before waiting, and the rows of partitions it had not seen were
+/// loaded again: 2x the rows.)
+#[tokio::test]
+async fn a_run_that_waited_skips_what_the_other_run_loaded_into_new_partitions() {
+    let db = shared().fresh_db("once_wait_new").await;
+    let url = db.url();
+    let c = db.client().await;
+    create_time_partitioned(&url, "t6", "id int, time timestamptz", "1 hour", &[]);
+    let before: i64 = c.query_one("SELECT count(*) FROM pg_inherits WHERE inhparent = 't6'::regclass", &[]).await.unwrap().get(0);
+    let dir = open_tempdir();
+    write_csv(&dir.path().join("c.csv"), 100_000);
+    for backfill in ["auto", "off"] {
+        c.batch_execute("TRUNCATE t6; DELETE FROM chute.load_journal; DELETE FROM chute.loads").await.ok();
+        let cmd = |extra: &[&str]| {
+            let mut cmd = chute_in(dir.path(), &["--url", &url, "load", "t6", "c.csv", "--backfill", backfill, "--batch-mb", "1"]);
+            cmd.args(extra.to_vec()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd
+        };
+        // Our lock holds the first run before it makes a partition: a new partition's ATTACH needs it.
+        let mut holder = db.client().await;
+        let txn = holder.transaction().await.unwrap();
+        txn.batch_execute("LOCK TABLE t6 IN SHARE UPDATE EXCLUSIVE MODE").await.unwrap();
+        let first = cmd(&[]).spawn().unwrap();
+        until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER})"), "the first run's lock").await;
+        // The second run reads the tree as it is now, then queues for the load.
+        let second = cmd(&["--wait"]).spawn().unwrap();
+        until(
+            &c,
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND NOT granted)",
+            "the second run to queue",
+        )
+        .await;
+        txn.commit().await.unwrap();
+        let (first, second) = (wait_for(first, 300, "the first run"), wait_for(second, 300, "the waiting run"));
+        assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+        assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+        let made: i64 = c.query_one("SELECT count(*) FROM pg_inherits WHERE inhparent = 't6'::regclass", &[]).await.unwrap().get(0);
+        assert!(made > before, "the first run made no partition ({made}): the case is not tested");
+        assert_eq!(summary_value(&text(&second.stdout), "rows loaded"), "0", "--backfill {backfill}:\n{}", text(&second.stdout));
+        assert_eq!(counts(&c, "t6").await, (100_000, 100_000), "--backfill {backfill}");
+        assert!(!text(&second.stderr).contains("could not be backfilled"), "{}", text(&second.stderr));
+    }
+}

@@ -55,8 +55,17 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         format!("{:x}", super::journal::stable_hash(&[&std::process::id().to_string(), &format!("{:?}", std::time::SystemTime::now())]));
     if let Some(id) = &load_id {
         let described: Vec<String> = spec.inputs.iter().map(|i| i.display_name()).collect();
-        let mut committed =
-            recover::open_journal(&spec, &mut control, id, &prepared.summary_table, &described.join(", "), &nonce, progress).await?;
+        let mut committed = recover::open_journal(
+            &spec,
+            &mut control,
+            &prepared.tables,
+            id,
+            &prepared.summary_table,
+            &described.join(", "),
+            &nonce,
+            progress,
+        )
+        .await?;
         if let Some(d) = &mut distributed {
             d.open_journals(&control, &spec, id, (&prepared.summary_table, &described.join(", "), &nonce), &mut committed, progress)
                 .await?;

@@ -43,9 +43,17 @@ pub(crate) async fn set_up(spec: &LoadSpec, progress: &mut dyn LoadProgress) -> 
 /// Takes the load's lock (see `claim`), registers the load in the journal
 /// and reads what earlier runs committed, reconnecting `control` when the
 /// connection is lost.
+///
+/// The partition trees are read again once the lock is held: the ones read
+/// at set-up may be older than the lock (another run of this load may have
+/// been making partitions and committing rows into them until a moment ago,
+/// while this run waited with `--wait` or just before it asked), and what
+/// earlier runs committed is matched to the leaves of the tree this run
+/// routes with.
 pub(crate) async fn open_journal(
     spec: &LoadSpec,
     control: &mut Client,
+    tables: &[std::sync::Arc<super::super::routing::Routing>],
     id: &str,
     table: &str,
     inputs: &str,
@@ -58,10 +66,14 @@ pub(crate) async fn open_journal(
             *control = retry::connect(&spec.target, spec.retry_for, |_| {}).await?;
         }
         // The load's lock goes with the connection: taken on each new one.
-        let opened = match super::super::claim::acquire(control, id, spec.wait, progress).await {
-            Ok(()) => journal::open(control, id, table, inputs, spec.inputs.len().max(1), owner).await,
-            Err(e) => Err(e),
-        };
+        let opened = async {
+            super::super::claim::acquire(control, id, spec.wait, progress).await?;
+            for t in tables.iter().filter(|t| matches!(t.mode, super::super::routing::RouteMode::Tree(_))) {
+                reread_tree(control, t).await?;
+            }
+            journal::open(control, id, table, inputs, spec.inputs.len().max(1), owner).await
+        }
+        .await;
         match opened {
             Ok(c) => return Ok(c),
             Err(e) if e.connection_lost() || control.is_closed() => {

@@ -123,7 +123,27 @@ enum Failure {
 
 impl From<tokio_postgres::Error> for Failure {
     fn from(e: tokio_postgres::Error) -> Self {
-        if retry::transient(&e) { Failure::Transient(e) } else { Failure::Refused(crate::exec::describe(&e).to_string()) }
+        if retry::transient(&e) {
+            Failure::Transient(e)
+        } else if name_taken(&e) {
+            Failure::Refused("another session made a table of that name first".into())
+        } else {
+            Failure::Refused(crate::exec::describe(&e).to_string())
+        }
+    }
+}
+
+/// The partition's name was taken by another session: a table that exists
+/// (42P07), or one being made at the same moment, which the server reports
+/// as a unique violation in its own catalogs once the other one commits.
+fn name_taken(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    match e.as_db_error() {
+        Some(db) if *db.code() == SqlState::DUPLICATE_TABLE => true,
+        Some(db) if *db.code() == SqlState::UNIQUE_VIOLATION => {
+            matches!(db.constraint(), Some("pg_type_typname_nsp_index" | "pg_class_relname_nsp_index"))
+        }
+        _ => false,
     }
 }
 
