@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 mod load;
 mod partition;
 mod serve;
+pub mod values;
 
 pub use load::*;
 pub use partition::*;

@@ -231,7 +231,7 @@ async fn records_larger_than_the_memory_budget_are_refused_not_held() {
     assert_eq!(comments.len(), 3, "{comments:?}");
     for (comment, line) in comments.iter().zip(&big_lines) {
         assert!(comment.contains(&format!("big.csv:{line}: the record is 60.")), "{comment}");
-        assert!(comment.contains("raise --memory-mb to at least 241"), "{comment}");
+        assert!(comment.contains("raise --memory-mb to at least 241 MiB"), "{comment}");
     }
     // Each refused record is in the reject file whole, after its comment line.
     for record in &big_records {

@@ -86,6 +86,19 @@ pub(crate) fn target_key(name: &str, text: bool) -> String {
     if text { format!("{name}{TEXT_SUFFIX}") } else { name.to_owned() }
 }
 
+/// A load as `chute.loads` records it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry<'a> {
+    pub load_id: &'a str,
+    /// The table (or tables) it loads, as people read them.
+    pub table: &'a str,
+    /// Its inputs, as people read them.
+    pub inputs: &'a str,
+    pub n_inputs: usize,
+    /// This run's token (see `claim`).
+    pub owner: &'a str,
+}
+
 /// Registers the load (or finds its earlier runs), makes `owner` (this run)
 /// the one run that may commit to it (see `claim`), and reads what earlier
 /// runs committed.
@@ -98,20 +111,14 @@ pub(crate) fn target_key(name: &str, text: bool) -> String {
 /// ALTER TABLE) may or may not hold its rows, so the load is refused rather
 /// than guessed at. A partitioned parent (`--via-parent`) has no storage of
 /// its own: an empty parent with committed entries counts as truncated.
-pub(crate) async fn open(
-    client: &Client,
-    load_id: &str,
-    table: &str,
-    inputs: &str,
-    n_inputs: usize,
-    owner: &str,
-) -> Result<Committed, LoadError> {
+pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed, LoadError> {
+    let Entry { load_id, table, inputs, n_inputs, owner } = *entry;
     let missing =
         crate::privilege::journal_missing(client).await.map_err(|e| LoadError::sql("reading the role's privileges on schema chute", e))?;
     if let Some(missing) = missing {
         return Err(LoadError::Setup(missing));
     }
-    crate::schema::ensure(client).await.map_err(|e| LoadError::Setup(e.to_string()))?;
+    crate::schema::ensure(client).await?;
     client
         .execute(
             "INSERT INTO chute.loads (load_id, table_name, inputs, owner) VALUES ($1, $2, $3, $4)
@@ -309,6 +316,51 @@ pub async fn forget_done_before(client: &Client, age: std::time::Duration) -> Re
         .await
         .map_err(|e| LoadError::sql("deleting from chute.loads", e))?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// What the journals of this server and of its data nodes (scale-out) say:
+/// a distributed load's rows are journaled on the nodes that hold them, so
+/// each load's figures are summed over every server. A node that cannot be
+/// reached is left out and named in the second value.
+pub async fn list_everywhere(client: &Client, load_id: Option<&str>) -> Result<(Vec<LoadRecord>, Vec<String>), LoadError> {
+    let mut loads = list(client, load_id).await?;
+    let (nodes, unreachable) = node_clients(client).await;
+    for (_, c) in nodes {
+        for n in list(&c, load_id).await.unwrap_or_default() {
+            if let Some(l) = loads.iter_mut().find(|l| l.load_id == n.load_id) {
+                l.rows_committed += n.rows_committed;
+                l.batches += n.batches;
+                l.targets += n.targets;
+            }
+        }
+    }
+    Ok((loads, unreachable))
+}
+
+/// Forgets a load on this server and on every data node; whether any had it,
+/// and the nodes that could not be reached.
+pub async fn forget_everywhere(client: &Client, load_id: &str) -> Result<(bool, Vec<String>), LoadError> {
+    let (nodes, unreachable) = node_clients(client).await;
+    let mut found = false;
+    for (node, c) in nodes {
+        found |= forget(&c, load_id).await.map_err(|e| LoadError::Setup(format!("on data node {node}: {e}")))?;
+    }
+    found |= forget(client, load_id).await?;
+    Ok((found, unreachable))
+}
+
+/// The data nodes recorded on this server, connected, and the ones that
+/// could not be reached (with why).
+async fn node_clients(client: &Client) -> (Vec<(String, Client)>, Vec<String>) {
+    let nodes = crate::cluster::all_node_options(client, &crate::connect::ProcessEnv).await.unwrap_or_default();
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    for (n, o) in nodes {
+        match o.connect().await {
+            Ok(c) => up.push((n.name, c)),
+            Err(e) => down.push(format!("data node {} is not reachable ({e}); its journal is left out", n.name)),
+        }
+    }
+    (up, down)
 }
 
 #[cfg(test)]

@@ -59,10 +59,13 @@ pub fn plan_columns(table: &QualifiedName, columns: &[TableColumn], chosen: Opti
             return Err(LoadError::Setup(format!("{table} has no column {n:?} (it has {})", have.join(", "))));
         };
         if columns[pos].generated {
-            return Err(LoadError::Setup(format!("column {n:?} of {table} is generated and cannot be loaded; leave it out of --columns")));
+            return Err(LoadError::Setup(format!(
+                "column {n:?} of {table} is generated and cannot be loaded; leave it out of {}",
+                crate::setting::Setting::Columns
+            )));
         }
         if table_to_target[pos].is_some() {
-            return Err(LoadError::Setup(format!("column {n:?} is named twice in --columns")));
+            return Err(LoadError::Setup(format!("column {n:?} is named twice in {}", crate::setting::Setting::Columns)));
         }
         table_to_target[pos] = Some(i);
         let c = &columns[pos];

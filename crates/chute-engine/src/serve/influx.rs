@@ -27,7 +27,7 @@ use super::Shared;
 use super::catalog::{ColKind, LaneColumn, LaneError};
 use super::create::Wanted;
 use super::submit::{Part, Rejected, idempotency_key, submit_and_answer};
-use crate::load::values::ValueRows;
+use crate::load::ValueRows;
 
 pub(crate) async fn write_v1(
     State(s): State<Arc<Shared>>,

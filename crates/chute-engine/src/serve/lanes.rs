@@ -19,7 +19,7 @@ use super::catalog::{LaneColumn, LaneError, read_columns};
 use super::create::Wanted;
 use super::metrics::Metrics;
 use crate::load::model::Chunk;
-use crate::load::{Feed, InputFormat, LoadProgress, LoadSpec, LoadStats};
+use crate::load::{Feed, InputFormat, LoadInput, LoadProgress, LoadSpec, LoadStats};
 
 /// The shape of the rows a lane takes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -179,8 +179,12 @@ impl Lanes {
         // What is older than the idempotency window is forgotten: the lane reads less when it starts.
         self.keys.prune(c, &id, c.idempotency_window).await.map_err(LaneError::Unreachable)?;
         let (tx, feed) = Feed::bounded(c.queue_depth);
-        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), Vec::new());
-        spec.feed = Some(feed.clone());
+        let format = match shape {
+            Shape::Lines => InputFormat::Values,
+            Shape::Table { format: TableFormat::Csv, .. } => InputFormat::Csv,
+            Shape::Table { format: TableFormat::Jsonl, .. } => InputFormat::Jsonl,
+        };
+        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), LoadInput::Feed { feed: feed.clone(), format });
         // Journaled: a keyed request's retry skips what its earlier attempts committed.
         spec.load_id = Some(id.clone());
         spec.wait = true;
@@ -195,15 +199,10 @@ impl Lanes {
         spec.no_create_partitions = c.no_create_partitions;
         match shape {
             Shape::Lines => {
-                spec.format = InputFormat::Values;
                 spec.columns = Some(columns.iter().map(|c| c.name.clone()).collect());
                 spec.epoch = Some(EpochUnit::Nanos);
             }
-            Shape::Table { format, columns, delimiter, null, epoch } => {
-                spec.format = match format {
-                    TableFormat::Csv => InputFormat::Csv,
-                    TableFormat::Jsonl => InputFormat::Jsonl,
-                };
+            Shape::Table { columns, delimiter, null, epoch, .. } => {
                 spec.columns = columns.clone();
                 spec.delimiter = *delimiter;
                 spec.null = null.clone();

@@ -160,27 +160,47 @@ impl From<tokio_postgres::Error> for AttemptError {
 }
 
 /// Where the coordinator's batches go: PostgreSQL, through one or more
-/// connections (the COPY sink below), or later several servers at once.
+/// connections to one server ([`CopySink`]) or to several ([`nodes::NodeSink`]).
 ///
 /// Contract. `pipeline::run` calls `start` once per load, on the tokio
 /// runtime, before any batch exists. `start` opens what the sink needs
-/// (failing the load if it cannot, after retrying as `--retry-for` allows)
+/// (failing the load if it cannot, after retrying as `retry_for` allows)
 /// and spawns its workers. Workers pull batches from `batches`, a bounded
 /// queue the coordinator fills, so a slow server slows the coordinator
 /// instead of growing memory; they run until the coordinator drops its
-/// sender (the end of the load, or a stop). Every batch is answered on
-/// `outcomes`: any number of `Retrying`, `Rejected` or `Vanished`, then
-/// exactly one `Loaded` (its rows are committed, with their journal entries
-/// in the same transaction) or `Failed` (nothing of it is committed; the
-/// worker stops). A worker gives the batch's bytes back to the load's
-/// budget once the batch is done either way. The handles end when the
-/// workers do; an `Err` from one is reported with the load's other errors.
+/// sender (the end of the load, or a stop). Batches may be committed
+/// concurrently and in any order (each is one transaction of its own), but
+/// every batch is answered on `outcomes`: any number of `Retrying`,
+/// `Rejected` or `Vanished`, then exactly one `Loaded` (its rows are
+/// committed, with their journal entries in the same transaction) or
+/// `Failed` (nothing of it is committed; the worker stops). A worker gives
+/// the batch's bytes back to the load's budget once the batch is done
+/// either way. The handles end when the workers do; an `Err` from one is
+/// reported with the load's other errors.
+///
+/// Backfill is a mode of the sink, not a second destination: a sink that
+/// can fill partitions before they are attached returns a
+/// [`backfill::Filler`] from `start`; the coordinator decides which
+/// partitions are filled that way and sends their rows to the sessions the
+/// filler opens, whose answers (`Backfilled`, `BackfillFailed`) come on the
+/// same `outcomes`. The outcome queue closes when every worker, session and
+/// the filler itself are gone.
 pub(crate) trait Sink {
-    async fn start(
-        &self,
-        batches: flume::Receiver<Batch>,
-        outcomes: flume::Sender<CopyOutcome>,
-    ) -> Result<Vec<tokio::task::JoinHandle<Result<(), LoadError>>>, LoadError>;
+    async fn start(self, batches: flume::Receiver<Batch>, outcomes: flume::Sender<CopyOutcome>) -> Result<Started, LoadError>;
+}
+
+/// A started sink.
+pub(crate) struct Started {
+    pub workers: Vec<tokio::task::JoinHandle<Result<(), LoadError>>>,
+    /// Opens backfill sessions, or why this sink cannot fill partitions.
+    pub backfill: Result<backfill::Filler, String>,
+}
+
+/// One server's share of a batch, and where its answer goes (a sink that
+/// splits batches over servers, see `nodes`).
+pub(crate) struct Job {
+    pub batch: Batch,
+    pub done: tokio::sync::oneshot::Sender<(Batch, Result<Committed, LoadError>)>,
 }
 
 /// The sink of a load into one server: `workers` connections, each COPYing
@@ -190,20 +210,20 @@ pub(crate) struct CopySink {
     pub ctx: Arc<WorkerCtx>,
     pub workers: usize,
     pub retry_for: Duration,
+    /// `maintenance_work_mem` for a backfilled partition's index builds, in bytes.
+    pub index_memory: u64,
 }
 
 impl Sink for CopySink {
-    async fn start(
-        &self,
-        batches: flume::Receiver<Batch>,
-        outcomes: flume::Sender<CopyOutcome>,
-    ) -> Result<Vec<tokio::task::JoinHandle<Result<(), LoadError>>>, LoadError> {
+    async fn start(self, batches: flume::Receiver<Batch>, outcomes: flume::Sender<CopyOutcome>) -> Result<Started, LoadError> {
         let mut handles = Vec::with_capacity(self.workers);
         for _ in 0..self.workers {
             let client = crate::retry::connect(&self.ctx.target, self.retry_for, |_| {}).await?;
             handles.push(tokio::spawn(worker(client, batches.clone(), outcomes.clone(), self.ctx.clone())));
         }
-        Ok(handles)
+        // Backfill sessions are connections of their own to the one server.
+        let filler = backfill::Filler::new(self.ctx, outcomes, self.index_memory);
+        Ok(Started { workers: handles, backfill: Ok(filler) })
     }
 }
 
@@ -294,7 +314,8 @@ async fn reconnect(ctx: &WorkerCtx, backoff: &mut Backoff) -> Result<Client, Loa
     loop {
         if !backoff.wait().await {
             return Err(LoadError::Setup(format!(
-                "the server could not be reached again within --retry-for {:?}{}: check it is up, then run the same command again to load the rest",
+                "the server could not be reached again within {} {:?}{}: check it is up, then run the same command again to load the rest",
+                crate::setting::Setting::RetryFor,
                 ctx.retry_for,
                 last.map(|e: crate::ConnectError| format!(" (last error: {e})")).unwrap_or_default()
             )));
