@@ -318,6 +318,44 @@ pub async fn forget_done_before(client: &Client, age: std::time::Duration) -> Re
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
+/// Records, in the transaction that loads them, which input ranges
+/// `part`'s leaf now holds (see the module's doc).
+pub(crate) async fn record(
+    txn: &tokio_postgres::Transaction<'_>,
+    load_id: &str,
+    batch_id: &str,
+    part: &super::sink::BatchPart,
+    rows: u64,
+) -> Result<(), tokio_postgres::Error> {
+    for (i, (input, starts, ends)) in journal_rows(&part.seg.ranges).into_iter().enumerate() {
+        // The rows count goes on the first entry only, so sums stay right.
+        let rows = if i == 0 { rows as i64 } else { 0 };
+        // The physical table the rows are in: its oid and relfilenode now (see `open`).
+        txn.execute(
+            "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows, rel, relfilenode)
+             SELECT $1, $2, $3, $4, $5, $6, $7, c.oid, c.relfilenode FROM pg_class c WHERE c.oid = $8::text::regclass",
+            &[&load_id, &batch_id, &part.journal_target, &input, &starts, &ends, &rows, &part.target_name],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// After a lost connection: whether batch `batch_id` committed, and with how many rows.
+pub(crate) async fn landed(
+    client: &impl tokio_postgres::GenericClient,
+    load_id: &str,
+    batch_id: &str,
+) -> Result<Option<u64>, tokio_postgres::Error> {
+    let row = client
+        .query_one(
+            "SELECT count(*) > 0, coalesce(sum(rows), 0)::int8 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2",
+            &[&load_id, &batch_id],
+        )
+        .await?;
+    Ok(row.get::<_, bool>(0).then(|| row.get::<_, i64>(1) as u64))
+}
+
 /// What the journals of this server and of its data nodes (scale-out) say:
 /// a distributed load's rows are journaled on the nodes that hold them, so
 /// each load's figures are summed over every server. A node that cannot be

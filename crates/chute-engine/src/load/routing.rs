@@ -601,13 +601,10 @@ async fn jit_for(
 /// Reads a partition tree. A partition dropped while the catalog is read
 /// (retention running meanwhile) shows an empty bound: read again.
 async fn read_tree(client: &tokio_postgres::Client, root: &QualifiedName) -> Result<PartitionTree, crate::layout::LayoutError> {
-    let mut tries = 0;
+    let mut backoff = crate::retry::Backoff::new(Duration::from_millis(100), Duration::from_millis(400), Duration::from_secs(2));
     loop {
         match crate::layout::load_partition_tree(client, root).await {
-            Err(crate::layout::LayoutError::Bound { .. }) if tries < 3 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            Err(crate::layout::LayoutError::Bound { .. }) if backoff.wait().await => {}
             other => return other,
         }
     }

@@ -248,10 +248,7 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
 /// After a lost connection: whether the session's transaction committed.
 async fn landed(client: &Client, ctx: &WorkerCtx, spec: &SessionSpec, parts: &[Kept]) -> Result<bool, tokio_postgres::Error> {
     if let (Some(load_id), Some(Kept { batch_id, .. })) = (&ctx.load_id, parts.first()) {
-        return client
-            .query_one("SELECT EXISTS (SELECT 1 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2)", &[load_id, batch_id])
-            .await
-            .map(|r| r.get(0));
+        return super::super::journal::landed(client, load_id, batch_id).await.map(|rows| rows.is_some());
     }
     // Not journaled: the partition exists attached only if this session's commit landed.
     client
@@ -366,7 +363,7 @@ async fn plain_indexes(txn: &Transaction<'_>, parent: u32) -> Result<Vec<String>
 async fn copy_part(txn: &Transaction<'_>, ctx: &WorkerCtx, part: &BatchPart, batch_id: &str) -> Result<(), tokio_postgres::Error> {
     let rows = super::copy_once(txn, part, 0, part.seg.row_ends.len()).await?;
     if let Some(load_id) = &ctx.load_id {
-        super::journal_part(txn, load_id, batch_id, part, rows).await?;
+        super::super::journal::record(txn, load_id, batch_id, part, rows).await?;
     }
     Ok(())
 }

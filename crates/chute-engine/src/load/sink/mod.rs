@@ -310,21 +310,14 @@ pub(crate) async fn commit_with_retries(
 
 /// Connects again, pausing as `backoff` says, until its `retry_for` is over.
 async fn reconnect(ctx: &WorkerCtx, backoff: &mut Backoff) -> Result<Client, LoadError> {
-    let mut last = None;
-    loop {
-        if !backoff.wait().await {
-            return Err(LoadError::Setup(format!(
-                "the server could not be reached again within {} {:?}{}: check it is up, then run the same command again to load the rest",
-                crate::setting::Setting::RetryFor,
-                ctx.retry_for,
-                last.map(|e: crate::ConnectError| format!(" (last error: {e})")).unwrap_or_default()
-            )));
-        }
-        match ctx.target.connect().await {
-            Ok(c) => return Ok(c),
-            Err(e) if e.connection_lost() => last = Some(e),
-            Err(e) => return Err(e.into()),
-        }
+    match retry::connect_with(&ctx.target, backoff, |_| {}).await {
+        Ok(c) => Ok(c),
+        Err(e) if e.connection_lost() => Err(LoadError::Setup(format!(
+            "the server could not be reached again within {} {:?} (last error: {e}): check it is up, then run the same command again to load the rest",
+            crate::setting::Setting::RetryFor,
+            ctx.retry_for,
+        ))),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -375,20 +368,9 @@ pub(crate) async fn commit_batch<C: Begin>(
         return Err(AttemptError::Stop(e));
     }
     if retry && let Some(load_id) = &ctx.load_id {
-        let done: bool = txn
-            .query_one("SELECT EXISTS (SELECT 1 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2)", &[load_id, &batch.batch_id])
-            .await?
-            .get(0);
-        if done {
+        if let Some(rows) = super::journal::landed(&txn, load_id, &batch.batch_id).await? {
             // The commit landed before the connection was lost.
-            let rows = txn
-                .query_one(
-                    "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2",
-                    &[load_id, &batch.batch_id],
-                )
-                .await?
-                .get::<_, i64>(0);
-            return Ok((rows as u64, batch.bytes(), Vec::new()));
+            return Ok((rows, batch.bytes(), Vec::new()));
         }
     }
     let mut loaded = 0u64;
@@ -407,7 +389,7 @@ pub(crate) async fn commit_batch<C: Begin>(
         loaded += rows;
         rejected[before..].iter_mut().for_each(|r| r.part = index);
         if let Some(load_id) = &ctx.load_id {
-            journal_part(&txn, load_id, &batch.batch_id, part, rows).await?;
+            super::journal::record(&txn, load_id, &batch.batch_id, part, rows).await?;
         }
     }
     if !rejected.is_empty() {
@@ -437,29 +419,6 @@ pub(crate) async fn commit_batch<C: Begin>(
     txn.commit().await?;
     let sent = batch.parts.iter().enumerate().filter(|(i, _)| !vanished.contains(i)).map(|(_, p)| p.body.len() as u64).sum();
     Ok((loaded, sent, vanished))
-}
-
-/// Records in the journal, in the transaction that loads them, which input
-/// ranges `part`'s leaf now holds.
-pub(crate) async fn journal_part(
-    txn: &Transaction<'_>,
-    load_id: &str,
-    batch_id: &str,
-    part: &BatchPart,
-    rows: u64,
-) -> Result<(), tokio_postgres::Error> {
-    for (i, (input, starts, ends)) in super::journal::journal_rows(&part.seg.ranges).into_iter().enumerate() {
-        // The rows count goes on the first entry only, so sums stay right.
-        let rows = if i == 0 { rows as i64 } else { 0 };
-        // The physical table the rows are in: its oid and relfilenode now (see `journal::open`).
-        txn.execute(
-            "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows, rel, relfilenode)
-             SELECT $1, $2, $3, $4, $5, $6, $7, c.oid, c.relfilenode FROM pg_class c WHERE c.oid = $8::text::regclass",
-            &[&load_id, &batch_id, &part.journal_target, &input, &starts, &ends, &rows, &part.target_name],
-        )
-        .await?;
-    }
-    Ok(())
 }
 
 /// Locks every target of the batch as its COPY would (ROW EXCLUSIVE), so

@@ -180,16 +180,11 @@ async fn tags_table(control: &Client, schema: &str, header: &TsbsHeader) -> Resu
         tag_cols.join(", ")
     );
     control.batch_execute(&ddl).await.map_err(|e| LoadError::sql("creating the tags table", e))?;
-    let have_typed: Vec<(String, String)> = control
-        .query(
-            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
-             WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped",
-            &[&tags_table.quoted()],
-        )
+    let have_typed: Vec<(String, String)> = crate::catalog::columns_of(control, &tags_table)
         .await
         .map_err(|e| LoadError::sql("reading the tags table", e))?
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
+        .into_iter()
+        .map(|c| (c.name, c.type_name))
         .collect();
     let have: Vec<String> = have_typed.iter().map(|(n, _)| n.clone()).collect();
     let missing: Vec<&str> = header.tags.iter().map(|(n, _)| n.as_str()).filter(|n| !have.iter().any(|h| h == n)).collect();
