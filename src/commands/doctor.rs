@@ -17,6 +17,7 @@ pub const DOCTOR_HELP: &str = "EXAMPLES:
     chute doctor                      # every table and the server's settings
     chute doctor metrics events       # these tables (and the server-wide checks)
     chute doctor --json               # machine-readable (schema in the README)
+    chute doctor --index-window 30d   # an unused index: no scan for 30 days (default 7d)
     chute doctor metrics --sample today.csv --header   # how sorted is this input, at what cost
 
 Exit status 0 when nothing at warning level or above is found, 1 otherwise,
@@ -65,6 +66,11 @@ pub struct Thresholds {
     /// How long to watch the WAL grow, in seconds (the rate behind max_wal_size).
     #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
     pub wal_sample: f64,
+    /// An index is called unused only after this long without a scan, as
+    /// chute has watched it (each run records the indexes' scan counts in
+    /// the chute schema); until then: "not enough history yet".
+    #[arg(long, default_value = "7d", value_name = "DURATION")]
+    pub index_window: String,
 }
 
 impl Thresholds {
@@ -79,6 +85,11 @@ impl Thresholds {
             large_table_bytes: self.large_table_mb.max(0) * 1048576,
             wal_sample: Duration::from_secs_f64(self.wal_sample),
             sample: None,
+            index_window: (
+                chute_core::partman::policy::parse_duration(&self.index_window)
+                    .with_context(|| format!("--index-window {:?}: give a duration such as 7d, 36h or 30min", self.index_window))?,
+                self.index_window.clone(),
+            ),
         })
     }
 }
@@ -111,6 +122,7 @@ fn print_findings(r: &Report) {
         r.wal_bytes_per_s / 1e6,
         r.stats_since
     );
+    println!("index advice: {}", r.index_history.summary());
     println!();
     if problems.is_empty() {
         println!("no problems found");

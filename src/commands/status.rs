@@ -36,6 +36,7 @@ fn print_status(r: &Report) {
     for (i, chunk) in settings.chunks(4).enumerate() {
         println!("{} {}", if i == 0 { "settings    " } else { "            " }, chunk.join("  "));
     }
+    println!("indexes      {}", r.index_history.summary());
     println!();
     if r.tables.is_empty() {
         println!("tables       none managed yet (chute partition create TABLE --key COLUMN --interval 1d)");

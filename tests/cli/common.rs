@@ -40,6 +40,18 @@ pub fn open_tempdir() -> tempfile::TempDir {
     dir
 }
 
+/// `file` copied into `dir` (made with [`open_tempdir`]) with mode 0755:
+/// what a test runs as the `postgres` system user is run from such a copy,
+/// never from the checkout or `target/`, which may sit in a home only its
+/// owner can enter (`/root` is mode 700).
+pub fn readable_copy(file: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let to = dir.join(file.file_name().expect("a file name"));
+    std::fs::copy(file, &to).unwrap_or_else(|e| panic!("cannot copy {} to {}: {e}", file.display(), to.display()));
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).expect("chmod a copy we just made");
+    to
+}
+
 pub fn summary_value<'a>(stdout: &'a str, label: &str) -> &'a str {
     stdout.lines().find_map(|l| l.strip_prefix(label)).map(str::trim).unwrap_or_else(|| panic!("no {label:?} line in:\n{stdout}"))
 }

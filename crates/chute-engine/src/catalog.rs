@@ -225,7 +225,7 @@ async fn raw_partitions(client: &Client, parent: u32) -> Result<Vec<RawPartition
 
 /// Converts bound literals to key values in one round trip (the server reads
 /// its own literals back; MINVALUE/MAXVALUE become the i64 extremes).
-async fn bound_values(client: &Client, key_type: KeyType, literals: &[String]) -> Result<Vec<i64>, CatalogError> {
+pub(crate) async fn bound_values(client: &Client, key_type: KeyType, literals: &[String]) -> Result<Vec<i64>, CatalogError> {
     let unquoted: Vec<Option<String>> = literals
         .iter()
         .map(|l| match l.as_str() {
