@@ -367,11 +367,12 @@ pub(crate) async fn commit_batch<C: Begin>(
         // Another run of the load took it over: this run stops.
         return Err(AttemptError::Stop(e));
     }
-    if retry && let Some(load_id) = &ctx.load_id {
-        if let Some(rows) = super::journal::landed(&txn, load_id, &batch.batch_id).await? {
-            // The commit landed before the connection was lost.
-            return Ok((rows, batch.bytes(), Vec::new()));
-        }
+    if retry
+        && let Some(load_id) = &ctx.load_id
+        && let Some(rows) = super::journal::landed(&txn, load_id, &batch.batch_id).await?
+    {
+        // The commit landed before the connection was lost.
+        return Ok((rows, batch.bytes(), Vec::new()));
     }
     let mut loaded = 0u64;
     let mut rejected = Vec::new();
