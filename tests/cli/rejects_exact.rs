@@ -280,3 +280,31 @@ async fn many_rejected_rows_take_no_memory_of_their_own() {
     eprintln!("peak RSS with a million rejects and --memory-mb 32: {peak} MiB");
     assert!(peak < PEAK_MIB_AT_32, "peak RSS {peak} MiB");
 }
+
+/// Thousands of rows the server refuses in one batch, on a server whose
+/// lock table is small (max_locks_per_transaction at its default of 64, few
+/// connections): every good row loads and every refused one is rejected.
+/// Each refused row used to leave its savepoint behind (ROLLBACK TO keeps
+/// it), nesting one subtransaction per reject until the server ran out of
+/// lock memory (53200) and the load failed with nothing loaded.
+#[tokio::test]
+async fn thousands_of_refused_rows_in_one_batch_fit_a_small_lock_table() {
+    let cluster = chute_testkit::TestCluster::start_with(&chute_testkit::ClusterSetup {
+        settings: &[("max_connections", "20"), ("max_locks_per_transaction", "64")],
+        ..Default::default()
+    });
+    let db = cluster.fresh_db("refused_many").await;
+    let c = db.client().await;
+    c.batch_execute("CREATE TABLE odd (v int CHECK (v % 2 = 0))").await.unwrap();
+    let dir = crate::common::open_tempdir();
+    let rows: String = (1..=8000).map(|i| format!("{i}\n")).collect();
+    std::fs::write(dir.path().join("v.csv"), rows).unwrap();
+    let (out, err) = crate::common::run_expect(
+        crate::common::chute().current_dir(dir.path()).args(["--url", &db.url(), "load", "odd", "v.csv", "--workers", "1"]),
+        1,
+    );
+    assert_eq!(crate::common::summary_value(&out, "rows loaded"), "4000", "{out}\n{err}");
+    assert!(crate::common::summary_value(&out, "rows rejected").starts_with("4000"), "{out}");
+    let n: i64 = c.query_one("SELECT count(*) FROM odd WHERE v % 2 = 0", &[]).await.unwrap().get(0);
+    assert_eq!(n, 4000);
+}
