@@ -81,6 +81,36 @@ pub mod split;
 use crate::ident::{IdentError, QualifiedName, check_length, quote_ident};
 use crate::partman::Grants;
 
+/// `LOCK TABLE … IN SHARE UPDATE EXCLUSIVE MODE` on `tables` (each quoted;
+/// a partitioned table's partitions too), the first statement of a step
+/// that then takes a lock writers wait for. This mode conflicts with
+/// autovacuum, ANALYZE and other DDL, never with writers: waiting for it
+/// holds up nobody, and the stronger lock that follows waits only for
+/// writes in flight. Without it, a cutover that held the table queued
+/// behind an autovacuum of one leaf until the server cancelled it (after
+/// `deadlock_timeout`, a second), and every writer waited that long.
+pub fn quiet_lock(tables: &[String]) -> String {
+    format!("LOCK TABLE {} IN SHARE UPDATE EXCLUSIVE MODE", tables.join(", "))
+}
+
+/// The statements around a step's lock that writers wait for: the first
+/// notes the time the lock is asked for (after [`quiet_lock`]), the second,
+/// near the step's end, records in `longest_lock_ms` how long writers could
+/// have waited on it since. A step that fails (a lock timeout) rolls both
+/// back; the engine counts such an attempt itself.
+pub fn lock_asked() -> String {
+    "SELECT set_config('chute.lock_asked', clock_timestamp()::text, true)".to_owned()
+}
+
+/// See [`lock_asked`].
+pub fn lock_held(table: &QualifiedName) -> String {
+    format!(
+        "UPDATE chute.migrations SET longest_lock_ms = greatest(longest_lock_ms, \
+         (extract(epoch FROM clock_timestamp() - current_setting('chute.lock_asked')::timestamptz) * 1000)::int8) WHERE {}",
+        plan::migration_filter(table)
+    )
+}
+
 /// A foreign key of the table pointing at another table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForeignKey {
@@ -89,6 +119,8 @@ pub struct ForeignKey {
     /// `FOREIGN KEY (customer_id) REFERENCES public.customers(id) ON DELETE CASCADE`.
     pub definition: String,
     pub validated: bool,
+    /// The table it references, as `regclass` prints it (quoted where needed).
+    pub referenced: String,
 }
 
 impl ForeignKey {

@@ -148,7 +148,7 @@ pub fn plan_swap(
             table,
             "range-check",
             format!("add CHECK ({} < {hi_lit}) NOT VALID to {table} (no scan)", policy.key),
-            vec![format!("ALTER TABLE {t} ADD CONSTRAINT {rc} CHECK ({key} < {hi_lit}) NOT VALID")],
+            vec![super::quiet_lock(&[t.clone()]), format!("ALTER TABLE {t} ADD CONSTRAINT {rc} CHECK ({key} < {hi_lit}) NOT VALID")],
             true,
         );
     }
@@ -163,7 +163,7 @@ pub fn plan_swap(
         );
     }
     // The swap, with the first partitions from hi on.
-    let mut sql = vec![format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE")];
+    let mut sql = vec![super::quiet_lock(&[t.clone()]), super::lock_asked(), format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE")];
     for (seq, _) in &facts.owned_sequences {
         sql.push(format!("ALTER SEQUENCE {} OWNED BY NONE", seq.quoted()));
     }
@@ -207,6 +207,7 @@ pub fn plan_swap(
         sql.extend(s.sql.iter().cloned());
     }
     sql.push(format!("UPDATE chute.migrations SET phase = 'swapped', updated_at = now() WHERE {}", migration_filter(table)));
+    sql.push(super::lock_held(table));
     step(
         &mut plan,
         table,

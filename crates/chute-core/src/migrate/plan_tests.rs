@@ -59,6 +59,12 @@ fn a_fresh_run_plans_every_step_and_a_rerun_only_what_is_left() {
     assert_eq!(phases(&fresh), ["extend-primary-key", "unique-constraint", "new-parent", "range-check", "validate", "swap", "policy"]);
     let swap = &fresh.steps[5];
     assert!(swap.transactional);
+    // Autovacuum is waited out before writers are made to wait.
+    assert_eq!(swap.sql[0], "LOCK TABLE \"public\".\"orders\" IN SHARE UPDATE EXCLUSIVE MODE");
+    assert!(swap.sql[1].contains("set_config('chute.lock_asked'"), "{swap:?}");
+    assert_eq!(swap.sql[2], "LOCK TABLE \"public\".\"orders\" IN ACCESS EXCLUSIVE MODE");
+    assert!(swap.sql.last().unwrap().contains("longest_lock_ms = greatest"), "{swap:?}");
+    assert!(fresh.steps[3].sql[0].ends_with("IN SHARE UPDATE EXCLUSIVE MODE"), "the range CHECK too: {:?}", fresh.steps[3]);
     assert_eq!(swap.sql.iter().filter(|s| s.contains("ATTACH PARTITION")).count(), 3, "the old table and 2 premade: {swap:?}");
     assert!(swap.sql.iter().any(|s| s.contains("FOR VALUES FROM (MINVALUE) TO ('1970-01-11 00:00:00+00')")), "{swap:?}");
 
@@ -120,6 +126,7 @@ fn foreign_keys_and_row_security_go_to_the_new_parent_and_a_not_valid_key_is_ref
         name: "orders_customer_fk".into(),
         definition: "FOREIGN KEY (customer_id) REFERENCES public.customers(id) ON DELETE CASCADE".into(),
         validated: true,
+        referenced: "public.customers".into(),
     }];
     f.row_security = RowSecurity {
         enabled: true,
@@ -162,7 +169,12 @@ fn foreign_keys_and_row_security_go_to_the_new_parent_and_a_not_valid_key_is_ref
 #[test]
 fn the_inventory_names_every_object_and_what_happens_to_it() {
     let mut f = facts();
-    f.foreign_keys = vec![ForeignKey { name: "fk1".into(), definition: "FOREIGN KEY (c) REFERENCES public.c(id)".into(), validated: true }];
+    f.foreign_keys = vec![ForeignKey {
+        name: "fk1".into(),
+        definition: "FOREIGN KEY (c) REFERENCES public.c(id)".into(),
+        validated: true,
+        referenced: "public.customers".into(),
+    }];
     f.checks = vec![("positive".into(), "CHECK (v > 0)".into())];
     f.grants = Grants { owner: "app".into(), current_user: "postgres".into(), acl: vec!["app=arwdDxt/app".into(), "=r/app".into()] };
     f.row_security = RowSecurity {

@@ -9,7 +9,7 @@
 //! largest lock footprint, and what the copy sizes its next batch by.
 
 use super::plan::{migration_filter, step};
-use super::{ForeignKey, Names};
+use super::{ForeignKey, Names, lock_asked, lock_held, quiet_lock};
 use crate::ident::{QualifiedName, dollar_quote, quote_ident};
 use crate::partman::planner::{self, PlanError, grant_sql};
 use crate::partman::{Grants, Plan, Policy};
@@ -57,15 +57,16 @@ impl SplitColumns {
     }
 }
 
+/// The lock table entries this transaction holds: one per object, whatever
+/// the modes (`pg_locks` shows a row per mode).
+const HELD_LOCKS: &str = "SELECT count(*) FROM (SELECT DISTINCT locktype, database, relation, page, tuple, virtualxid, transactionid, \
+     classid, objid, objsubid FROM pg_locks WHERE pid = pg_backend_pid()) l";
+
 /// The last statement of every split step: the most locks any of its
 /// transactions held so far (`max_step_locks`), read from `pg_locks` while
 /// the transaction still holds them all.
 pub fn measure_locks(table: &QualifiedName) -> String {
-    format!(
-        "UPDATE chute.migrations SET max_step_locks = greatest(max_step_locks, (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid())) \
-         WHERE {}",
-        migration_filter(table)
-    )
+    format!("UPDATE chute.migrations SET max_step_locks = greatest(max_step_locks, ({HELD_LOCKS})) WHERE {}", migration_filter(table))
 }
 
 /// `ALTER TABLE … SET (storage)` for a table made without the policy's
@@ -161,6 +162,7 @@ pub fn plan_sync_trigger(names: &Names, id_cols: &[String], columns: &SplitColum
         columns.names.iter().map(|c| format!("NEW.{}", quote_ident(c))).collect::<Vec<_>>().join(", ")
     );
     let sql = vec![
+        quiet_lock(&[names.old.quoted()]),
         // Rows written during the split with a key before the oldest leaf;
         // after the cutover, the partition for every key before it.
         format!("CREATE TABLE {} PARTITION OF {st} DEFAULT", names.early.quoted()),
@@ -225,7 +227,7 @@ pub fn plan_copy_batch(names: &Names, columns: &SplitColumns, from: i64, to: i64
     );
     let locks = format!(
         "UPDATE chute.migrations SET batch_locks = l.n, max_step_locks = greatest(max_step_locks, l.n) \
-         FROM (SELECT count(*) AS n FROM pg_locks WHERE pid = pg_backend_pid()) l WHERE {}",
+         FROM ({HELD_LOCKS}) l(n) WHERE {}",
         migration_filter(&names.table)
     );
     let mut plan = Plan::default();
@@ -265,7 +267,12 @@ pub fn plan_count_moved(names: &Names) -> Plan {
 /// the partition and of the table each key references), while rows keep
 /// arriving through the trigger, which the new constraints check.
 pub fn plan_leaf_foreign_keys(names: &Names, missing: &[(QualifiedName, &ForeignKey)]) -> Plan {
-    let mut sql: Vec<String> = missing.iter().map(|(leaf, fk)| fk.add_sql(leaf, true)).collect();
+    let mut tables: Vec<String> =
+        missing.iter().map(|(leaf, _)| leaf.quoted()).chain(missing.iter().map(|(_, fk)| fk.referenced.clone())).collect();
+    tables.sort();
+    tables.dedup();
+    let mut sql = vec![quiet_lock(&tables)];
+    sql.extend(missing.iter().map(|(leaf, fk)| fk.add_sql(leaf, true)));
     sql.push(measure_locks(&names.table));
     let mut plan = Plan::default();
     step(
@@ -302,7 +309,9 @@ pub fn plan_validate_foreign_keys(names: &Names, pending: &[(QualifiedName, Stri
 /// constraint as the parent's (no scan), and the cutover's ATTACH finds the
 /// staging parent's the same way.
 pub fn plan_staging_foreign_keys(names: &Names, fks: &[&ForeignKey]) -> Plan {
-    let mut sql: Vec<String> = fks.iter().map(|fk| fk.add_sql(&names.staging, false)).collect();
+    let tables: Vec<String> = std::iter::once(names.staging.quoted()).chain(fks.iter().map(|fk| fk.referenced.clone())).collect();
+    let mut sql = vec![quiet_lock(&tables)];
+    sql.extend(fks.iter().map(|fk| fk.add_sql(&names.staging, false)));
     sql.push(measure_locks(&names.table));
     let mut plan = Plan::default();
     step(
@@ -344,7 +353,7 @@ pub fn plan_cutover(policy: &Policy, names: &Names, c: Cutover<'_>) -> Result<Pl
     let old = names.old.quoted();
     let key = policy.key_sql();
     let older = names.early.quoted();
-    let mut sql = vec![format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE")];
+    let mut sql = vec![quiet_lock(&[t.clone(), st.clone()]), lock_asked(), format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE")];
     sql.push(format!("DROP TRIGGER chute_sync ON {old}"));
     sql.push(format!("DROP FUNCTION {}()", names.sync_function.quoted()));
     sql.push(format!("ALTER TABLE {t} DETACH PARTITION {old}"));
@@ -390,6 +399,7 @@ pub fn plan_cutover(policy: &Policy, names: &Names, c: Cutover<'_>) -> Result<Pl
         sql.push(format!("DROP TABLE {old}"));
     }
     sql.push(format!("UPDATE chute.migrations SET phase = '{next}', updated_at = now() WHERE {}", migration_filter(&names.table)));
+    sql.push(lock_held(&names.table));
     sql.push(measure_locks(&names.table));
     let what = if c.keep_old { format!("keep {} detached", names.old) } else { format!("drop {}", names.old) };
     let mut plan = Plan::default();
@@ -417,16 +427,22 @@ pub fn plan_cutover(policy: &Policy, names: &Names, c: Cutover<'_>) -> Result<Pl
 /// parent goes back in for the range of the leaves it keeps (`rest`: from
 /// the next leaf to the end), or is dropped with the last of them. No scan:
 /// every leaf keeps its CHECK while it is under the staging parent, and its
-/// foreign keys are the table's (validated before the cutover).
+/// foreign keys are the table's (validated before the cutover). The CHECKs
+/// go afterwards ([`plan_drop_bounds`]): dropping one costs about as much as
+/// the move itself, under the table's lock.
 pub fn plan_flatten_step(policy: &Policy, names: &Names, moving: &[Leaf], rest: Option<(i64, i64)>) -> Result<Plan, PlanError> {
     let t = names.table.quoted();
     let st = names.staging.quoted();
-    let mut sql = vec![format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE"), format!("ALTER TABLE {t} DETACH PARTITION {st}")];
+    let mut sql = vec![
+        quiet_lock(&[t.clone()]),
+        lock_asked(),
+        format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE"),
+        format!("ALTER TABLE {t} DETACH PARTITION {st}"),
+    ];
     for l in moving {
         let (lo, hi) = (policy.key_type.literal(l.from)?, policy.key_type.literal(l.to)?);
         sql.push(format!("ALTER TABLE {st} DETACH PARTITION {}", l.name.quoted()));
         sql.push(format!("ALTER TABLE {t} ATTACH PARTITION {} FOR VALUES FROM ({lo}) TO ({hi})", l.name.quoted()));
-        sql.push(format!("ALTER TABLE {} DROP CONSTRAINT chute_bounds", l.name.quoted()));
     }
     let left = match rest {
         Some((from, to)) => {
@@ -436,10 +452,10 @@ pub fn plan_flatten_step(policy: &Policy, names: &Names, moving: &[Leaf], rest: 
         }
         None => {
             sql.push(format!("DROP TABLE {st}"));
-            sql.push(format!("UPDATE chute.migrations SET phase = 'done', updated_at = now() WHERE {}", migration_filter(&names.table)));
             format!(", drop {}", names.staging)
         }
     };
+    sql.push(lock_held(&names.table));
     sql.push(measure_locks(&names.table));
     let mut plan = Plan::default();
     step(
@@ -451,6 +467,30 @@ pub fn plan_flatten_step(policy: &Policy, names: &Names, moving: &[Leaf], rest: 
         true,
     );
     Ok(plan)
+}
+
+/// The last of the split: the CHECK of its bounds each moved leaf kept for
+/// its move (partitions chute makes have none once attached), a few leaves
+/// per transaction, each locked only while its constraint goes (the table
+/// is not locked). `last` marks the split done.
+pub fn plan_drop_bounds(names: &Names, leaves: &[QualifiedName], last: bool) -> Plan {
+    let mut sql = Vec::new();
+    if !leaves.is_empty() {
+        sql.push(quiet_lock(&leaves.iter().map(QualifiedName::quoted).collect::<Vec<_>>()));
+        sql.extend(leaves.iter().map(|l| format!("ALTER TABLE {} DROP CONSTRAINT chute_bounds", l.quoted())));
+    }
+    if last {
+        sql.push(format!("UPDATE chute.migrations SET phase = 'done', updated_at = now() WHERE {}", migration_filter(&names.table)));
+    }
+    sql.push(measure_locks(&names.table));
+    let what = match (leaves.first(), leaves.last()) {
+        (Some(a), Some(b)) if leaves.len() > 1 => format!("drop the bounds CHECK of {} leaves ({} … {})", leaves.len(), a.name, b.name),
+        (Some(a), _) => format!("drop the bounds CHECK of {}", a.name),
+        _ => "mark the split done".to_owned(),
+    };
+    let mut plan = Plan::default();
+    step(&mut plan, &names.table, "flatten", what, sql, true);
+    plan
 }
 
 #[cfg(test)]

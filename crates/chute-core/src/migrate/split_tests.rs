@@ -16,7 +16,12 @@ fn columns() -> SplitColumns {
 }
 
 fn fk() -> ForeignKey {
-    ForeignKey { name: "orders_customer_fk".into(), definition: "FOREIGN KEY (c) REFERENCES public.customers(id)".into(), validated: true }
+    ForeignKey {
+        name: "orders_customer_fk".into(),
+        definition: "FOREIGN KEY (c) REFERENCES public.customers(id)".into(),
+        validated: true,
+        referenced: "public.customers".into(),
+    }
 }
 
 fn all_sql(plan: &Plan) -> String {
@@ -148,4 +153,50 @@ fn the_cutover_keeps_older_keys_in_a_minvalue_partition() {
             && sql.contains("DROP TABLE \"public\".\"orders_chute_split\"")
     );
     assert!(!sql.contains("DROP TABLE \"public\".\"orders_chute_old\""), "--keep-old: {sql}");
+}
+
+#[test]
+fn steps_that_make_writers_wait_first_wait_out_maintenance_without_blocking_them() {
+    let p = policy("orders");
+    let names = Names::new(&p.parent).unwrap();
+    let leaves = split_leaves(&p, 0, 3 * DAY).unwrap();
+    let grants = Grants::default();
+    let quiet = |plan: &Plan| plan.steps[0].sql[0].clone();
+    let c = Cutover { leaves: &leaves, hi: 3 * DAY, early: Some(&names.early), grants: &grants, keep_old: false };
+    let cutover = plan_cutover(&p, &names, c).unwrap();
+    assert_eq!(quiet(&cutover), "LOCK TABLE \"public\".\"orders\", \"public\".\"orders_chute_split\" IN SHARE UPDATE EXCLUSIVE MODE");
+    assert_eq!(cutover.steps[0].sql[2], "LOCK TABLE \"public\".\"orders\" IN ACCESS EXCLUSIVE MODE");
+    let flatten = plan_flatten_step(&p, &names, &leaves[..1], None).unwrap();
+    assert_eq!(quiet(&flatten), "LOCK TABLE \"public\".\"orders\" IN SHARE UPDATE EXCLUSIVE MODE");
+    let trigger = plan_sync_trigger(&names, &["id".into()], &columns());
+    assert_eq!(quiet(&trigger), "LOCK TABLE \"public\".\"orders_chute_old\" IN SHARE UPDATE EXCLUSIVE MODE");
+    let k = fk();
+    let leaf = names.table.with_name("orders_p19700101");
+    let fks = plan_leaf_foreign_keys(&names, &[(leaf.clone(), &k), (names.early.clone(), &k)]);
+    assert_eq!(
+        quiet(&fks),
+        "LOCK TABLE \"public\".\"orders_p19700101\", \"public\".\"orders_pmin\", public.customers IN SHARE UPDATE EXCLUSIVE MODE"
+    );
+    assert!(quiet(&plan_staging_foreign_keys(&names, &[&k])).ends_with("public.customers IN SHARE UPDATE EXCLUSIVE MODE"));
+    // The lock footprint counts objects, not modes.
+    assert!(cutover.steps[0].sql.last().unwrap().contains("SELECT DISTINCT locktype"));
+}
+
+#[test]
+fn the_flatten_moves_leaves_and_their_checks_go_afterwards_without_the_tables_lock() {
+    let p = policy("orders");
+    let names = Names::new(&p.parent).unwrap();
+    let leaves = split_leaves(&p, 0, 3 * DAY).unwrap();
+    let step = all_sql(&plan_flatten_step(&p, &names, &leaves[..2], Some((leaves[2].from, leaves[2].to))).unwrap());
+    assert!(!step.contains("DROP CONSTRAINT") && !step.contains("phase = 'done'"), "{step}");
+    let last = all_sql(&plan_flatten_step(&p, &names, &leaves[2..], None).unwrap());
+    assert!(last.contains("DROP TABLE \"public\".\"orders_chute_split\"") && !last.contains("phase = 'done'"), "{last}");
+    let names_of: Vec<QualifiedName> = leaves.iter().map(|l| l.name.clone()).collect();
+    let tidy = plan_drop_bounds(&names, &names_of[..2], false);
+    let sql = &tidy.steps[0].sql;
+    assert_eq!(sql[0], "LOCK TABLE \"public\".\"orders_p19700101\", \"public\".\"orders_p19700102\" IN SHARE UPDATE EXCLUSIVE MODE");
+    assert_eq!(sql[1], "ALTER TABLE \"public\".\"orders_p19700101\" DROP CONSTRAINT chute_bounds");
+    assert!(!all_sql(&tidy).contains("\"public\".\"orders\" ") && !all_sql(&tidy).contains("phase = 'done'"));
+    assert!(all_sql(&plan_drop_bounds(&names, &names_of[2..], true)).contains("phase = 'done'"));
+    assert!(all_sql(&plan_drop_bounds(&names, &[], true)).starts_with("UPDATE chute.migrations SET phase = 'done'"));
 }

@@ -146,13 +146,13 @@ async fn definitions(client: &Client, oid: u32) -> Result<(Vec<ForeignKey>, Vec<
     let read = async {
         let fks = client
             .query(
-                "SELECT conname::text, pg_get_constraintdef(oid), convalidated FROM pg_constraint
+                "SELECT conname::text, pg_get_constraintdef(oid), convalidated, confrelid::regclass::text FROM pg_constraint
                  WHERE conrelid = $1 AND contype = 'f' AND confrelid <> $1 AND conparentid = 0 ORDER BY conname",
                 &[&oid],
             )
             .await?
             .iter()
-            .map(|r| ForeignKey { name: r.get(0), definition: r.get(1), validated: r.get(2) })
+            .map(|r| ForeignKey { name: r.get(0), definition: r.get(1), validated: r.get(2), referenced: r.get(3) })
             .collect();
         let checks = client
             .query("SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = $1 AND contype = 'c' ORDER BY conname", &[

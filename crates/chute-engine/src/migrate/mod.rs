@@ -324,24 +324,27 @@ impl Migrator {
         MigrateError::Aborted { cause: Box::new(cause), report: lines.join("; ") }
     }
 
-    /// Runs a plan, recording the longest single attempt of a swap or
-    /// cutover step: what writers wait at most (a retried step waits once
-    /// per attempt, each under `lock_timeout`, and lets writers through in
-    /// its pauses).
+    /// Runs a plan. Its swap, cutover and flatten steps record in
+    /// `longest_lock_ms` how long writers could have waited on one attempt
+    /// (from asking for the lock they wait for to the end, see
+    /// `migrate::lock_asked`); an attempt that timed out and rolled back is
+    /// counted here, as its time up to `lock_timeout` (the wait for
+    /// autovacuum before it holds up nobody). Writers get through in the
+    /// pauses between attempts.
     async fn run_timed(&mut self, table: &QualifiedName, plan: &Plan, report: StepReporter<'_>) -> Result<(), MigrateError> {
         let mut longest = Duration::ZERO;
         let mut began = Instant::now();
+        let lock_timeout = self.settings.lock_timeout;
         let result = exec::run_plan(&mut self.client, plan, self.settings, |i, step, e| {
             let locking =
                 matches!(&step.kind, StepKind::Migrate { phase, .. } if phase == "swap" || phase == "cutover" || phase == "flatten");
             match e {
                 StepEvent::Started => began = Instant::now(),
                 StepEvent::Retrying { pause, .. } if locking => {
-                    longest = longest.max(began.elapsed());
+                    longest = longest.max(began.elapsed().min(lock_timeout));
                     // The next attempt starts after the pause.
                     began = Instant::now() + pause;
                 }
-                StepEvent::Done if locking => longest = longest.max(began.elapsed()),
                 _ => {}
             }
             report(i, step, e)

@@ -387,12 +387,13 @@ impl Migrator {
     /// Moves the staging parent's leaves up to the table, oldest first, a
     /// few per short transaction (see `plan_flatten_step`), sized so that
     /// each holds its lock about `Split::hold`: a step's ATTACHes cost in
-    /// proportion to the partitions there, so the count adapts to what the
-    /// last step took; and never more than the lock budget allows. Resumable:
-    /// what is left is read from the catalog.
+    /// proportion to the partitions there, so the count starts small and
+    /// follows what the last step took (at most twice as many); and never
+    /// more than the lock budget allows. Then the leaves' bounds CHECKs go,
+    /// the same way. Resumable: what is left is read from the catalog.
     async fn flatten(&mut self, s: &Split, report: StepReporter<'_>, all: &mut Plan) -> Result<(), MigrateError> {
         let hold = Split::hold(self.settings.lock_timeout);
-        let mut per_step = 16usize;
+        let mut per_step = 4usize;
         loop {
             let under: Vec<String> = if s.dry_run {
                 s.leaves.iter().map(|l| l.name.name.clone()).collect()
@@ -401,7 +402,7 @@ impl Migrator {
             };
             let left: Vec<&Leaf> = s.leaves.iter().filter(|l| under.contains(&l.name.name)).collect();
             if left.is_empty() && !s.dry_run && !self.exists(&s.names.staging).await? {
-                return Ok(());
+                break;
             }
             let n = per_step.min(locks::flatten_cap(s.lock_table.budget(), left.len(), s.per_leaf)).min(left.len());
             let moving: Vec<Leaf> = left[..n].iter().map(|l| (*l).clone()).collect();
@@ -410,24 +411,75 @@ impl Migrator {
             if s.dry_run {
                 all.extend(step);
                 all.notes.push(format!(
-                    "the leaves move up {per_step} or so per step, each step a short transaction holding its lock about {} ms",
+                    "the leaves move up a few per step, each step a short transaction holding its lock about {} ms",
                     hold.as_millis()
                 ));
-                return Ok(());
+                break;
             }
-            let began = Instant::now();
-            self.run_timed(&s.table, &step, report).await?;
-            let took = began.elapsed().max(Duration::from_millis(1));
+            let took = self.run_sized(s, &step, report).await?;
             if !is_phase(all, "flatten") {
                 all.extend(step);
             }
             if rest.is_none() {
+                break;
+            }
+            per_step = resize(n, took, hold);
+        }
+        self.drop_bounds(s, hold, report, all).await
+    }
+
+    /// Runs one step and says how long it took.
+    async fn run_sized(&mut self, s: &Split, step: &Plan, report: StepReporter<'_>) -> Result<Duration, MigrateError> {
+        let began = Instant::now();
+        self.run_timed(&s.table, step, report).await?;
+        Ok(began.elapsed().max(Duration::from_millis(1)))
+    }
+
+    /// The bounds CHECKs of the leaves the flatten moved (see
+    /// `plan_drop_bounds`), a few leaves per transaction sized like the
+    /// flatten's steps; the last marks the split done.
+    async fn drop_bounds(&mut self, s: &Split, hold: Duration, report: StepReporter<'_>, all: &mut Plan) -> Result<(), MigrateError> {
+        let mut left: Vec<QualifiedName> = if s.dry_run {
+            s.leaves.iter().map(|l| l.name.clone()).collect()
+        } else {
+            self.client
+                .query(
+                    "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                     JOIN pg_constraint k ON k.conrelid = c.oid AND k.conname = 'chute_bounds'
+                     WHERE i.inhparent = to_regclass($1) ORDER BY c.relname",
+                    &[&s.table.quoted()],
+                )
+                .await?
+                .iter()
+                .map(|r| s.table.with_name(r.get::<_, String>(0)))
+                .collect()
+        };
+        let mut per_step = 4usize;
+        loop {
+            let n = per_step.min(left.len());
+            let batch: Vec<QualifiedName> = left.drain(..n).collect();
+            let step = msplit::plan_drop_bounds(&s.names, &batch, left.is_empty());
+            if s.dry_run {
+                all.extend(step);
                 return Ok(());
             }
-            let scaled = (n as f64 * hold.as_secs_f64() / took.as_secs_f64()) as usize;
-            per_step = scaled.clamp(1, 256);
+            let took = self.run_sized(s, &step, report).await?;
+            if !is_phase(all, "flatten") || left.is_empty() {
+                all.extend(step);
+            }
+            if left.is_empty() {
+                return Ok(());
+            }
+            per_step = resize(n, took, hold);
         }
     }
+}
+
+/// The next step's leaves: scaled to take about `hold`, at most twice as
+/// many as `n`, at least one.
+fn resize(n: usize, took: Duration, hold: Duration) -> usize {
+    let scaled = (n as f64 * hold.as_secs_f64() / took.as_secs_f64()) as usize;
+    scaled.clamp(1, (2 * n).clamp(1, 256))
 }
 
 /// The next copy batch's blocks: scaled to take about `hold` and to hold at
@@ -469,6 +521,15 @@ mod tests {
         assert_eq!(next_batch(100, Duration::from_millis(10), hold, 10, 1000), 200, "fast: twice, not twentyfold");
         assert_eq!(next_batch(100, Duration::from_millis(100), hold, 2000, 1000), 50, "twice the locks allowed: half");
         assert_eq!(next_batch(1, Duration::from_secs(5), hold, 5000, 1000), 1, "never zero");
+    }
+
+    #[test]
+    fn flatten_steps_follow_the_last_one_and_grow_at_most_twofold() {
+        let hold = Duration::from_millis(200);
+        assert_eq!(resize(16, Duration::from_millis(800), hold), 4);
+        assert_eq!(resize(4, Duration::from_millis(20), hold), 8);
+        assert_eq!(resize(1, Duration::from_secs(3), hold), 1);
+        assert_eq!(resize(200, Duration::from_millis(1), hold), 256);
     }
 
     #[test]
