@@ -18,6 +18,9 @@ use chute_testkit::{ClusterSetup, TestCluster};
 
 use crate::common::{chute, open_tempdir, read_csv, run_expect};
 
+/// Per kind of operation in one phase: done, failed, the slowest (ms).
+type PhaseFigures<'a> = HashMap<&'a str, (i64, i64, f64)>;
+
 /// The lock settings the test fixture raises for its shared clusters, at
 /// PostgreSQL's defaults.
 const DEFAULT_LOCKS: &[(&str, &str)] =
@@ -68,7 +71,7 @@ async fn a_year_of_daily_history_is_split_under_the_workload_on_default_lock_set
     // The workload's figures, per phase: operations done, failed, and the
     // slowest of each kind (what a stall cost the application).
     let samples = read_csv(&out.join("samples.csv"));
-    let mut by_phase: Vec<(String, HashMap<&str, (i64, i64, f64)>)> = Vec::new();
+    let mut by_phase: Vec<(String, PhaseFigures<'_>)> = Vec::new();
     for s in &samples {
         let phase = s["phase"].clone();
         if by_phase.last().is_none_or(|(p, _)| *p != phase) {

@@ -1,8 +1,8 @@
 //! The split's lock footprint against the server's lock table.
 //!
 //! PostgreSQL keeps the locks of every session (beyond 16 "fast path" ones
-//! each) in one shared table of `max_locks_per_transaction` × (backend slots
-//! + `max_prepared_transactions`) entries. When it is full, every session
+//! each) in one shared table of `max_locks_per_transaction` times the
+//! backend slots and `max_prepared_transactions` entries. When it is full, every session
 //! that needs one more lock fails with "out of shared memory" (SQLSTATE
 //! 53200), the application's included. A transaction that creates, attaches
 //! or writes into a partition holds a lock on it and on each of its indexes
@@ -26,9 +26,10 @@ use crate::ident::QualifiedName;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct LockTable {
     pub max_locks_per_transaction: i64,
-    /// What the table is sized for: `max_connections` + `autovacuum_max_workers`
-    /// + 1 + `max_worker_processes` + `max_wal_senders` (PostgreSQL's
-    /// MaxBackends) + `max_prepared_transactions`.
+    /// What the table is sized for: the sum of `max_connections`,
+    /// `autovacuum_max_workers`, 1, `max_worker_processes` and
+    /// `max_wal_senders` (PostgreSQL's MaxBackends), and
+    /// `max_prepared_transactions`.
     pub slots: i64,
 }
 

@@ -93,44 +93,7 @@ pub fn plan_swap(
         }
     }
     if !progress.new_parent_exists {
-        let np = names.new_parent.quoted();
-        let mut sql = vec![format!("CREATE TABLE {np} (LIKE {t} INCLUDING ALL EXCLUDING INDEXES) PARTITION BY RANGE ({key})")];
-        if !new_pk.is_empty() {
-            let cols = new_pk.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ");
-            match &facts.primary_key_name {
-                Some(name) => {
-                    sql.push(format!("ALTER TABLE {np} ADD CONSTRAINT {} PRIMARY KEY ({cols})", quote_ident(&names.new_index(name))))
-                }
-                None => sql.push(format!("ALTER TABLE {np} ADD PRIMARY KEY ({cols})")),
-            }
-        }
-        for (name, cols) in &facts.unique {
-            let cols = cols.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ");
-            sql.push(format!("CREATE UNIQUE INDEX {} ON {np} ({cols})", quote_ident(&names.new_index(name))));
-        }
-        for (name, tail) in &facts.plain_indexes {
-            sql.push(format!("CREATE INDEX {} ON {np} {}", quote_ident(&names.new_index(name)), tail.trim()));
-        }
-        sql.extend(grant_sql(&facts.grants, &names.new_parent));
-        // Row-level security: without it the new parent would show every
-        // row to every role that may read the table.
-        if facts.row_security.enabled {
-            sql.push(format!("ALTER TABLE {np} ENABLE ROW LEVEL SECURITY"));
-        }
-        if facts.row_security.forced {
-            sql.push(format!("ALTER TABLE {np} FORCE ROW LEVEL SECURITY"));
-        }
-        sql.extend(facts.row_security.policies.iter().map(|p| p.create_sql(&names.new_parent)));
-        // Foreign keys, while the new parent is empty: validating scans
-        // nothing, and attaching the old table takes its own validated key
-        // as the new parent's, without a scan either.
-        sql.extend(facts.foreign_keys.iter().map(|fk| fk.add_sql(&names.new_parent, false)));
-        if let Some(c) = &facts.comment {
-            sql.push(format!("COMMENT ON TABLE {np} IS {}", quote_literal(c)));
-        }
-        if facts.replica_identity == 'f' {
-            sql.push(format!("ALTER TABLE {np} REPLICA IDENTITY FULL"));
-        }
+        let sql = new_parent_sql(policy, facts, names, &new_pk);
         step(
             &mut plan,
             table,
@@ -148,7 +111,10 @@ pub fn plan_swap(
             table,
             "range-check",
             format!("add CHECK ({} < {hi_lit}) NOT VALID to {table} (no scan)", policy.key),
-            vec![super::quiet_lock(&[t.clone()]), format!("ALTER TABLE {t} ADD CONSTRAINT {rc} CHECK ({key} < {hi_lit}) NOT VALID")],
+            vec![
+                super::quiet_lock(std::slice::from_ref(&t)),
+                format!("ALTER TABLE {t} ADD CONSTRAINT {rc} CHECK ({key} < {hi_lit}) NOT VALID"),
+            ],
             true,
         );
     }
@@ -163,7 +129,8 @@ pub fn plan_swap(
         );
     }
     // The swap, with the first partitions from hi on.
-    let mut sql = vec![super::quiet_lock(&[t.clone()]), super::lock_asked(), format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE")];
+    let mut sql =
+        vec![super::quiet_lock(std::slice::from_ref(&t)), super::lock_asked(), format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE")];
     for (seq, _) in &facts.owned_sequences {
         sql.push(format!("ALTER SEQUENCE {} OWNED BY NONE", seq.quoted()));
     }
@@ -231,6 +198,52 @@ pub fn plan_swap(
         true,
     );
     Ok(plan)
+}
+
+/// The new parent, made from the table before any constraint of ours is on
+/// it: columns, defaults, checks and the rest (`LIKE … INCLUDING ALL`),
+/// the primary key as `new_pk`, every index under its `_cn` name, grants,
+/// row-level security and policies, foreign keys, comment, replica identity.
+fn new_parent_sql(policy: &Policy, facts: &Facts, names: &Names, new_pk: &[String]) -> Vec<String> {
+    let t = names.table.quoted();
+    let key = policy.key_sql();
+    let np = names.new_parent.quoted();
+    let mut sql = vec![format!("CREATE TABLE {np} (LIKE {t} INCLUDING ALL EXCLUDING INDEXES) PARTITION BY RANGE ({key})")];
+    if !new_pk.is_empty() {
+        let cols = new_pk.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ");
+        match &facts.primary_key_name {
+            Some(name) => sql.push(format!("ALTER TABLE {np} ADD CONSTRAINT {} PRIMARY KEY ({cols})", quote_ident(&names.new_index(name)))),
+            None => sql.push(format!("ALTER TABLE {np} ADD PRIMARY KEY ({cols})")),
+        }
+    }
+    for (name, cols) in &facts.unique {
+        let cols = cols.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ");
+        sql.push(format!("CREATE UNIQUE INDEX {} ON {np} ({cols})", quote_ident(&names.new_index(name))));
+    }
+    for (name, tail) in &facts.plain_indexes {
+        sql.push(format!("CREATE INDEX {} ON {np} {}", quote_ident(&names.new_index(name)), tail.trim()));
+    }
+    sql.extend(grant_sql(&facts.grants, &names.new_parent));
+    // Row-level security: without it the new parent would show every
+    // row to every role that may read the table.
+    if facts.row_security.enabled {
+        sql.push(format!("ALTER TABLE {np} ENABLE ROW LEVEL SECURITY"));
+    }
+    if facts.row_security.forced {
+        sql.push(format!("ALTER TABLE {np} FORCE ROW LEVEL SECURITY"));
+    }
+    sql.extend(facts.row_security.policies.iter().map(|p| p.create_sql(&names.new_parent)));
+    // Foreign keys, while the new parent is empty: validating scans
+    // nothing, and attaching the old table takes its own validated key
+    // as the new parent's, without a scan either.
+    sql.extend(facts.foreign_keys.iter().map(|fk| fk.add_sql(&names.new_parent, false)));
+    if let Some(c) = &facts.comment {
+        sql.push(format!("COMMENT ON TABLE {np} IS {}", quote_literal(c)));
+    }
+    if facts.replica_identity == 'f' {
+        sql.push(format!("ALTER TABLE {np} REPLICA IDENTITY FULL"));
+    }
+    sql
 }
 
 /// After a failure before the swap: remove what the migration created, one

@@ -434,7 +434,7 @@ pub fn plan_flatten_step(policy: &Policy, names: &Names, moving: &[Leaf], rest: 
     let t = names.table.quoted();
     let st = names.staging.quoted();
     let mut sql = vec![
-        quiet_lock(&[t.clone()]),
+        quiet_lock(std::slice::from_ref(&t)),
         lock_asked(),
         format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE"),
         format!("ALTER TABLE {t} DETACH PARTITION {st}"),

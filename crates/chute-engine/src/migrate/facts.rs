@@ -139,10 +139,13 @@ pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts,
 
 /// The definitions the new parent gets again: foreign keys to other
 /// tables, CHECK constraints (for the inventory) and row-level security.
-/// They are printed while `search_path` is only `pg_catalog`, so every name
-/// in them is schema-qualified and means the same in any session.
+/// They are printed while `search_path` is only `pg_catalog` (then put back
+/// as it was), so every name in them is schema-qualified and means the same
+/// in any session.
 async fn definitions(client: &Client, oid: u32) -> Result<(Vec<ForeignKey>, Vec<(String, String)>, RowSecurity), CatalogError> {
-    client.batch_execute("BEGIN; SET LOCAL search_path = pg_catalog").await?;
+    // Set and put back at session level: a caller may be inside a transaction of its own.
+    let before: String = client.query_one("SELECT current_setting('search_path')", &[]).await?.get(0);
+    client.execute("SELECT set_config('search_path', 'pg_catalog', false)", &[]).await?;
     let read = async {
         let fks = client
             .query(
@@ -179,7 +182,7 @@ async fn definitions(client: &Client, oid: u32) -> Result<(Vec<ForeignKey>, Vec<
         Ok::<_, tokio_postgres::Error>((fks, checks, RowSecurity { enabled: flags.get(0), forced: flags.get(1), policies }))
     }
     .await;
-    let end = client.batch_execute(if read.is_ok() { "COMMIT" } else { "ROLLBACK" }).await;
+    let end = client.execute("SELECT set_config('search_path', $1, false)", &[&before]).await;
     let v = read?;
     end?;
     Ok(v)

@@ -106,6 +106,9 @@ impl Migrator {
         let columns = self.split_columns(&s.names.old).await?;
         if phase == "swapped" {
             self.setup(&s, &columns, report, &mut all).await?;
+        } else if !s.dry_run && row.get::<_, Option<i64>>(6).is_none() {
+            // Killed between the setup and counting the rows to move.
+            self.count_total(&s).await?;
         }
         let (cursor, copy_done): (Option<i64>, bool) = if phase == "swapped" { (None, false) } else { (row.get(3), row.get(4)) };
         self.copy(&s, &req, &columns, cursor, copy_done, report, &mut all).await?;
@@ -178,20 +181,21 @@ impl Migrator {
         steps.extend(msplit::plan_sync_trigger(&s.names, &id_cols, columns));
         if !s.dry_run {
             self.run_timed(&s.table, &steps, &mut *report).await?;
-            // The rows to move: counted once the trigger carries every
-            // change, so the copy never moves more than this.
-            self.client
-                .execute(
-                    &format!(
-                        "UPDATE chute.migrations SET rows_total = (SELECT count(*) FROM {}) WHERE {} AND rows_total IS NULL",
-                        s.names.old.quoted(),
-                        msplit_filter(&s.table)
-                    ),
-                    &[],
-                )
-                .await?;
+            self.count_total(s).await?;
         }
         all.extend(steps);
+        Ok(())
+    }
+
+    /// The rows to move: counted once the trigger carries every change, so
+    /// the copy never moves more than this.
+    async fn count_total(&self, s: &Split) -> Result<(), MigrateError> {
+        let sql = format!(
+            "UPDATE chute.migrations SET rows_total = (SELECT count(*) FROM {}) WHERE {} AND rows_total IS NULL",
+            s.names.old.quoted(),
+            msplit_filter(&s.table)
+        );
+        self.client.execute(&sql, &[]).await?;
         Ok(())
     }
 
