@@ -37,6 +37,10 @@ mod migrate;
 mod migrate_columns;
 #[path = "cli/migrate_early.rs"]
 mod migrate_early;
+#[path = "cli/migrate_keys.rs"]
+mod migrate_keys;
+#[path = "cli/migrate_live.rs"]
+mod migrate_live;
 #[path = "cli/migrate_status.rs"]
 mod migrate_status;
 #[path = "cli/partition.rs"]

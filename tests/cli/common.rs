@@ -83,11 +83,16 @@ pub fn read_csv(path: &std::path::Path) -> Vec<std::collections::HashMap<String,
 /// returns once its sync trigger exists: from then on the application's
 /// writes go through it while the copy runs.
 pub async fn start_paced_split(url: &str, c: &tokio_postgres::Client) -> std::thread::JoinHandle<(String, String)> {
+    start_paced_split_of(url, c, "orders").await
+}
+
+/// [`start_paced_split`] of `table` (as `chute migrate` takes it).
+pub async fn start_paced_split_of(url: &str, c: &tokio_postgres::Client, table: &str) -> std::thread::JoinHandle<(String, String)> {
     use std::time::{Duration, Instant};
     let split = {
-        let url = url.to_owned();
+        let (url, table) = (url.to_owned(), table.to_owned());
         std::thread::spawn(move || {
-            run_expect(chute().args(["--url", &url, "migrate", "orders", "--split", "--batch-rows", "500", "--rows-per-s", "1500"]), 0)
+            run_expect(chute().args(["--url", &url, "migrate", &table, "--split", "--batch-rows", "500", "--rows-per-s", "1500"]), 0)
         })
     };
     let began = Instant::now();
