@@ -13,9 +13,20 @@
 //! the lane start a new run first. A request whose every row is committed is
 //! marked done with its answer, which a retry gets again at once.
 //!
-//! A retry must carry the same body: its rows are matched by position. Keys
-//! and journal entries older than `--idempotency-window` are forgotten
-//! when a lane starts and every ten minutes after.
+//! A key is bound to its request: its record keeps a digest of the
+//! request's target and body (`digest`), and the same key sent with another
+//! request gets 422 and writes nothing (as the IETF draft on the
+//! `Idempotency-Key` header asks), instead of being answered for rows it
+//! never wrote. A retry's rows are matched by position, so a retry must be
+//! the same request. Keys and journal entries older than
+//! `--idempotency-window` are forgotten when a lane starts and every ten
+//! minutes after.
+//!
+//! A TRUNCATE (or VACUUM FULL, CLUSTER) of a leaf changes its storage under
+//! the journal: before each run of a lane the journal's entries are moved
+//! to the leaf's storage as it is now (`repair_journal`). A key recorded
+//! before a TRUNCATE keeps its answer, and its rows are not written again:
+//! the TRUNCATE removed them, as it removes any row.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -36,6 +47,20 @@ pub(crate) enum KeyState {
     Retry { start: u64, owner: String, generation: u64 },
     /// Every row of it is committed: the answer given then.
     Done { status: u16, answer: String },
+    /// The key was used for another request (another target or body).
+    Other,
+}
+
+/// The digest a key is bound to: SHA-256 of what makes a request the same
+/// request (`parts`: its endpoint, target and parameters, its body as
+/// decompressed), each part's length before it.
+pub(crate) fn digest(parts: &[&[u8]]) -> String {
+    let mut d = ring::digest::Context::new(&ring::digest::SHA256);
+    for p in parts {
+        d.update(&(p.len() as u64).to_le_bytes());
+        d.update(p);
+    }
+    d.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The service's connection for keys, made (again) when needed.
@@ -65,9 +90,9 @@ impl Keys {
         Keys { client: tokio::sync::Mutex::new(None), busy: Mutex::new(HashSet::new()), owner }
     }
 
-    /// Waits until no other request of this process handles `key` in `lane`, then holds it.
-    pub(crate) async fn hold(&self, lane: &str, key: &str) -> Held<'_> {
-        let id = (lane.to_owned(), key.to_owned());
+    /// Waits until no other request of this process handles `key`, then holds it.
+    pub(crate) async fn hold(&self, key: &str) -> Held<'_> {
+        let id = (String::new(), key.to_owned());
         loop {
             if self.busy.lock().expect("busy keys").insert(id.clone()) {
                 return Held { keys: self, id };
@@ -105,8 +130,25 @@ impl Keys {
         .await
     }
 
+    /// Whether `key` was recorded (for a table that is still there) with a
+    /// request other than the one of `digest`.
+    pub(crate) async fn used_otherwise(&self, config: &ServeConfig, key: &str, digest: &str) -> Result<bool, String> {
+        self.with_client(config, async |c| {
+            let r = c
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM chute.serve_requests r JOIN pg_class t ON t.oid = r.rel
+                                    WHERE r.key = $1 AND r.digest <> $2)",
+                    &[&key, &digest],
+                )
+                .await?;
+            Ok(r.get(0))
+        })
+        .await
+    }
+
     /// The state of `key` in the lane `id` of `table`; a new key gets `start` (and the range
-    /// of `len` offsets from it) recorded, with the oid `table` has now. A
+    /// of `len` offsets from it) recorded, with the oid `table` has now and
+    /// the request's `digest`. A
     /// key recorded for a table of that name that was dropped since is
     /// forgotten first: its rows went with that table, so the request is
     /// new to this one (as the journal forgets a dropped table's entries).
@@ -114,7 +156,7 @@ impl Keys {
         &self,
         config: &ServeConfig,
         (id, table, generation): (&str, &QualifiedName, u64),
-        key: &str,
+        (key, digest): (&str, &str),
         start: u64,
         len: u64,
     ) -> Result<KeyState, String> {
@@ -128,24 +170,73 @@ impl Keys {
             .await?;
             let inserted = c
                 .execute(
-                    "INSERT INTO chute.serve_requests (lane, key, start_offset, end_offset, owner, generation, rel)
-                     VALUES ($1, $2, $3, $4, $5, $6, to_regclass($7)::oid) ON CONFLICT (lane, key) DO NOTHING",
-                    &[&id, &key, &(start as i64), &((start + len) as i64), &owner, &generation, &table],
+                    "INSERT INTO chute.serve_requests (lane, key, start_offset, end_offset, owner, generation, rel, digest)
+                     VALUES ($1, $2, $3, $4, $5, $6, to_regclass($7)::oid, $8) ON CONFLICT (lane, key) DO NOTHING",
+                    &[&id, &key, &(start as i64), &((start + len) as i64), &owner, &generation, &table, &digest],
                 )
                 .await?;
             if inserted == 1 {
                 return Ok(KeyState::New);
             }
+            // A key of schema version 6 has no digest: it is bound to this request now.
             let r = c
                 .query_one(
-                    "SELECT start_offset, owner, generation, status, answer FROM chute.serve_requests WHERE lane = $1 AND key = $2",
-                    &[&id, &key],
+                    "UPDATE chute.serve_requests SET digest = coalesce(digest, $3) WHERE lane = $1 AND key = $2
+                     RETURNING start_offset, owner, generation, status, answer, digest = $3",
+                    &[&id, &key, &digest],
                 )
                 .await?;
+            if !r.get::<_, bool>(5) {
+                return Ok(KeyState::Other);
+            }
             Ok(match (r.get::<_, Option<i32>>(3), r.get::<_, Option<String>>(4)) {
                 (Some(status), Some(answer)) => KeyState::Done { status: status as u16, answer },
                 _ => KeyState::Retry { start: r.get::<_, i64>(0) as u64, owner: r.get(1), generation: r.get::<_, i64>(2) as u64 },
             })
+        })
+        .await
+    }
+
+    /// Forgets the records of `key` made by a request that was then refused.
+    pub(crate) async fn forget(&self, config: &ServeConfig, lanes: &[String], key: &str) -> Result<(), String> {
+        self.with_client(config, async |c| {
+            c.execute("DELETE FROM chute.serve_requests WHERE lane = ANY($1) AND key = $2 AND status IS NULL", &[&lanes, &key]).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Brings the journal of `lane` up to date with its leaves' storage: a
+    /// leaf truncated or rewritten since its entries were written keeps
+    /// them (TRUNCATE removed their rows on purpose; VACUUM FULL and
+    /// CLUSTER kept them), as the entries of its storage now; entries of a
+    /// partitioned parent (rows sent through it) that holds no row any more
+    /// are forgotten. Without this a lane would refuse to start, as
+    /// `chute load` does for a file.
+    pub(crate) async fn repair_journal(&self, config: &ServeConfig, lane: &str) -> Result<(), String> {
+        self.with_client(config, async |c| {
+            c.execute(
+                "UPDATE chute.load_journal j SET relfilenode = c.relfilenode FROM pg_class c
+                 WHERE j.load_id = $1 AND c.oid = j.rel AND c.relkind <> 'p' AND j.relfilenode IS DISTINCT FROM c.relfilenode",
+                &[&lane],
+            )
+            .await?;
+            let parents = c
+                .query(
+                    "SELECT DISTINCT j.rel::regclass::text FROM chute.load_journal j JOIN pg_class c ON c.oid = j.rel
+                     WHERE j.load_id = $1 AND c.relkind = 'p'",
+                    &[&lane],
+                )
+                .await?;
+            for p in parents {
+                let name: String = p.get(0);
+                // (`name` is the server's own quoting of the oid.) A role that may not read it keeps the entries.
+                let Ok(row) = c.query_one(&format!("SELECT EXISTS (SELECT 1 FROM {name})"), &[]).await else { continue };
+                if !row.get::<_, bool>(0) {
+                    c.execute("DELETE FROM chute.load_journal WHERE load_id = $1 AND rel = $2::regclass", &[&lane, &name]).await?;
+                }
+            }
+            Ok(())
         })
         .await
     }
