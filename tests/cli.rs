@@ -61,6 +61,8 @@ mod routing;
 mod serve;
 #[path = "cli/serve_clients.rs"]
 mod serve_clients;
+#[path = "cli/serve_guard.rs"]
+mod serve_guard;
 #[path = "cli/serve_limits.rs"]
 mod serve_limits;
 #[path = "cli/serve_once.rs"]

@@ -120,7 +120,27 @@ async fn role_lines(c: &Client) -> Result<Vec<CheckLine>, tokio_postgres::Error>
 async fn chute_lines(c: &Client) -> Result<Vec<CheckLine>, tokio_postgres::Error> {
     let role: String = c.query_one("SELECT current_user::text", &[]).await?.get(0);
     let role_q = quote_ident(&role);
-    let version = crate::schema::version(c).await?;
+    let r = c
+        .query_one(
+            "SELECT to_regnamespace('chute') IS NOT NULL, CASE WHEN to_regnamespace('chute') IS NULL THEN false
+                    ELSE has_schema_privilege('chute', 'USAGE') END,
+                    CASE WHEN to_regnamespace('chute') IS NULL OR NOT has_schema_privilege('chute', 'USAGE') THEN false
+                         WHEN to_regclass('chute.meta') IS NULL THEN false ELSE has_table_privilege('chute.meta', 'SELECT') END",
+            &[],
+        )
+        .await?;
+    let (exists, usage, meta): (bool, bool, bool) = (r.get(0), r.get(1), r.get(2));
+    if exists && (!usage || !meta) {
+        return Ok(vec![line(
+            CheckLevel::Fail,
+            "schema chute",
+            format!(
+                "the role may not keep its journal and idempotency keys: as the owner of schema chute run psql -c '{}'",
+                grants(&role_q)
+            ),
+        )]);
+    }
+    let version = if exists { crate::schema::version(c).await? } else { None };
     let Some(version) = version else {
         let may: bool = c.query_one("SELECT has_database_privilege(current_database(), 'CREATE')", &[]).await?.get(0);
         return Ok(vec![if may {
@@ -143,11 +163,8 @@ async fn chute_lines(c: &Client) -> Result<Vec<CheckLine>, tokio_postgres::Error
             ),
         )]);
     }
-    let usage: bool = c.query_one("SELECT has_schema_privilege('chute', 'USAGE')", &[]).await?.get(0);
     let mut lacking = Vec::new();
-    if !usage {
-        lacking.push(format!("GRANT USAGE ON SCHEMA chute TO {role_q};"));
-    } else {
+    {
         for (table, privileges) in CHUTE_NEEDS {
             let held: Vec<bool> = c
                 .query_one(
@@ -178,6 +195,16 @@ async fn chute_lines(c: &Client) -> Result<Vec<CheckLine>, tokio_postgres::Error
         "schema chute",
         format!("the role may not keep its journal and idempotency keys: as the owner of schema chute run psql -c '{}'", lacking.join(" ")),
     )])
+}
+
+/// Every GRANT serve's role needs in schema chute.
+fn grants(role_q: &str) -> String {
+    let mut out = format!("GRANT USAGE ON SCHEMA chute TO {role_q};");
+    for (table, privileges) in CHUTE_NEEDS {
+        out.push_str(&format!(" GRANT {} ON {table} TO {role_q};", privileges.join(", ")));
+    }
+    out.push_str(&format!(" GRANT USAGE ON SEQUENCE chute.serve_offsets TO {role_q};"));
+    out
 }
 
 async fn table_lines(c: &Client, table: &QualifiedName) -> Result<Vec<CheckLine>, tokio_postgres::Error> {

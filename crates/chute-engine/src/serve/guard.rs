@@ -17,6 +17,13 @@ use tokio_postgres::Client;
 
 use super::catalog::LaneError;
 
+/// Whether chute's policies exist and the role may read them.
+/// (Naming a table of a schema the role may not use is an error: the schema first.)
+const POLICIES_READABLE: &str = "SELECT CASE WHEN to_regnamespace('chute') IS NULL THEN false
+     WHEN NOT has_schema_privilege('chute', 'USAGE') THEN false
+     WHEN to_regclass('chute.partition_config') IS NULL THEN false
+     ELSE has_table_privilege('chute.partition_config', 'SELECT') END";
+
 /// Whether serve never writes into schema `name` (PostgreSQL keeps names
 /// starting `pg_` for its own schemas: `pg_catalog`, `pg_toast*`, `pg_temp*`).
 pub(crate) fn system_schema(name: &str) -> bool {
@@ -73,8 +80,10 @@ pub(crate) async fn check(client: &Client, table: &QualifiedName, allow: &[Strin
     let lost = super::catalog::sql_error;
     let row = client
         .query_opt(
-            "SELECT n.nspname::text, c.relname::text, c.relkind::text, to_regclass('chute.partition_config') IS NOT NULL
-             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)",
+            &format!(
+                "SELECT n.nspname::text, c.relname::text, c.relkind::text, ({POLICIES_READABLE})
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)"
+            ),
             &[&table.quoted()],
         )
         .await
@@ -148,7 +157,8 @@ pub(crate) async fn writable_tables(c: &Client, allow: &[String]) -> Result<Vec<
             &[],
         )
         .await?;
-    let managed: Vec<(String, String)> = match c.query_one("SELECT to_regclass('chute.partition_config') IS NOT NULL", &[]).await {
+    // A role that may not read the policies (see `serve --check`) sees none.
+    let managed: Vec<(String, String)> = match c.query_one(POLICIES_READABLE, &[]).await {
         Ok(r) if r.get::<_, bool>(0) => c
             .query("SELECT parent_schema, parent_table FROM chute.partition_config", &[])
             .await?
