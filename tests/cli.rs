@@ -63,6 +63,8 @@ mod serve;
 mod serve_clients;
 #[path = "cli/serve_guard.rs"]
 mod serve_guard;
+#[path = "cli/serve_hostile.rs"]
+mod serve_hostile;
 #[path = "cli/serve_limits.rs"]
 mod serve_limits;
 #[path = "cli/serve_once.rs"]

@@ -34,7 +34,7 @@ use super::create::Wanted;
 use super::lanes::Lane;
 use super::matcher::{Cell, Matcher, Miss, too_long};
 use super::memory::Reservation;
-use super::submit::{CHUNK_BYTES, Keyed, Part, Rejected, idempotency_key, submit_and_answer};
+use super::submit::{CHUNK_BYTES, Keyed, Part, Rejected, Rejects, idempotency_key, submit_and_answer};
 use crate::load::values::ValueRows;
 
 pub(crate) async fn write_v1(
@@ -144,7 +144,7 @@ struct Request<'b> {
 /// The body as rows per lane, what was rejected, and each part's rows' request lines.
 struct Body {
     parts: Vec<Part>,
-    rejects: Vec<Rejected>,
+    rejects: Rejects,
     line_of: Vec<Vec<u64>>,
     total: usize,
 }
@@ -181,8 +181,7 @@ impl Request<'_> {
         let base = reserved.bytes();
         let big = self.body.len() >= TURN_BYTES;
         let mut tables: BTreeMap<String, TableOut> = BTreeMap::new();
-        let mut rejects: Vec<Rejected> = Vec::new();
-        let mut rejected_bytes = 0usize;
+        let mut rejects = Rejects::default();
         let (mut total, mut line_base, mut at) = (0usize, 0u64, 0usize);
         while at < self.body.len() {
             let end = match memchr::memchr(b'\n', &self.body[(at + SLICE).min(self.body.len())..]) {
@@ -228,8 +227,7 @@ impl Request<'_> {
             }
             line_base += memchr::memchr_iter(b'\n', &self.body[at..end]).count() as u64;
             at = end;
-            rejected_bytes = rejects.iter().map(|r| r.reason.len() + 32).sum::<usize>().max(rejected_bytes);
-            let held: usize = tables.values().map(TableOut::held).sum::<usize>() + rejected_bytes;
+            let held: usize = tables.values().map(TableOut::held).sum::<usize>() + rejects.bytes();
             reserved.need(base + held)?;
         }
         // --create-tables: the columns lines asked for, then everything again.
@@ -271,7 +269,7 @@ impl Request<'_> {
         name: &str,
         set: &LineSet<'a>,
         lines: &[(u64, LineAt<'a>)],
-        rejects: &mut Vec<Rejected>,
+        rejects: &mut Rejects,
         big: bool,
     ) -> Result<(), Response> {
         let s = self.s;
@@ -283,7 +281,9 @@ impl Request<'_> {
         let lane = match lane {
             Ok(l) => l.clone(),
             Err(reason) => {
-                rejects.extend(lines.iter().map(|(n, _)| Rejected { line: *n, reason: reason.clone() }));
+                for (n, _) in lines {
+                    rejects.push(Rejected { line: *n, reason: reason.clone() });
+                }
                 s.metrics.rejected(&table.to_string(), lines.len() as u64);
                 return Ok(());
             }
@@ -418,7 +418,7 @@ mod tests {
         assert_eq!(text, "m f=1\n");
         let (reason, end) = bad.unwrap();
         assert!(reason.contains("byte 5 of the line"), "{reason}");
-        assert_eq!(end, 17, "the bad line and its newline");
+        assert_eq!(end, 16, "the bad line and its newline");
         let (text, bad) = text_of(b"\xc3");
         assert_eq!(text, "");
         assert_eq!(bad.unwrap().1, 1);

@@ -185,6 +185,7 @@ pub async fn serve(
     bound: impl FnOnce(SocketAddr, bool),
 ) -> Result<(), ServeError> {
     http::raise_open_files();
+    memory::tune_allocator();
     let config = Arc::new(config);
     let metrics = Arc::new(metrics::Metrics::new());
     let (stage_tx, stage) = tokio::sync::watch::channel(http::Stage::Running);

@@ -35,10 +35,57 @@ pub(crate) struct Part {
 pub(crate) const CHUNK_BYTES: usize = 1 << 20;
 
 /// A line the request could not write, by the request's own line number.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
 pub(crate) struct Rejected {
     pub line: u64,
     pub reason: String,
+}
+
+impl Ord for Rejected {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.line.cmp(&other.line)
+    }
+}
+
+impl PartialOrd for Rejected {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The rejected lines of a request: all of them counted, the first
+/// `LISTED` (by line) kept with their reasons, which is what the answer
+/// lists. A body of a million bad lines holds a thousand reasons, not a
+/// million.
+#[derive(Debug, Default)]
+pub(crate) struct Rejects {
+    /// A max-heap: the kept line with the largest number is the one to drop.
+    kept: std::collections::BinaryHeap<Rejected>,
+    count: usize,
+    /// Bytes the kept reasons take.
+    bytes: usize,
+}
+
+/// Rejected lines an answer lists.
+const LISTED: usize = 1000;
+
+impl Rejects {
+    pub(crate) fn push(&mut self, r: Rejected) {
+        self.count += 1;
+        if self.kept.len() < LISTED {
+            self.bytes += r.reason.len() + 32;
+            self.kept.push(r);
+        } else if self.kept.peek().is_some_and(|last| r.line < last.line) {
+            let gone = self.kept.pop().expect("full");
+            self.bytes = self.bytes + r.reason.len() - gone.reason.len();
+            self.kept.push(r);
+        }
+    }
+
+    /// What the kept reasons hold in memory.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 /// A request's `Idempotency-Key` and the digest of the request it names.
@@ -62,7 +109,7 @@ enum Plan {
 pub(crate) async fn submit_and_answer(
     s: &Shared,
     parts: Vec<Part>,
-    mut rejects: Vec<Rejected>,
+    mut rejects: Rejects,
     line_of: impl Fn(u64) -> u64,
     total_lines: usize,
     key: Option<Keyed<'_>>,
@@ -155,7 +202,9 @@ pub(crate) async fn submit_and_answer(
     if done.rows_skipped > 0 {
         s.metrics.skipped(done.rows_skipped);
     }
-    rejects.extend(done.rejects.into_iter().map(|r| Rejected { line: line_of(r.line), reason: r.reason }));
+    for r in done.rejects {
+        rejects.push(Rejected { line: line_of(r.line), reason: r.reason });
+    }
     let (status, body) = answer(rejects, total_lines, committed);
     if let Some(k) = &key {
         for lane in &lanes {
@@ -266,24 +315,18 @@ pub(crate) async fn patiently<T, F: Future<Output = Result<T, String>>>(
 }
 
 /// The answer (status and body) for a request whose rows are all committed or rejected.
-fn answer(mut rejects: Vec<Rejected>, total_lines: usize, committed: u64) -> (StatusCode, String) {
-    if rejects.is_empty() {
+fn answer(rejects: Rejects, total_lines: usize, committed: u64) -> (StatusCode, String) {
+    if rejects.count == 0 {
         return (StatusCode::NO_CONTENT, String::new());
     }
-    rejects.sort_by_key(|r| r.line);
-    let first = &rejects[0];
+    let count = rejects.count;
+    let listed = rejects.kept.into_sorted_vec();
+    let first = &listed[0];
     let message = if committed == 0 {
-        format!("no line was written: {} of {} lines rejected; line {}: {}", rejects.len(), total_lines, first.line, first.reason)
+        format!("no line was written: {count} of {total_lines} lines rejected; line {}: {}", first.line, first.reason)
     } else {
-        format!(
-            "partial write: {} of {} lines rejected, the others are committed; line {}: {}",
-            rejects.len(),
-            total_lines,
-            first.line,
-            first.reason
-        )
+        format!("partial write: {count} of {total_lines} lines rejected, the others are committed; line {}: {}", first.line, first.reason)
     };
-    let listed: Vec<&Rejected> = rejects.iter().take(1000).collect();
     let body = serde_json::json!({
         "code": "invalid",
         "message": message,
@@ -309,4 +352,26 @@ fn stored(status: u16, answer: String) -> Response {
 /// The request's `Idempotency-Key` (or `X-Request-Id`), when it has one.
 pub(crate) fn idempotency_key(headers: &axum::http::HeaderMap) -> Option<&str> {
     ["idempotency-key", "x-request-id"].iter().find_map(|h| headers.get(*h)?.to_str().ok()).map(str::trim).filter(|k| !k.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_keep_the_first_lines_reasons_and_count_them_all() {
+        let mut r = Rejects::default();
+        for line in (1..=5000u64).rev() {
+            r.push(Rejected { line, reason: format!("bad {line}") });
+        }
+        assert_eq!(r.count, 5000);
+        assert_eq!(r.kept.len(), LISTED);
+        let (status, body) = answer(r, 6000, 1000);
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert!(v["message"].as_str().unwrap().starts_with("partial write: 5000 of 6000 lines rejected"), "{body}");
+        assert_eq!(v["line"], 1);
+        let lines: Vec<u64> = v["rejected"].as_array().unwrap().iter().map(|r| r["line"].as_u64().unwrap()).collect();
+        assert_eq!(lines, (1..=1000).collect::<Vec<_>>());
+    }
 }

@@ -120,7 +120,7 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
     s.metrics.received(&table.to_string(), lines as u64, data.len() as u64);
     let cuts = record_cuts(&data, format, super::submit::CHUNK_BYTES);
     let part = Part { lane, data, first_line, cuts };
-    submit_and_answer(s, vec![part], Vec::new(), |l| l, lines, key, reserved).await
+    submit_and_answer(s, vec![part], Default::default(), |l| l, lines, key, reserved).await
 }
 
 /// Where to cut CSV or JSON Lines rows into chunks of about `every` bytes:
