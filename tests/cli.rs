@@ -65,6 +65,8 @@ mod serve_clients;
 mod serve_guard;
 #[path = "cli/serve_hostile.rs"]
 mod serve_hostile;
+#[path = "cli/serve_lanes.rs"]
+mod serve_lanes;
 #[path = "cli/serve_limits.rs"]
 mod serve_limits;
 #[path = "cli/serve_once.rs"]
