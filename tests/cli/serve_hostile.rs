@@ -284,3 +284,152 @@ async fn two_large_bodies_at_once_stay_within_the_default_budget() {
     eprintln!("serve_two_big: peak RSS {peak} MiB at the default --memory-mb 256 ({busy} answers 429)");
     assert!(peak <= 256 + OVERHEAD_MIB, "peak RSS {peak} MiB, over --memory-mb 256 + {OVERHEAD_MIB} MiB");
 }
+
+/// Rows of a well-behaved client's request: ids `first..first + 100`.
+fn good_body(first: u64) -> String {
+    (first..first + 100).map(|id| format!("cpu,host=good id={id}i {}\n", (1_700_000_000 + id % 86_400) * 1_000_000_000)).collect()
+}
+
+#[tokio::test]
+async fn a_hostile_mix_leaves_well_behaved_clients_served_quickly_and_exactly_once() {
+    raise_open_files();
+    let db = shared().fresh_db("serve_hostile").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", "time timestamptz not null, host text, id bigint", "1 day", &[]);
+    let c = db.client().await;
+    let s = Server::start(
+        &url,
+        &["--header-timeout", "2s", "--idle-timeout", "4s", "--body-timeout", "2s", "--min-body-rate", "4", "--max-body-mb", "2"],
+    );
+    let pid = s.child.id();
+    let write = format!("{}/write?db=public", s.base);
+    assert_eq!(post(&write, &[], good_body(0).as_bytes()).0, 204, "warm-up");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let began = Instant::now();
+
+    // 500 slow connections: stopped in their headers, in their body, or silent.
+    let slow = std::thread::spawn({
+        let base = s.base.clone();
+        move || {
+            let mut conns = Vec::new();
+            for i in 0..500 {
+                let mut c = connect(&base);
+                let _ = match i % 5 {
+                    0 | 1 => c.write_all(b"POST /write?db=public HTTP/1.1\r\nHost: x\r\nContent-Typ"),
+                    2 | 3 => c.write_all(b"POST /write?db=public HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\ncpu,host=slow id=1i"),
+                    _ => Ok(()),
+                };
+                conns.push(c);
+            }
+            conns
+        }
+    });
+    // 50 bodies over --max-body-mb: half announce it, half send it chunked.
+    let big = std::sync::Arc::new(lines(60_000, "over", 1_700_000_000).into_bytes());
+    let over: Vec<_> = (0..50)
+        .map(|i| {
+            let (write, big) = (write.clone(), big.clone());
+            std::thread::spawn(move || {
+                let req = agent().post(&write);
+                let mut resp = if i % 2 == 0 {
+                    req.send(&big[..]).unwrap()
+                } else {
+                    let reader: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(big.to_vec()));
+                    req.send(ureq::SendBody::from_owned_reader(reader)).unwrap()
+                };
+                (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap_or_default())
+            })
+        })
+        .collect();
+    // 20 gzip bombs (200 MiB of zeros in 200 KB): half with an honest trailer, half with one that lies.
+    let packed = std::sync::Arc::new(bomb(200 << 20));
+    let bombs: Vec<_> = (0..20)
+        .map(|i| {
+            let (write, packed) = (write.clone(), packed.clone());
+            std::thread::spawn(move || {
+                let mut b = packed.to_vec();
+                if i % 2 == 1 {
+                    let n = b.len();
+                    b[n - 4..].copy_from_slice(&1000u32.to_le_bytes());
+                }
+                let mut resp = agent().post(&write).header("Content-Encoding", "gzip").send(&b[..]).unwrap();
+                (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap_or_default())
+            })
+        })
+        .collect();
+    // 100 well-behaved clients, each retrying a request with its key until it is acknowledged.
+    let good: Vec<_> = (0..100u64)
+        .map(|client| {
+            let (write, stop) = (write.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let agent = agent();
+                let (mut latencies, mut acked) = (Vec::new(), Vec::new());
+                let mut batch = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let first = (client * 10_000 + batch + 1) * 100;
+                    let body = good_body(first);
+                    let key = format!("good-{client}-{batch}");
+                    loop {
+                        let t = Instant::now();
+                        let r = agent.post(&write).header("Idempotency-Key", &key).send(body.as_bytes());
+                        latencies.push(t.elapsed());
+                        match r {
+                            Ok(resp) if resp.status().as_u16() == 204 => break,
+                            Ok(mut resp) if resp.status().as_u16() == 400 => {
+                                panic!("refused: {}", resp.body_mut().read_to_string().unwrap_or_default())
+                            }
+                            _ => std::thread::sleep(Duration::from_millis(100)),
+                        }
+                    }
+                    acked.push(first as i64);
+                    batch += 1;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                (latencies, acked)
+            })
+        })
+        .collect();
+
+    let over: Vec<(u16, String)> = over.into_iter().map(|t| t.join().unwrap()).collect();
+    let bombs: Vec<(u16, String)> = bombs.into_iter().map(|t| t.join().unwrap()).collect();
+    let mut slow = slow.join().unwrap();
+    std::thread::sleep(Duration::from_secs(8u64.saturating_sub(began.elapsed().as_secs())));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut latencies = Vec::new();
+    let mut acked = Vec::new();
+    for t in good {
+        let (l, a) = t.join().unwrap();
+        latencies.extend(l);
+        acked.extend(a);
+    }
+    let took = began.elapsed();
+    let peak = proc_kib(pid, "VmHWM") / 1024;
+
+    assert!(over.iter().all(|(status, text)| *status == 413 && text.contains("--max-body-mb")), "{:?}", &over[..2]);
+    assert!(bombs.iter().all(|(status, _)| *status == 413), "{bombs:?}");
+    // Every slow connection was cut off by the server (they are long past every limit).
+    let kept = slow.iter_mut().map(|c| closed_by_server(c, Duration::from_secs(3))).filter(Option::is_none).count();
+    assert_eq!(kept, 0, "{kept} of 500 slow connections still open after {:?}", began.elapsed());
+    latencies.sort();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    eprintln!(
+        "serve_hostile: {} requests of well-behaved clients in {took:?}, p50 {:?}, p90 {:?}, p99 {p99:?}, max {:?}; peak RSS {peak} MiB",
+        latencies.len(),
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() * 9 / 10],
+        latencies.last().unwrap()
+    );
+    assert!(p99 < Duration::from_secs(1), "p99 {p99:?}");
+    assert!(peak <= 256 + OVERHEAD_MIB, "peak RSS {peak} MiB, over --memory-mb 256 + {OVERHEAD_MIB} MiB");
+    // Every acknowledged row is there, once; nothing else was written.
+    let (n, distinct): (i64, i64) = {
+        let r = c.query_one("SELECT count(*), count(DISTINCT id) FROM cpu WHERE id >= 100", &[]).await.unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(n, distinct, "rows stored twice");
+    let present: i64 = c.query_one("SELECT count(*) FROM cpu WHERE id / 100 * 100 = ANY($1)", &[&acked]).await.unwrap().get(0);
+    assert_eq!(present, acked.len() as i64 * 100, "acknowledged rows missing");
+    assert_eq!(n, present);
+    let (code, log) = s.terminate();
+    assert_eq!(code, Some(143), "{log}");
+}

@@ -122,10 +122,11 @@ pub(crate) async fn submit_and_answer(
     }
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let keys = s.lanes.keys.clone();
-    let _held = match &key {
+    let held = match &key {
         Some(k) => Some(keys.hold(k.key).await),
         None => None,
     };
+    let keying = std::time::Instant::now();
     let plans = match &key {
         None => parts.iter().map(|p| Plan::Send { start: p.lane.offsets(p.data.len() as u64).0 }).collect(),
         Some(k) => match plan_keyed(s, &parts, k, deadline).await {
@@ -133,6 +134,9 @@ pub(crate) async fn submit_and_answer(
             Err(r) => return r,
         },
     };
+    if key.is_some() {
+        s.metrics.stage("key", keying.elapsed().as_secs_f64());
+    }
     let enqueue = std::time::Instant::now();
     let (tx, rx) = flume::bounded(1);
     let tag = s.next_request.fetch_add(1, Ordering::Relaxed);
@@ -207,10 +211,19 @@ pub(crate) async fn submit_and_answer(
     }
     let (status, body) = answer(rejects, total_lines, committed);
     if let Some(k) = &key {
-        for lane in &lanes {
-            // Not recorded: a retry finds every row journaled and skips it.
-            let _ = keys.done(&s.config, &lane.id, k.key, status.as_u16(), &body).await;
-        }
+        // Recorded after the client has its answer; the key stays held until then, so a
+        // retry of it waits and finds the answer. Not recorded: a retry finds every row
+        // journaled and skips it.
+        let (config, metrics, key, ids, answer) =
+            (s.config.clone(), s.metrics.clone(), k.key.to_owned(), lanes.iter().map(|l| l.id.clone()).collect::<Vec<_>>(), body.clone());
+        tokio::spawn(async move {
+            let _held = held;
+            let recording = std::time::Instant::now();
+            for id in &ids {
+                let _ = keys.done(&config, id, &key, status.as_u16(), &answer).await;
+            }
+            metrics.stage("answer", recording.elapsed().as_secs_f64());
+        });
     }
     stored(status.as_u16(), body)
 }
@@ -243,9 +256,6 @@ async fn send_part(p: Part, start: u64, ack: &AckRef) {
 async fn plan_keyed(s: &Shared, parts: &[Part], k: &Keyed<'_>, deadline: tokio::time::Instant) -> Result<Vec<Plan>, Response> {
     let keys = &s.lanes.keys;
     let unreachable = |e: String| unknown(&format!("cannot record the Idempotency-Key: {e}"));
-    if patiently(deadline, || keys.used_otherwise(&s.config, k.key, &k.digest)).await.map_err(unreachable)? {
-        return Err(reused(k.key));
-    }
     let mut plans = Vec::new();
     let mut recorded = Vec::new();
     for p in parts {
@@ -260,7 +270,7 @@ async fn plan_keyed(s: &Shared, parts: &[Part], k: &Keyed<'_>, deadline: tokio::
             }
             KeyState::Done { status, answer } => Plan::Replay { status, answer },
             KeyState::Other => {
-                // Another process recorded it meanwhile: forget what this request recorded.
+                // Nothing moved yet: forget what this request recorded in its other lanes.
                 let _ = keys.forget(&s.config, &recorded, k.key).await;
                 return Err(reused(k.key));
             }
