@@ -24,7 +24,7 @@ use super::{Errors, InputFormat, LoadError, LoadProgress, LoadReport, LoadSpec, 
 pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<LoadReport, LoadError> {
     let began = Instant::now();
     let (mut control, prepared) = recover::set_up(&spec, progress).await?;
-    let budget = Arc::new(Budget::new(spec.memory_budget));
+    let budget = spec.shared_budget.clone().unwrap_or_else(|| Arc::new(Budget::new(spec.memory_budget)));
     let cancel = Arc::new(AtomicBool::new(false));
     let bytes_read = Arc::new(AtomicU64::new(0));
 

@@ -2,6 +2,7 @@
 //! time, and what kind of value each takes.
 
 use chute_core::ident::QualifiedName;
+use tokio_postgres::Client;
 
 use super::ServeConfig;
 
@@ -41,11 +42,44 @@ pub(crate) enum LaneError {
     /// A setting chute serve was started with (checked again here).
     #[error("{0}")]
     Setting(String),
+    /// A table serve may not write to (see `guard`).
+    #[error("{0}")]
+    Refused(String),
+    /// The request names a column the table does not have.
+    #[error("{0}")]
+    NoColumn(String),
+}
+
+/// A connection for reading the catalog and changing a table.
+pub(crate) async fn connect(config: &ServeConfig) -> Result<tokio_postgres::Client, LaneError> {
+    config.target.connect().await.map_err(|e| LaneError::Unreachable(e.to_string()))
+}
+
+/// A failed statement: `Unreachable` when the connection was lost.
+pub(crate) fn sql_error(context: String) -> impl FnOnce(tokio_postgres::Error) -> LaneError {
+    move |e| {
+        if crate::retry::connection_lost(&e) {
+            LaneError::Unreachable(e.to_string())
+        } else {
+            LaneError::Sql(crate::error::SqlError::new(context, e))
+        }
+    }
+}
+
+/// Every column name of `table` (those with defaults too), in order.
+pub(crate) async fn column_names(client: &Client, table: &QualifiedName) -> Result<Vec<String>, LaneError> {
+    let rows = client
+        .query(
+            "SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            &[&table.quoted()],
+        )
+        .await
+        .map_err(sql_error(format!("reading the columns of {table}")))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// Reads the columns of `table`, time first.
-pub(crate) async fn read_columns(config: &ServeConfig, table: &QualifiedName) -> Result<Vec<LaneColumn>, LaneError> {
-    let client = config.target.connect().await.map_err(|e| LaneError::Unreachable(e.to_string()))?;
+pub(crate) async fn read_columns(client: &Client, table: &QualifiedName) -> Result<Vec<LaneColumn>, LaneError> {
     let rows = client
         .query(
             "SELECT a.attname::text, t.typname::text, t.typcategory::text, \
@@ -57,13 +91,7 @@ pub(crate) async fn read_columns(config: &ServeConfig, table: &QualifiedName) ->
             &[&table.quoted()],
         )
         .await
-        .map_err(|e| {
-            if crate::retry::connection_lost(&e) {
-                LaneError::Unreachable(e.to_string())
-            } else {
-                LaneError::Sql(crate::error::SqlError::new(format!("reading the columns of {table}"), e))
-            }
-        })?;
+        .map_err(sql_error(format!("reading the columns of {table}")))?;
     if rows.is_empty() {
         return Err(LaneError::NoTable(table.to_string()));
     }
