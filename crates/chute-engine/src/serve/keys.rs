@@ -127,7 +127,7 @@ impl Keys {
             let mut c = self.clients[at].lock().await;
             if c.as_ref().is_none_or(|c| c.is_closed()) {
                 let client = config.target.connect().await.map_err(|e| e.to_string())?;
-                // The schema's bootstrap makes chute.serve_requests (versions 5 to 7).
+                // The schema's bootstrap makes chute.serve_requests (versions 5 to 8).
                 crate::schema::ensure(&client).await.map_err(|e| e.to_string())?;
                 // A key's record is written before its rows are sent, so the commit of
                 // any of its rows (synchronous, in the lanes) makes the WAL durable past
