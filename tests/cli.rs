@@ -65,6 +65,12 @@ mod routing;
 mod serve;
 #[path = "cli/serve_clients.rs"]
 mod serve_clients;
+#[path = "cli/serve_guard.rs"]
+mod serve_guard;
+#[path = "cli/serve_hostile.rs"]
+mod serve_hostile;
+#[path = "cli/serve_lanes.rs"]
+mod serve_lanes;
 #[path = "cli/serve_limits.rs"]
 mod serve_limits;
 #[path = "cli/serve_once.rs"]

@@ -7,7 +7,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this chute writes and understands.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -113,7 +113,14 @@ CREATE TABLE IF NOT EXISTS chute.index_watch (
     since timestamptz NOT NULL,
     scans int8 NOT NULL
 );
-INSERT INTO chute.meta VALUES ('schema_version', '7') ON CONFLICT (key) DO UPDATE SET value = '7';
+-- Version 8: a key is bound to its request: the digest of its target and
+-- body (see serve::keys), so that the same key with another request is
+-- refused instead of answered with the first one's answer. A key of an
+-- older version has none and is bound to whatever is sent with it next. Keys are looked
+-- up by themselves too (a key is one request, whatever table it wrote to).
+ALTER TABLE chute.serve_requests ADD COLUMN IF NOT EXISTS digest text;
+CREATE INDEX IF NOT EXISTS serve_requests_key ON chute.serve_requests (key);
+INSERT INTO chute.meta VALUES ('schema_version', '8') ON CONFLICT (key) DO UPDATE SET value = '8';
 ";
 
 /// Creates the schema when missing or older (every statement is idempotent,

@@ -14,7 +14,7 @@
 //! takes rows.
 
 pub mod ack;
-mod budget;
+pub(crate) mod budget;
 mod claim;
 mod control;
 mod coordinator;
@@ -144,6 +144,9 @@ pub struct LoadSpec {
     /// rows wait at most about one batch's COPY and commit, and batches grow
     /// with the load.
     pub flush_when_idle: bool,
+    /// One budget several loads share instead of `memory_budget` each
+    /// (`chute serve`'s lanes, one load per table).
+    pub(crate) shared_budget: Option<std::sync::Arc<budget::Budget>>,
 }
 
 /// Whether partitions a load creates take the backfill path.
@@ -193,6 +196,7 @@ impl LoadSpec {
             atomic: false,
             backfill: Backfill::Auto,
             backfill_index_memory: 256 << 20,
+            shared_budget: None,
         }
     }
 }

@@ -46,7 +46,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             0
         }
     };
-    let budget = Arc::new(Budget::new(spec.memory_budget));
+    let budget = spec.shared_budget.clone().unwrap_or_else(|| Arc::new(Budget::new(spec.memory_budget)));
     let rejects = Arc::new(std::sync::Mutex::new(RejectWriter::new(spec.reject_file.clone(), &opened.names, &opened.rejects, resumed > 0)));
     let ctx = Arc::new(WorkerCtx {
         target: spec.target.clone(),
