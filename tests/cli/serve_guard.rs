@@ -260,7 +260,11 @@ async fn a_login_refused_or_a_privilege_missing_is_not_called_unreachable() {
     let port = cluster.port();
     let line = b"m v=1 1700000000000000000\n";
     for (who, url, expect) in [
-        ("a wrong password", format!("postgresql://pw_user:wrong@127.0.0.1:{port}/{}?sslmode=disable", db.name), "password authentication failed"),
+        (
+            "a wrong password",
+            format!("postgresql://pw_user:wrong@127.0.0.1:{port}/{}?sslmode=disable", db.name),
+            "password authentication failed",
+        ),
         ("no privilege on chute", format!("postgresql://weak@127.0.0.1:{port}/{}?sslmode=disable", db.name), "permission denied"),
     ] {
         let s = Server::start(&url, &["--allow-table", "public.m", "--request-timeout", "10s"]);

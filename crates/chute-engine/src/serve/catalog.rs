@@ -103,8 +103,7 @@ impl LaneError {
 /// out, a serialization failure or deadlock, resources or a shutdown.
 fn busy(code: &tokio_postgres::error::SqlState) -> bool {
     use tokio_postgres::error::SqlState as S;
-    [S::LOCK_NOT_AVAILABLE, S::T_R_SERIALIZATION_FAILURE, S::T_R_DEADLOCK_DETECTED, S::ADMIN_SHUTDOWN, S::CANNOT_CONNECT_NOW]
-        .contains(code)
+    [S::LOCK_NOT_AVAILABLE, S::T_R_SERIALIZATION_FAILURE, S::T_R_DEADLOCK_DETECTED, S::ADMIN_SHUTDOWN, S::CANNOT_CONNECT_NOW].contains(code)
         || code.code().starts_with("53")
 }
 

@@ -135,7 +135,10 @@ impl Keys {
                 // it; a record lost with the rest of an unflushed tail only makes a
                 // retry send the request again, which the journal keeps exactly once.
                 // Not waiting for a flush per record takes the disk off every request.
-                client.batch_execute("SET synchronous_commit = off").await.map_err(super::catalog::sql_error("setting up the keys' connection".into()))?;
+                client
+                    .batch_execute("SET synchronous_commit = off")
+                    .await
+                    .map_err(super::catalog::sql_error("setting up the keys' connection".into()))?;
                 *c = Some(std::sync::Arc::new(client));
             }
             c.as_ref().expect("connected").clone()

@@ -285,7 +285,13 @@ pub(crate) fn lane_error(e: &catalog::LaneError) -> Response {
     match e.answer() {
         catalog::Answer::Retry => unavailable(&e.to_string()),
         catalog::Answer::Refuse(status) => {
-            let code = if status == StatusCode::NOT_FOUND { "not found" } else if status == StatusCode::FORBIDDEN { "forbidden" } else { "invalid" };
+            let code = if status == StatusCode::NOT_FOUND {
+                "not found"
+            } else if status == StatusCode::FORBIDDEN {
+                "forbidden"
+            } else {
+                "invalid"
+            };
             error(status, code, &e.to_string())
         }
         catalog::Answer::Operator => error(

@@ -265,7 +265,8 @@ async fn plan_keyed(s: &Shared, parts: &[Part], k: &Keyed<'_>, deadline: tokio::
         let len = p.data.len() as u64;
         let (start, _) = p.lane.offsets(len);
         let at = (p.lane.id.as_str(), &p.lane.table, p.lane.generation());
-        let looked = super::patiently(deadline, || keys.lookup(&s.config, at, (k.key, &k.digest), start, len)).await.map_err(unreachable)?;
+        let looked =
+            super::patiently(deadline, || keys.lookup(&s.config, at, (k.key, &k.digest), start, len)).await.map_err(unreachable)?;
         plans.push(match looked {
             KeyState::New => {
                 recorded.push(p.lane.id.clone());
@@ -283,7 +284,9 @@ async fn plan_keyed(s: &Shared, parts: &[Part], k: &Keyed<'_>, deadline: tokio::
                 if owner == keys.owner && generation == p.lane.generation() && !p.lane.restart(s.config.request_timeout).await {
                     return Err(unknown("the table's load is restarting: retry with the same Idempotency-Key"));
                 }
-                super::patiently(deadline, || keys.attempt(&s.config, &p.lane.id, k.key, p.lane.generation())).await.map_err(unreachable)?;
+                super::patiently(deadline, || keys.attempt(&s.config, &p.lane.id, k.key, p.lane.generation()))
+                    .await
+                    .map_err(unreachable)?;
                 Plan::Send { start: at }
             }
         });
