@@ -92,10 +92,10 @@ pub(super) fn parse_lines<F: LineFormat>(
             // an error: a `\r`-only file would otherwise vanish silently into
             // its "header". If it holds the end marker, the data ends there.
             header = false;
-            if F::BROKEN_HEADER_IS_ERROR || !scan.broken {
-                if let Some(problem) = line_problem::<F>(start, &scan) {
-                    on_error(RecordError { pos, reason: problem.into() });
-                }
+            if (F::BROKEN_HEADER_IS_ERROR || !scan.broken)
+                && let Some(problem) = line_problem::<F>(start, &scan)
+            {
+                on_error(RecordError { pos, reason: problem.into() });
             }
         } else if !(scan.end_marker && scan.content_end == start) {
             // (A marker alone on its line is no record; one after data ends
