@@ -9,7 +9,7 @@ use std::time::Duration;
 use chute_engine::local::StopMode;
 use chute_testkit::{TestCluster, shared};
 
-use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value, wait_for, waits_for_lock};
+use crate::common::{Lines, chute, create_time_partitioned, open_tempdir, run_expect, summary_value, wait_for, waits_for_lock};
 
 fn finish(child: Child) -> (Option<i32>, String) {
     let out = child.wait_with_output().unwrap();
@@ -96,10 +96,12 @@ async fn a_load_started_while_the_server_is_down_waits_for_it() {
     let csv: String = (0..20_000).map(|i| format!("{i},row {i}\n")).collect();
     std::fs::write(dir.path().join("d.csv"), csv).unwrap();
     cluster.cluster.stop(StopMode::Fast).unwrap();
-    let child = spawn_load(dir.path(), &["--url", &url, "load", "d", "d.csv", "--retry-for", "1min"]);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut child = spawn_load(dir.path(), &["--url", &url, "load", "d", "d.csv", "--retry-for", "1min"]);
+    let mut err = Lines::new(child.stderr.take().unwrap());
+    err.wait_until("the load to wait for the server", Duration::from_secs(60), |seen| seen.contains("retrying"));
     cluster.cluster.start().unwrap();
     let (code, out) = finish(child);
+    let out = format!("{out}{}", err.rest());
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("retrying"), "says it waits for the server:\n{out}");
     let c = db.client().await;
