@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use chute_testkit::{TestCluster, shared};
 
-use crate::common::{chute, open_tempdir, run_expect, summary_value};
+use crate::common::{chute, exit_within, open_tempdir, run_expect, summary_value};
 
 /// The `# input:line: reason` lines of a reject file.
 fn reject_comments(path: &std::path::Path) -> Vec<String> {
@@ -78,20 +78,6 @@ async fn a_bad_json_or_xml_value_rejects_only_its_own_row() {
     one_bad_value(&db, "jsonb", &body, 10_000, 7000, 7000).await;
 }
 
-/// Waits for `child` at most `limit`; kills it and panics past that.
-fn wait_at_most(mut child: std::process::Child, limit: Duration) -> std::process::Output {
-    let began = Instant::now();
-    while child.try_wait().expect("wait for chute").is_none() {
-        if began.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("chute's output");
-            panic!("chute still ran after {limit:?}\n--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    child.wait_with_output().expect("chute's output")
-}
-
 #[tokio::test]
 async fn a_column_type_chute_did_not_encode_for_stops_the_load_at_once() {
     // An owned cluster: its log holds this test's lines only.
@@ -143,7 +129,7 @@ async fn stops_on_a_changed_column(cluster: &TestCluster, column: &str, to: &str
     let log_before = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
     stdin.write_all(&rows.as_bytes()[4..]).unwrap();
     drop(stdin);
-    let out = wait_at_most(child, Duration::from_secs(60));
+    let out = exit_within(child, Duration::from_secs(60), "chute");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stops with exit 2:\n{stderr}");
     assert!(
@@ -178,7 +164,7 @@ fn run_measuring_peak(cmd: &mut std::process::Command, limit: Duration) -> (std:
             }
         })
     };
-    let out = wait_at_most(child, limit);
+    let out = exit_within(child, limit, "chute");
     watcher.join().unwrap();
     (out, peak.load(std::sync::atomic::Ordering::Relaxed) / 1024)
 }
