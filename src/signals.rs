@@ -36,11 +36,15 @@ impl Signals {
     pub fn listen_with(flag: Arc<AtomicBool>, second: Second) -> Signals {
         let (tx, which) = tokio::sync::watch::channel(None);
         let set = flag.clone();
+        // Registered here, before the task first runs: a signal that came
+        // between the spawn and the task's first poll would otherwise get the
+        // default action (the process killed, no exit code of ours).
+        let mut streams = Streams::register();
         tokio::spawn(async move {
-            let outcome = next().await;
+            let outcome = streams.next().await;
             set.store(true, Ordering::SeqCst);
             let _ = tx.send(Some(outcome));
-            next().await;
+            streams.next().await;
             match second {
                 Second::Exit(message) => {
                     eprintln!("chute: second signal; {message}");
@@ -77,19 +81,31 @@ impl Signals {
     }
 }
 
-/// The next SIGINT or SIGTERM.
-async fn next() -> Outcome {
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
-        _ = sigterm() => Outcome::Terminated,
-    }
+/// SIGINT and SIGTERM, each registered once.
+struct Streams {
+    interrupt: Option<tokio::signal::unix::Signal>,
+    terminate: Option<tokio::signal::unix::Signal>,
 }
 
-async fn sigterm() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut s) => {
-            s.recv().await;
+impl Streams {
+    fn register() -> Streams {
+        use tokio::signal::unix::{SignalKind, signal};
+        Streams { interrupt: signal(SignalKind::interrupt()).ok(), terminate: signal(SignalKind::terminate()).ok() }
+    }
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) -> Outcome {
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
         }
-        Err(_) => std::future::pending().await,
+        tokio::select! {
+            _ = recv(&mut self.interrupt) => Outcome::Interrupted,
+            _ = recv(&mut self.terminate) => Outcome::Terminated,
+        }
     }
 }

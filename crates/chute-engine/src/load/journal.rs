@@ -318,23 +318,35 @@ pub async fn forget_done_before(client: &Client, age: std::time::Duration) -> Re
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
-/// Records, in the transaction that loads them, which input ranges
-/// `part`'s leaf now holds (see the module's doc).
+/// What a batch's commit records of one target: the input ranges whose
+/// rows for it are all in the batch (see the module's doc).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Claim<'a> {
+    pub ranges: &'a [(u32, u64, u64)],
+    /// The name the target is journaled under (see `target_key`).
+    pub target: &'a str,
+    /// The relation the rows are in.
+    pub relation: &'a str,
+    pub rows: u64,
+}
+
+/// Records, in the transaction that loads them, which input ranges a
+/// target now holds.
 pub(crate) async fn record(
     txn: &tokio_postgres::Transaction<'_>,
     load_id: &str,
     batch_id: &str,
-    part: &super::sink::BatchPart,
-    rows: u64,
+    claim: Claim<'_>,
 ) -> Result<(), tokio_postgres::Error> {
-    for (i, (input, starts, ends)) in journal_rows(&part.seg.ranges).into_iter().enumerate() {
+    let Claim { ranges, target, relation, rows } = claim;
+    for (i, (input, starts, ends)) in journal_rows(ranges).into_iter().enumerate() {
         // The rows count goes on the first entry only, so sums stay right.
         let rows = if i == 0 { rows as i64 } else { 0 };
         // The physical table the rows are in: its oid and relfilenode now (see `open`).
         txn.execute(
             "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows, rel, relfilenode)
              SELECT $1, $2, $3, $4, $5, $6, $7, c.oid, c.relfilenode FROM pg_class c WHERE c.oid = $8::text::regclass",
-            &[&load_id, &batch_id, &part.journal_target, &input, &starts, &ends, &rows, &part.target_name],
+            &[&load_id, &batch_id, &target, &input, &starts, &ends, &rows, &relation],
         )
         .await?;
     }

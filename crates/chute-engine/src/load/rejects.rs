@@ -5,11 +5,11 @@
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::LoadError;
 use super::model::Reject;
-use super::setup::RejectOrigin;
 
 /// Copies `len` bytes at `offset` of a plain input file (a record kept by
 /// position) to `out` in pieces, so a large record is never held whole.
@@ -36,6 +36,17 @@ fn copy_record(
         left -= n;
     }
     Ok(last)
+}
+
+/// What the reject file needs to know of the input.
+pub(crate) struct RejectOrigin {
+    /// The file when none is given.
+    pub default_path: Option<PathBuf>,
+    /// Plain input files, by input, to read records kept by position from.
+    pub plain_files: Vec<Option<PathBuf>>,
+    /// Generated rows keep no records: they are made again from their
+    /// sequence number.
+    pub regenerate: Option<Arc<dyn chute_core::generate::Workload>>,
 }
 
 /// Writes rejected records: a comment line with where and why, then the

@@ -8,7 +8,6 @@
 //! comes after it (the coordinator, the sinks, the report) sees a source, a
 //! kind and an [`Opened`] description, never the input itself.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -17,6 +16,7 @@ use tokio_postgres::Client;
 use super::input::{self, InputSpec};
 use super::journal::{self, Committed};
 use super::kind::{self, Prepared};
+use super::rejects::RejectOrigin;
 use super::routing::{RouteMode, Routing, reread_tree};
 use super::source::files::FileSource;
 use super::source::generated::GenSource;
@@ -85,17 +85,6 @@ pub(crate) enum Identity {
     Inputs { ids: Vec<String>, generated: bool },
     /// Rows a workload makes.
     Workload(Arc<dyn chute_core::generate::Workload>, u64),
-}
-
-/// What the reject file needs to know of the input.
-pub(crate) struct RejectOrigin {
-    /// The file when none is given.
-    pub default_path: Option<PathBuf>,
-    /// Plain input files, by input, to read records kept by position from.
-    pub plain_files: Vec<Option<PathBuf>>,
-    /// Generated rows keep no records: they are made again from their
-    /// sequence number.
-    pub regenerate: Option<Arc<dyn chute_core::generate::Workload>>,
 }
 
 /// Opens the load's input into its source (every file first, so a missing

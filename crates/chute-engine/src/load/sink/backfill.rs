@@ -363,7 +363,7 @@ async fn plain_indexes(txn: &Transaction<'_>, parent: u32) -> Result<Vec<String>
 async fn copy_part(txn: &Transaction<'_>, ctx: &WorkerCtx, part: &BatchPart, batch_id: &str) -> Result<(), tokio_postgres::Error> {
     let rows = super::copy_once(txn, part, 0, part.seg.row_ends.len()).await?;
     if let Some(load_id) = &ctx.load_id {
-        super::super::journal::record(txn, load_id, batch_id, part, rows).await?;
+        super::super::journal::record(txn, load_id, batch_id, part.claim(rows)).await?;
     }
     Ok(())
 }

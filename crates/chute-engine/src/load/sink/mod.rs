@@ -67,6 +67,13 @@ pub(crate) struct BatchPart {
     pub seg: Segment,
 }
 
+impl BatchPart {
+    /// What committing `rows` of this part claims in the journal.
+    pub(crate) fn claim(&self, rows: u64) -> super::journal::Claim<'_> {
+        super::journal::Claim { ranges: &self.seg.ranges, target: &self.journal_target, relation: &self.target_name, rows }
+    }
+}
+
 impl Batch {
     pub(crate) fn label(&self) -> String {
         match self.parts.as_slice() {
@@ -390,7 +397,7 @@ pub(crate) async fn commit_batch<C: Begin>(
         loaded += rows;
         rejected[before..].iter_mut().for_each(|r| r.part = index);
         if let Some(load_id) = &ctx.load_id {
-            super::journal::record(&txn, load_id, &batch.batch_id, part, rows).await?;
+            super::journal::record(&txn, load_id, &batch.batch_id, part.claim(rows)).await?;
         }
     }
     if !rejected.is_empty() {
