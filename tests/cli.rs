@@ -25,6 +25,8 @@ mod exactly_once;
 mod first_use;
 #[path = "cli/gen.rs"]
 mod r#gen;
+#[path = "cli/layout.rs"]
+mod layout;
 #[path = "cli/load.rs"]
 mod load;
 #[path = "cli/local.rs"]

@@ -2,8 +2,6 @@
 //! JSON Lines) on the load engine.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use anyhow::Context;
 use chute_core::partman::policy::parse_duration;
@@ -12,6 +10,7 @@ use chute_engine::serve::{ServeConfig, serve};
 use crate::Outcome;
 use crate::args::{ConnArgs, ServeArgs};
 use crate::settings;
+use crate::signals::{Second, Signals};
 
 pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     settings::check_interval("--interval", &a.interval)?;
@@ -74,16 +73,12 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
         return check(&config).await;
     }
     // SIGTERM or Ctrl-C: stop accepting, answer what is in flight once committed.
-    let signal = Arc::new(AtomicU8::new(0));
+    let signals = Signals::listen(Second::Wait);
     let shutdown_text = a.shutdown_timeout.clone();
     let shutdown = {
-        let signal = signal.clone();
+        let mut signals = signals.clone();
         async move {
-            let code = tokio::select! {
-                _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
-                _ = super::partition::sigterm() => Outcome::Terminated,
-            };
-            signal.store(code as u8, Ordering::SeqCst);
+            signals.first().await;
             eprintln!(
                 "chute serve: stopping: no new requests; answering those in flight once their rows are committed (at most {})",
                 shutdown_text
@@ -91,11 +86,7 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
         }
     };
     serve(config, shutdown, |addr, tls| eprintln!("chute serve: listening on {}://{addr}", if tls { "https" } else { "http" })).await?;
-    Ok(match signal.load(Ordering::SeqCst) {
-        130 => Outcome::Interrupted,
-        143 => Outcome::Terminated,
-        _ => Outcome::Ok,
-    })
+    Ok(signals.outcome().unwrap_or(Outcome::Ok))
 }
 
 /// A duration flag that must not be zero.

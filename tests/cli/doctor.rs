@@ -599,8 +599,14 @@ async fn an_index_is_called_unused_only_after_a_whole_window_without_a_scan() {
     assert_eq!(v["index_history"]["window"], "7d");
     assert!(v["index_history"]["waiting"].as_u64().unwrap() >= 2, "{:#}", v["index_history"]);
     assert!(v["index_history"]["not_recorded"].is_null(), "{:#}", v["index_history"]);
-    let (text, _) = run_expect(chute().args(["--url", &url, "doctor", "--wal-sample", "0"]), 0);
+    // Only this database's tables: server-wide findings depend on the other
+    // tests sharing the server (checkpoints forced by their loads), so the
+    // exit status says nothing about indexes here.
+    let out = crate::common::run(chute().args(["--url", &url, "doctor", "app", "--wal-sample", "0"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("index advice: not enough history yet for 2 index(es)"), "{text}");
+    assert!(!text.contains("unused_index"), "{text}");
 
     // A window of 2 s: app_at is scanned between runs, app_account never.
     let scan_at = "SET enable_seqscan = off; SET enable_bitmapscan = off;

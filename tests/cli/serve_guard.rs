@@ -232,3 +232,47 @@ async fn long_names_duplicate_tags_and_bytes_that_are_not_text_are_refused_line_
     let v = json(&text);
     assert!(v["rejected"].is_array() && v["rows_committed"] == 0 && v.get("line").is_some(), "{text}");
 }
+
+/// What a request gets when chute serve itself cannot do the work (a login
+/// refused, a privilege missing) is an error its operator must act on: 500,
+/// naming the cause, never 503 "PostgreSQL is unreachable" (which promises
+/// that waiting helps). PostgreSQL that is really gone is still 503.
+#[tokio::test]
+async fn a_login_refused_or_a_privilege_missing_is_not_called_unreachable() {
+    use chute_testkit::{ClusterSetup, TestCluster};
+    let cluster = TestCluster::start_with(&ClusterSetup {
+        tcp: true,
+        hba: &["host all pw_user 127.0.0.1/32 scram-sha-256", "host all all 127.0.0.1/32 trust"],
+        ..Default::default()
+    });
+    let db = cluster.fresh_db("guard_login").await;
+    let admin = db.client().await;
+    admin
+        .batch_execute(
+            "SET password_encryption = 'scram-sha-256'; CREATE ROLE pw_user LOGIN PASSWORD 'right';
+             CREATE ROLE weak LOGIN; CREATE TABLE public.m (time timestamptz not null, v float8);
+             GRANT INSERT, SELECT ON public.m TO weak;
+             -- The chute schema exists, owned by the superuser: `weak` may not use it.
+             CREATE SCHEMA chute",
+        )
+        .await
+        .unwrap();
+    let port = cluster.port();
+    let line = b"m v=1 1700000000000000000\n";
+    for (who, url, expect) in [
+        (
+            "a wrong password",
+            format!("postgresql://pw_user:wrong@127.0.0.1:{port}/{}?sslmode=disable", db.name),
+            "password authentication failed",
+        ),
+        ("no privilege on chute", format!("postgresql://weak@127.0.0.1:{port}/{}?sslmode=disable", db.name), "permission denied"),
+    ] {
+        let s = Server::start(&url, &["--allow-table", "public.m", "--request-timeout", "10s"]);
+        let (status, text) = post(&format!("{}/write?db=public", s.base), &[("Idempotency-Key", "k1")], line);
+        assert_eq!(status, 500, "{who}: {text}\n{}", s.log());
+        assert!(text.contains(expect) && !text.contains("unreachable"), "{who}: {text}");
+        let (status, text) = post(&format!("{}/write?db=public", s.base), &[], line);
+        assert_eq!(status, 500, "{who}, without a key: {text}\n{}", s.log());
+        assert!(text.contains(expect) && !text.contains("unreachable"), "{who}: {text}");
+    }
+}

@@ -128,7 +128,42 @@ pub fn plan_swap(
             true,
         );
     }
-    // The swap, with the first partitions from hi on.
+    let (sql, premade) = swap_sql(policy, facts, names, &new_pk, hi, &hi_lit, &rc)?;
+    step(
+        &mut plan,
+        table,
+        "swap",
+        format!(
+            "swap: rename {table} to {}, {} to {table}, attach {} for [MINVALUE, {hi_lit}) without a scan, create {} partitions from {hi_lit}",
+            names.old, names.new_parent, names.old, premade
+        ),
+        sql,
+        true,
+    );
+    step(
+        &mut plan,
+        table,
+        "policy",
+        format!("store the policy of {table} for chute partition maintain"),
+        vec![planner::store_config_sql(policy)],
+        true,
+    );
+    Ok(plan)
+}
+
+/// The swap's statements, with the first partitions from `hi` on, and how
+/// many partitions it makes.
+fn swap_sql(
+    policy: &Policy,
+    facts: &Facts,
+    names: &Names,
+    new_pk: &[String],
+    hi: i64,
+    hi_lit: &str,
+    rc: &str,
+) -> Result<(Vec<String>, usize), PlanError> {
+    let table = &names.table;
+    let t = table.quoted();
     let mut sql =
         vec![super::quiet_lock(std::slice::from_ref(&t)), super::lock_asked(), format!("LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE")];
     for (seq, _) in &facts.owned_sequences {
@@ -175,29 +210,7 @@ pub fn plan_swap(
     }
     sql.push(format!("UPDATE chute.migrations SET phase = 'swapped', updated_at = now() WHERE {}", migration_filter(table)));
     sql.push(super::lock_held(table));
-    step(
-        &mut plan,
-        table,
-        "swap",
-        format!(
-            "swap: rename {table} to {}, {} to {table}, attach {} for [MINVALUE, {hi_lit}) without a scan, create {} partitions from {hi_lit}",
-            names.old,
-            names.new_parent,
-            names.old,
-            premake.steps.len()
-        ),
-        sql,
-        true,
-    );
-    step(
-        &mut plan,
-        table,
-        "policy",
-        format!("store the policy of {table} for chute partition maintain"),
-        vec![planner::store_config_sql(policy)],
-        true,
-    );
-    Ok(plan)
+    Ok((sql, premake.steps.len()))
 }
 
 /// The new parent, made from the table before any constraint of ours is on

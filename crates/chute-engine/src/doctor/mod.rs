@@ -118,7 +118,7 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
     }
     let mgr = PartitionManager::connect(opts, ExecSettings::default()).await?;
     let client = mgr.client();
-    let now = jiff::Timestamp::now().as_microsecond();
+    let now = crate::clock::now_micros();
     let mut oids = Vec::new();
     let mut names = Vec::new();
     for t in &o.tables {

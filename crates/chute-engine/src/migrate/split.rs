@@ -149,16 +149,10 @@ impl Migrator {
     /// The columns the split copies (not generated ones) and whether an
     /// identity column is `GENERATED ALWAYS`.
     async fn split_columns(&self, old: &QualifiedName) -> Result<SplitColumns, MigrateError> {
-        let row = self
-            .client
-            .query_one(
-                "SELECT coalesce(array_agg(attname::text ORDER BY attnum) FILTER (WHERE attgenerated = ''), '{}'),
-                        coalesce(bool_or(attidentity = 'a'), false)
-                 FROM pg_attribute WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped",
-                &[&old.quoted()],
-            )
-            .await?;
-        Ok(SplitColumns { names: row.get(0), identity_always: row.get(1) })
+        let columns = crate::catalog::columns_of(&self.client, old).await?;
+        let identity_always = columns.iter().any(|c| c.identity == Some('a'));
+        let names = columns.into_iter().filter(|c| !c.generated).map(|c| c.name).collect();
+        Ok(SplitColumns { names, identity_always })
     }
 
     /// The staging parent, its leaves a batch per transaction, then the

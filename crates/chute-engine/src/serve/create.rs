@@ -37,7 +37,9 @@ impl Wanted {
 /// Makes `table` (and its schema) for a measurement with these columns.
 pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, columns: &[(String, Wanted)]) -> Result<(), LaneError> {
     let settings = ExecSettings { lock_timeout: config.lock_timeout, retry_for: config.retry_for.min(Duration::from_secs(60)) };
-    let mut mgr = PartitionManager::connect(&config.target, settings).await.map_err(|e| LaneError::Unreachable(e.to_string()))?;
+    let mut mgr = PartitionManager::connect(&config.target, settings)
+        .await
+        .map_err(|e| LaneError::Create { table: table.to_string(), source: Box::new(e) })?;
     if let Some(schema) = &table.schema {
         mgr.client()
             .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)))
@@ -78,7 +80,8 @@ pub(crate) async fn add_columns(
         table.quoted(),
         adds.join(", ")
     );
-    let mut pause = Duration::from_millis(50);
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let mut backoff = crate::retry::Backoff::new(Duration::from_millis(50), Duration::from_secs(1), left);
     loop {
         match client.batch_execute(&sql).await {
             Ok(()) => {
@@ -88,13 +91,11 @@ pub(crate) async fn add_columns(
             }
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
                 let _ = client.batch_execute("RESET lock_timeout").await;
-                if tokio::time::Instant::now() + pause >= deadline {
+                if !backoff.wait().await {
                     return Err(LaneError::Unreachable(format!(
                         "cannot add columns to {table}: its lock was held longer than --lock-timeout on every try: retry"
                     )));
                 }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(1));
             }
             Err(e) => return Err(super::catalog::sql_error(format!("adding columns to {table}"))(e)),
         }

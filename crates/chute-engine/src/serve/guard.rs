@@ -134,7 +134,7 @@ pub(crate) async fn creation_schema(client: &Client, table: &QualifiedName) -> R
         None => client
             .query_one("SELECT current_schema()::text", &[])
             .await
-            .map_err(|e| LaneError::Unreachable(e.to_string()))?
+            .map_err(super::catalog::sql_error(format!("reading the schema {table} would be made in")))?
             .get::<_, Option<String>>(0)
             .ok_or_else(|| LaneError::Refused(format!("cannot create {table}: the search_path names no schema that exists")))?,
     };

@@ -29,13 +29,13 @@ use chute_core::ident::QualifiedName;
 use chute_core::parse::lineproto::{FieldValue, LineAt, LineSet, Precision, parse_lines_into};
 
 use super::Shared;
-use super::catalog::LaneError;
+use super::catalog::Answer;
 use super::create::Wanted;
 use super::lanes::Lane;
 use super::matcher::{Cell, Matcher, Miss, too_long};
 use super::memory::Reservation;
 use super::submit::{CHUNK_BYTES, Keyed, Part, Rejected, Rejects, idempotency_key, submit_and_answer};
-use crate::load::values::ValueRows;
+use crate::load::ValueRows;
 
 pub(crate) async fn write_v1(
     State(s): State<Arc<Shared>>,
@@ -92,7 +92,7 @@ async fn write(
         key,
         digest: super::keys::digest(&[api.as_bytes(), schema.map_or(&b""[..], |s| s.as_bytes()), precision_text.as_bytes(), &body]),
     });
-    let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+    let now_ns = crate::clock::now_micros().saturating_mul(1000);
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let request = Request { s, body: &body, precision, now_ns, schema: schema.map(String::as_str), deadline };
     // Parsed again (at most twice) when --create-tables added columns its lines needed.
@@ -235,9 +235,9 @@ impl Request<'_> {
         for t in tables.values_mut() {
             if !t.wanted.is_empty() && t.lane.is_ok() {
                 let wanted = std::mem::take(&mut t.wanted);
-                match super::while_unreachable(self.deadline, || s.lanes.lines(&t.table, &wanted, self.deadline)).await {
+                match super::patiently(self.deadline, || s.lanes.lines(&t.table, &wanted, self.deadline)).await {
                     Ok(_) => changed = true,
-                    Err(LaneError::Unreachable(e)) => return Err(super::unavailable(&format!("PostgreSQL is unreachable: {e}"))),
+                    Err(e) if !matches!(e.answer(), Answer::Refuse(_)) => return Err(super::lane_error(&e)),
                     // The lines stay rejected, each with its reason.
                     Err(_) => {}
                 }
@@ -348,10 +348,11 @@ impl Request<'_> {
         } else {
             // What a new table needs: only with --create-tables.
             let wanted = if s.config.create_tables { wanted_columns(set, lines) } else { Vec::new() };
-            match super::while_unreachable(self.deadline, || s.lanes.lines(&table, &wanted, self.deadline)).await {
+            match super::patiently(self.deadline, || s.lanes.lines(&table, &wanted, self.deadline)).await {
                 Ok(l) => Ok(l),
-                Err(LaneError::Unreachable(e)) => return Err(super::unavailable(&format!("PostgreSQL is unreachable: {e}"))),
-                Err(e) => Err(e.to_string()),
+                // What is wrong with this measurement rejects its lines; the rest of the request goes on.
+                Err(e) if matches!(e.answer(), Answer::Refuse(_)) => Err(e.to_string()),
+                Err(e) => return Err(super::lane_error(&e)),
             }
         };
         Ok(TableOut { table, lane, matcher: None, rows: ValueRows::default(), lines: Vec::new(), cuts: vec![(0, 0)], wanted: Vec::new() })

@@ -36,6 +36,7 @@ use tokio_postgres::Client;
 use chute_core::ident::QualifiedName;
 
 use super::ServeConfig;
+use super::catalog::LaneError;
 
 /// What is known of a key in one lane.
 #[derive(Debug, Clone)]
@@ -121,29 +122,32 @@ impl Keys {
         &self,
         config: &ServeConfig,
         f: impl AsyncFnOnce(&Client) -> Result<T, tokio_postgres::Error>,
-    ) -> Result<T, String> {
+    ) -> Result<T, LaneError> {
         let client = {
             let at = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.clients.len();
             let mut c = self.clients[at].lock().await;
             if c.as_ref().is_none_or(|c| c.is_closed()) {
-                let client = config.target.connect().await.map_err(|e| e.to_string())?;
+                let client = config.target.connect().await?;
                 // The schema's bootstrap makes chute.serve_requests (versions 5 to 8).
-                crate::schema::ensure(&client).await.map_err(|e| e.to_string())?;
+                crate::schema::ensure(&client).await?;
                 // A key's record is written before its rows are sent, so the commit of
                 // any of its rows (synchronous, in the lanes) makes the WAL durable past
                 // it; a record lost with the rest of an unflushed tail only makes a
                 // retry send the request again, which the journal keeps exactly once.
                 // Not waiting for a flush per record takes the disk off every request.
-                client.batch_execute("SET synchronous_commit = off").await.map_err(|e| e.to_string())?;
+                client
+                    .batch_execute("SET synchronous_commit = off")
+                    .await
+                    .map_err(super::catalog::sql_error("setting up the keys' connection".into()))?;
                 *c = Some(std::sync::Arc::new(client));
             }
             c.as_ref().expect("connected").clone()
         };
-        f(&client).await.map_err(|e| crate::error::SqlError::new("recording an idempotency key", e).to_string())
+        f(&client).await.map_err(super::catalog::sql_error("recording an idempotency key".into()))
     }
 
     /// A fresh block of offsets for a lane's run: 2^40 of them, never used before.
-    pub(crate) async fn offset_block(&self, config: &ServeConfig) -> Result<u64, String> {
+    pub(crate) async fn offset_block(&self, config: &ServeConfig) -> Result<u64, LaneError> {
         self.with_client(config, async |c| {
             let v: i64 = c.query_one("SELECT nextval('chute.serve_offsets')", &[]).await?.get(0);
             Ok((v as u64) << 40)
@@ -166,7 +170,7 @@ impl Keys {
         (key, digest): (&str, &str),
         start: u64,
         len: u64,
-    ) -> Result<KeyState, String> {
+    ) -> Result<KeyState, LaneError> {
         let owner = self.owner.clone();
         let (table, generation) = (table.quoted(), generation as i64);
         self.with_client(config, async |c| {
@@ -222,7 +226,7 @@ impl Keys {
     }
 
     /// Forgets the records of `key` made by a request that was then refused.
-    pub(crate) async fn forget(&self, config: &ServeConfig, lanes: &[String], key: &str) -> Result<(), String> {
+    pub(crate) async fn forget(&self, config: &ServeConfig, lanes: &[String], key: &str) -> Result<(), LaneError> {
         self.with_client(config, async |c| {
             c.execute("DELETE FROM chute.serve_requests WHERE lane = ANY($1) AND key = $2 AND status IS NULL", &[&lanes, &key]).await?;
             Ok(())
@@ -237,7 +241,7 @@ impl Keys {
     /// partitioned parent (rows sent through it) that holds no row any more
     /// are forgotten. Without this a lane would refuse to start, as
     /// `chute load` does for a file.
-    pub(crate) async fn repair_journal(&self, config: &ServeConfig, lane: &str) -> Result<(), String> {
+    pub(crate) async fn repair_journal(&self, config: &ServeConfig, lane: &str) -> Result<(), LaneError> {
         self.with_client(config, async |c| {
             c.execute(
                 "UPDATE chute.load_journal j SET relfilenode = c.relfilenode FROM pg_class c
@@ -268,7 +272,7 @@ impl Keys {
     /// Forgets what the lane's journal and keys hold from before `window`:
     /// a key is exactly once within it (offsets are never reused, so a
     /// forgotten range can never make a new row look committed).
-    pub(crate) async fn prune(&self, config: &ServeConfig, lane: &str, window: std::time::Duration) -> Result<u64, String> {
+    pub(crate) async fn prune(&self, config: &ServeConfig, lane: &str, window: std::time::Duration) -> Result<u64, LaneError> {
         let secs = window.as_secs_f64();
         self.with_client(config, async |c| {
             let journal = c
@@ -289,7 +293,7 @@ impl Keys {
     }
 
     /// A new attempt of a key in this process, in the lane's run `generation`.
-    pub(crate) async fn attempt(&self, config: &ServeConfig, lane: &str, key: &str, generation: u64) -> Result<(), String> {
+    pub(crate) async fn attempt(&self, config: &ServeConfig, lane: &str, key: &str, generation: u64) -> Result<(), LaneError> {
         let owner = self.owner.clone();
         self.with_client(config, async |c| {
             c.execute(
@@ -303,7 +307,7 @@ impl Keys {
     }
 
     /// Every row of the key's request is committed (or rejected for good): its answer.
-    pub(crate) async fn done(&self, config: &ServeConfig, lane: &str, key: &str, status: u16, answer: &str) -> Result<(), String> {
+    pub(crate) async fn done(&self, config: &ServeConfig, lane: &str, key: &str, status: u16, answer: &str) -> Result<(), LaneError> {
         self.with_client(config, async |c| {
             c.execute(
                 "UPDATE chute.serve_requests SET status = $3, answer = $4 WHERE lane = $1 AND key = $2",

@@ -35,7 +35,7 @@ use super::create::Wanted;
 use super::metrics::Metrics;
 use crate::load::budget::Budget;
 use crate::load::model::Chunk;
-use crate::load::{Feed, InputFormat, LoadProgress, LoadSpec, LoadStats};
+use crate::load::{Feed, InputFormat, LoadInput, LoadProgress, LoadSpec, LoadStats};
 
 /// The shape of the rows a lane takes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -257,13 +257,13 @@ impl Lanes {
 
     async fn start(&self, table: &QualifiedName, shape: &Shape, columns: Vec<LaneColumn>) -> Result<Arc<Lane>, LaneError> {
         let c = &self.config;
-        let base = self.keys.offset_block(c).await.map_err(LaneError::Unreachable)?;
+        let base = self.keys.offset_block(c).await?;
         let id = match shape {
             Shape::Lines => format!("serve {table}"),
             other => format!("serve {table} {:x}", crate::load::journal::stable_hash(&[&format!("{other:?}")])),
         };
         // What is older than the idempotency window is forgotten: the lane reads less when it starts.
-        self.keys.prune(c, &id, c.idempotency_window).await.map_err(LaneError::Unreachable)?;
+        self.keys.prune(c, &id, c.idempotency_window).await?;
         let (tx, feed) = Feed::bounded(c.queue_depth);
         let spec = self.spec(table, shape, &columns, &id, feed.clone());
         let serial = self.next_serial.fetch_add(1, Ordering::Relaxed);
@@ -322,8 +322,12 @@ impl Lanes {
     /// The load of a lane.
     fn spec(&self, table: &QualifiedName, shape: &Shape, columns: &[LaneColumn], id: &str, feed: Feed) -> LoadSpec {
         let c = &self.config;
-        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), Vec::new());
-        spec.feed = Some(feed);
+        let format = match shape {
+            Shape::Lines => InputFormat::Values,
+            Shape::Table { format: TableFormat::Csv, .. } => InputFormat::Csv,
+            Shape::Table { format: TableFormat::Jsonl, .. } => InputFormat::Jsonl,
+        };
+        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), LoadInput::Feed { feed, format });
         // Journaled: a keyed request's retry skips what its earlier attempts committed.
         spec.load_id = Some(id.to_owned());
         spec.wait = true;
@@ -339,15 +343,10 @@ impl Lanes {
         spec.no_create_partitions = c.no_create_partitions;
         match shape {
             Shape::Lines => {
-                spec.format = InputFormat::Values;
                 spec.columns = Some(columns.iter().map(|c| c.name.clone()).collect());
                 spec.epoch = Some(EpochUnit::Nanos);
             }
-            Shape::Table { format, columns, delimiter, null, epoch } => {
-                spec.format = match format {
-                    TableFormat::Csv => InputFormat::Csv,
-                    TableFormat::Jsonl => InputFormat::Jsonl,
-                };
+            Shape::Table { columns, delimiter, null, epoch, .. } => {
                 spec.columns = columns.clone();
                 spec.delimiter = *delimiter;
                 spec.null = null.clone();
@@ -410,6 +409,10 @@ struct LaneRun {
 
 impl LaneRun {
     async fn run(self, spec: LoadSpec) {
+        // Pauses between runs after the server went away; never gives up (the
+        // service runs until stopped), and starts over after a run that worked.
+        let backoff = || crate::retry::Backoff::new(Duration::from_millis(500), Duration::from_secs(5), Duration::MAX);
+        let mut pauses = backoff();
         loop {
             let mut progress = LaneProgress {
                 table: self.name.clone(),
@@ -435,7 +438,7 @@ impl LaneRun {
                 _ if self.feed.0.is_disconnected() && self.feed.0.is_empty() => return,
                 // Asked to start again (see `Lane::restart`): at once.
                 Ok(_) if stop.load(Ordering::SeqCst) => continue,
-                Ok(_) => {}
+                Ok(_) => pauses = backoff(),
                 Err(e) if crate::retry::Lost::connection_lost(e) && !self.stopping.load(Ordering::Relaxed) => {
                     self.metrics.lane_failed(&self.name);
                     eprintln!("chute serve: the load into {} failed: {e}; starting it again", self.name);
@@ -454,7 +457,7 @@ impl LaneRun {
                     return;
                 }
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            pauses.wait().await;
         }
     }
 }

@@ -263,18 +263,42 @@ async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {
 }
 
 /// 503 with Retry-After and a JSON error body both InfluxDB clients read.
-/// Runs `get` again every 250 ms while PostgreSQL is unreachable (it may be
-/// restarting), until the request's `deadline`; any other outcome at once.
-pub(crate) async fn while_unreachable<T, Fut>(deadline: tokio::time::Instant, mut get: impl FnMut() -> Fut) -> Result<T, catalog::LaneError>
+/// Runs `get` again while its error is worth a retry (PostgreSQL may be
+/// restarting, a lock may be held), until the request's `deadline`; any
+/// other outcome at once.
+pub(crate) async fn patiently<T, Fut>(deadline: tokio::time::Instant, mut get: impl FnMut() -> Fut) -> Result<T, catalog::LaneError>
 where
     Fut: std::future::Future<Output = Result<T, catalog::LaneError>>,
 {
-    const PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let mut backoff = crate::retry::Backoff::new(std::time::Duration::from_millis(100), std::time::Duration::from_millis(500), left);
     loop {
         match get().await {
-            Err(catalog::LaneError::Unreachable(_)) if tokio::time::Instant::now() + PAUSE < deadline => tokio::time::sleep(PAUSE).await,
+            Err(e) if e.transient() && backoff.wait().await => {}
             other => return other,
         }
+    }
+}
+
+/// The answer to a request that failed with `e` before any row moved.
+pub(crate) fn lane_error(e: &catalog::LaneError) -> Response {
+    match e.answer() {
+        catalog::Answer::Retry => unavailable(&e.to_string()),
+        catalog::Answer::Refuse(status) => {
+            let code = if status == StatusCode::NOT_FOUND {
+                "not found"
+            } else if status == StatusCode::FORBIDDEN {
+                "forbidden"
+            } else {
+                "invalid"
+            };
+            error(status, code, &e.to_string())
+        }
+        catalog::Answer::Operator => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal error",
+            &format!("{e} (chute serve's operator must act: see chute serve --check)"),
+        ),
     }
 }
 

@@ -255,14 +255,18 @@ async fn send_part(p: Part, start: u64, ack: &AckRef) {
 /// before any row moves.
 async fn plan_keyed(s: &Shared, parts: &[Part], k: &Keyed<'_>, deadline: tokio::time::Instant) -> Result<Vec<Plan>, Response> {
     let keys = &s.lanes.keys;
-    let unreachable = |e: String| unknown(&format!("cannot record the Idempotency-Key: {e}"));
+    let unreachable = |e: super::catalog::LaneError| match e.answer() {
+        super::catalog::Answer::Retry => unknown(&format!("cannot record the Idempotency-Key: {e}")),
+        _ => super::lane_error(&e),
+    };
     let mut plans = Vec::new();
     let mut recorded = Vec::new();
     for p in parts {
         let len = p.data.len() as u64;
         let (start, _) = p.lane.offsets(len);
         let at = (p.lane.id.as_str(), &p.lane.table, p.lane.generation());
-        let looked = patiently(deadline, || keys.lookup(&s.config, at, (k.key, &k.digest), start, len)).await.map_err(unreachable)?;
+        let looked =
+            super::patiently(deadline, || keys.lookup(&s.config, at, (k.key, &k.digest), start, len)).await.map_err(unreachable)?;
         plans.push(match looked {
             KeyState::New => {
                 recorded.push(p.lane.id.clone());
@@ -280,7 +284,9 @@ async fn plan_keyed(s: &Shared, parts: &[Part], k: &Keyed<'_>, deadline: tokio::
                 if owner == keys.owner && generation == p.lane.generation() && !p.lane.restart(s.config.request_timeout).await {
                     return Err(unknown("the table's load is restarting: retry with the same Idempotency-Key"));
                 }
-                patiently(deadline, || keys.attempt(&s.config, &p.lane.id, k.key, p.lane.generation())).await.map_err(unreachable)?;
+                super::patiently(deadline, || keys.attempt(&s.config, &p.lane.id, k.key, p.lane.generation()))
+                    .await
+                    .map_err(unreachable)?;
                 Plan::Send { start: at }
             }
         });
@@ -307,21 +313,6 @@ fn unknown(message: &str) -> Response {
     });
     *r.body_mut() = axum::body::Body::from(body.to_string());
     r
-}
-
-/// Tries `f` until it succeeds or `deadline` passes (PostgreSQL may be
-/// restarting): the last error then.
-pub(crate) async fn patiently<T, F: Future<Output = Result<T, String>>>(
-    deadline: tokio::time::Instant,
-    mut f: impl FnMut() -> F,
-) -> Result<T, String> {
-    loop {
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(e) if tokio::time::Instant::now() + std::time::Duration::from_millis(250) >= deadline => return Err(e),
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
-        }
-    }
 }
 
 /// The answer (status and body) for a request whose rows are all committed or rejected.

@@ -13,7 +13,6 @@ use axum::response::{IntoResponse, Response};
 use chute_core::ident::QualifiedName;
 
 use super::Shared;
-use super::catalog::LaneError;
 use super::lanes::{Shape, TableFormat};
 use super::submit::{Keyed, Part, idempotency_key, submit_and_answer};
 
@@ -107,14 +106,9 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
     }
     let shape = Shape::Table { format, columns, delimiter, null: q.get("null").cloned(), epoch };
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
-    let got = super::while_unreachable(deadline, || s.lanes.get(&table, &shape)).await;
-    let lane = match got {
+    let lane = match super::patiently(deadline, || s.lanes.get(&table, &shape)).await {
         Ok(l) => l,
-        Err(LaneError::Unreachable(e)) => return super::unavailable(&format!("PostgreSQL is unreachable: {e}")),
-        Err(e @ LaneError::Refused(_)) => return super::error(StatusCode::FORBIDDEN, "forbidden", &e.to_string()),
-        Err(e @ LaneError::NoColumn(_)) => return bad(&e.to_string()),
-        Err(e @ LaneError::NoTable(_)) => return super::error(StatusCode::NOT_FOUND, "not found", &e.to_string()),
-        Err(e) => return super::unavailable(&e.to_string()),
+        Err(e) => return super::lane_error(&e),
     };
     let lines = chute_core::parse::count_lines(&data) as usize;
     s.metrics.received(&table.to_string(), lines as u64, data.len() as u64);
