@@ -7,6 +7,7 @@ mod args;
 mod commands;
 mod progress;
 mod settings;
+mod signals;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -29,6 +30,7 @@ pub enum Outcome {
 
 fn main() -> ExitCode {
     let args = args::Cli::parse_with_book();
+    chute_engine::setting::name_settings_with(settings::flag);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

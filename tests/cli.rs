@@ -29,6 +29,8 @@ mod exactly_once;
 mod first_use;
 #[path = "cli/gen.rs"]
 mod r#gen;
+#[path = "cli/layout.rs"]
+mod layout;
 #[path = "cli/load.rs"]
 mod load;
 #[path = "cli/local.rs"]
@@ -41,6 +43,10 @@ mod migrate;
 mod migrate_columns;
 #[path = "cli/migrate_early.rs"]
 mod migrate_early;
+#[path = "cli/migrate_keys.rs"]
+mod migrate_keys;
+#[path = "cli/migrate_live.rs"]
+mod migrate_live;
 #[path = "cli/migrate_status.rs"]
 mod migrate_status;
 #[path = "cli/partition.rs"]
@@ -65,6 +71,12 @@ mod routing;
 mod serve;
 #[path = "cli/serve_clients.rs"]
 mod serve_clients;
+#[path = "cli/serve_guard.rs"]
+mod serve_guard;
+#[path = "cli/serve_hostile.rs"]
+mod serve_hostile;
+#[path = "cli/serve_lanes.rs"]
+mod serve_lanes;
 #[path = "cli/serve_limits.rs"]
 mod serve_limits;
 #[path = "cli/serve_once.rs"]

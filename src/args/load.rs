@@ -1,8 +1,12 @@
 //! The flags of `chute gen` and `chute load`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use chute_core::partman::Span;
 use clap::Args;
+
+use super::values;
 
 #[derive(Debug, Args)]
 pub struct GenArgs {
@@ -104,8 +108,8 @@ pub struct LoadArgs {
     #[arg(long)]
     pub header: bool,
     /// Field delimiter (csv: `,`; text: tab).
-    #[arg(long, value_name = "CHAR")]
-    pub delimiter: Option<char>,
+    #[arg(long, value_name = "CHAR", value_parser = values::ascii_char)]
+    pub delimiter: Option<u8>,
     /// The string that means NULL (csv: an unquoted empty field; text: \N).
     #[arg(long, value_name = "STRING")]
     pub null: Option<String>,
@@ -116,17 +120,17 @@ pub struct LoadArgs {
     #[arg(long, value_enum, value_name = "UNIT")]
     pub epoch: Option<EpochArg>,
     /// COPY connections (default: the number of cores).
-    #[arg(long)]
+    #[arg(long, value_parser = values::at_least_one)]
     pub workers: Option<usize>,
     /// Threads that parse, encode and route (default: half the cores).
-    #[arg(long)]
+    #[arg(long, value_parser = values::at_least_one)]
     pub parse_threads: Option<usize>,
     /// Target size of one COPY batch, in MiB.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = values::at_least_one)]
     pub batch_mb: usize,
-    /// Memory for rows in flight, in MiB (queues and per-partition buffers).
-    #[arg(long, default_value_t = 160)]
-    pub memory_mb: usize,
+    /// Memory for rows in flight, in MiB (queues and per-partition buffers; at least 8).
+    #[arg(long, default_value_t = 160, value_parser = clap::value_parser!(u64).range(8..))]
+    pub memory_mb: u64,
     /// Send every row through the parent table and let the server route.
     #[arg(long)]
     pub via_parent: bool,
@@ -141,8 +145,8 @@ pub struct LoadArgs {
     #[arg(long, value_enum, default_value_t = BackfillArg::Auto, value_name = "auto|on|off")]
     pub backfill: BackfillArg,
     /// maintenance_work_mem for building a backfilled partition's indexes.
-    #[arg(long, default_value = "256MB", value_name = "SIZE")]
-    pub backfill_index_memory: String,
+    #[arg(long, default_value = "256MB", value_name = "SIZE", value_parser = values::memory_size)]
+    pub backfill_index_memory: u64,
     /// Where rejected rows go (default: <input file name>.rejects in the current directory).
     #[arg(long, value_name = "PATH")]
     pub reject_file: Option<std::path::PathBuf>,
@@ -150,8 +154,8 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N")]
     pub max_rejects: Option<u64>,
     /// Without a terminal: print a progress line this often (tsbs style).
-    #[arg(long, default_value = "10s", value_name = "DURATION")]
-    pub report_every: String,
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = values::duration)]
+    pub report_every: Duration,
     /// Write the periodic figures (time, rows, rows/s) to this CSV file.
     #[arg(long, value_name = "FILE")]
     pub rates_csv: Option<std::path::PathBuf>,
@@ -174,24 +178,24 @@ pub struct LoadArgs {
     pub forget: Option<String>,
     /// Forget every load that finished more than DURATION ago (e.g. 30d) and
     /// exit; unfinished loads stay, so they can still be resumed.
-    #[arg(long, value_name = "DURATION", conflicts_with_all = ["status", "forget"])]
-    pub forget_done_before: Option<String>,
+    #[arg(long, value_name = "DURATION", conflicts_with_all = ["status", "forget"], value_parser = values::duration)]
+    pub forget_done_before: Option<Duration>,
     /// Scale-out: commit on every data node or on none (two-phase commit;
     /// the nodes need max_prepared_transactions > 0). A crash between
     /// prepare and commit is resolved by the next run or `chute cluster recover`.
     #[arg(long)]
     pub atomic: bool,
     /// Keep retrying a lost connection or a restarted server this long.
-    #[arg(long, default_value = "5min", value_name = "DURATION")]
-    pub retry_for: String,
+    #[arg(long, default_value = "5min", value_name = "DURATION", value_parser = values::duration)]
+    pub retry_for: Duration,
     /// tsbs: partition each measurement table by time with this interval.
-    #[arg(long, value_name = "INTERVAL")]
-    pub interval: Option<String>,
+    #[arg(long, value_name = "INTERVAL", value_parser = values::interval)]
+    pub interval: Option<Span>,
     /// Send rows that have waited this long without filling a batch (a live
     /// stream's rows reach the table while it waits for more); `off` waits
     /// for full batches [default: 1s when reading stdin, off for files].
-    #[arg(long, value_name = "DURATION|off")]
-    pub flush_every: Option<String>,
+    #[arg(long, value_name = "DURATION|off", value_parser = values::duration_or_off)]
+    pub flush_every: Option<values::OrOff>,
     /// Load generated data instead of files (no file is written): rows of
     /// TABLE, or for iot and devops the tsbs tables themselves (no TABLE).
     #[arg(long = "gen", value_enum, value_name = "WORKLOAD")]

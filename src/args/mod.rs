@@ -7,10 +7,15 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 mod book;
+mod cluster;
+mod doctor;
 mod load;
 mod partition;
 mod serve;
+pub mod values;
 
+pub use cluster::*;
+pub use doctor::*;
 pub use load::*;
 pub use partition::*;
 pub use serve::*;
@@ -217,17 +222,17 @@ pub enum Command {
     Simulate(SimulateArgs),
 
     /// What slows ingestion on this server, and the exact fix for each finding.
-    #[command(after_help = crate::commands::doctor::DOCTOR_HELP)]
-    Doctor(crate::commands::doctor::DoctorArgs),
+    #[command(after_help = DOCTOR_HELP)]
+    Doctor(DoctorArgs),
 
     /// One screen: server, ingestion settings, managed tables, loads in progress.
-    #[command(after_help = crate::commands::doctor::STATUS_HELP)]
-    Status(crate::commands::status::StatusArgs),
+    #[command(after_help = STATUS_HELP)]
+    Status(StatusArgs),
 
     /// Scale-out: one logical table over several PostgreSQL servers (a
     /// coordinator and data nodes), loaded with no coordinator in the data path.
-    #[command(subcommand, after_help = crate::commands::CLUSTER_HELP)]
-    Cluster(crate::commands::ClusterCommand),
+    #[command(subcommand, after_help = CLUSTER_HELP)]
+    Cluster(ClusterCommand),
 }
 
 #[derive(Debug, Args)]

@@ -54,14 +54,46 @@ pub struct ServeArgs {
     #[arg(long, default_value = "100ms", value_name = "DURATION")]
     pub max_delay: String,
 
-    /// Budget for the bytes of requests in flight, all together, in MiB;
-    /// when full, new requests get 429 with Retry-After.
+    /// The memory budget, in MiB: three quarters for requests in flight
+    /// (their bodies as read, decompressed and parsed), a quarter shared by
+    /// every table's load. A request that does not fit now gets 429 with
+    /// Retry-After; one that could never fit, 413.
     #[arg(long, default_value_t = 256)]
     pub memory_mb: usize,
 
-    /// The largest request body (after gzip), in MiB (413 beyond).
+    /// The largest request body (as sent and after gzip), in MiB: 413
+    /// beyond, at once when Content-Length says so.
     #[arg(long, default_value_t = 64)]
     pub max_body_mb: usize,
+
+    /// Connections open at once; beyond it new connections wait to be accepted.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub max_connections: usize,
+
+    /// A request's headers (and a TLS handshake) must be complete within
+    /// this time from its first byte, or the connection is closed.
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub header_timeout: String,
+
+    /// A connection that sends nothing for this long between requests is closed.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub idle_timeout: String,
+
+    /// A request body may stall for at most this long (408 and the
+    /// connection closed beyond it).
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub body_timeout: String,
+
+    /// Once --body-timeout has passed, a request body must have come at
+    /// this average rate, in KiB a second (408 otherwise).
+    #[arg(long, default_value_t = 8, value_name = "KIB_PER_S")]
+    pub min_body_rate: usize,
+
+    /// After SIGTERM: how long requests in flight get to be committed and
+    /// answered; those still waiting then get 503, and serve exits (143)
+    /// within a few seconds more, whatever state its tables' loads are in.
+    #[arg(long, default_value = "20s", value_name = "DURATION")]
+    pub shutdown_timeout: String,
 
     /// How long a request waits for its rows to commit before 503.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
@@ -94,4 +126,20 @@ pub struct ServeArgs {
     /// Reject rows whose time partition does not exist instead of creating it.
     #[arg(long)]
     pub no_create_partitions: bool,
+
+    /// Also write to tables matching PATTERN (`schema.table`, `*` and `?`
+    /// wildcards; without a dot, a table name in any schema). Without it
+    /// serve writes only to tables with a chute policy (chute partition
+    /// create, --create-tables), and never, whatever the patterns, to a
+    /// system schema or schema chute. Repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    pub allow_table: Vec<String>,
+
+    /// Check the role serve connects as, then exit: INSERT on every table it
+    /// would write and on their partitions, its journal and keys in schema
+    /// chute, and nothing more (a superuser, an owner, UPDATE or DELETE are
+    /// reported). Exit 0: as it should be; 1: more than serve needs; 2: it
+    /// cannot write something it should.
+    #[arg(long)]
+    pub check: bool,
 }

@@ -1,71 +1,15 @@
 //! `chute doctor`: the findings, each with its evidence and its fix.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use chute_core::doctor::{Finding, Severity};
 use chute_core::ident::QualifiedName;
 use chute_engine::doctor::{self, DoctorOptions, Report, SampleOptions};
-use clap::Args;
 
 use crate::Outcome;
-use crate::args::ConnArgs;
+use crate::args::{ConnArgs, DoctorArgs, Thresholds};
 use crate::settings;
-
-pub const DOCTOR_HELP: &str = "EXAMPLES:
-    chute doctor                      # every table and the server's settings
-    chute doctor metrics events       # these tables (and the server-wide checks)
-    chute doctor --json               # machine-readable (schema in the README)
-    chute doctor metrics --sample today.csv --header   # how sorted is this input, at what cost
-
-Exit status 0 when nothing at warning level or above is found, 1 otherwise,
-2 on error: usable from cron or a CI step.";
-
-pub const STATUS_HELP: &str = "EXAMPLES:
-    chute status
-    chute status --json               # the same document as chute doctor --json
-
-Exit status 0 when chute doctor would find nothing at warning level or above,
-1 otherwise, 2 on error.";
-
-#[derive(Debug, Args)]
-pub struct DoctorArgs {
-    /// Tables to check (default: every table); server-wide checks always run.
-    pub tables: Vec<String>,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub thresholds: Thresholds,
-    /// A CSV file of rows for TABLE (in its column order): how sorted they are
-    /// by the partition key, and what that costs in a trial load into a
-    /// scratch copy of the table (removed afterwards).
-    #[arg(long, value_name = "FILE")]
-    pub sample: Option<PathBuf>,
-    /// The sample's first line is a header.
-    #[arg(long, requires = "sample")]
-    pub header: bool,
-    /// Rows of the sample to read.
-    #[arg(long, default_value_t = 100_000, requires = "sample", value_name = "N")]
-    pub sample_rows: usize,
-}
-
-/// What counts as large or costly; shared by `doctor` and `status`.
-#[derive(Debug, Args, Clone)]
-pub struct Thresholds {
-    /// Plain tables with a time column at least this large (MiB, indexes
-    /// included) are reported as candidates for partitioning, and partitions
-    /// this large that are far larger than the ones before them.
-    #[arg(long, default_value_t = 1024, value_name = "MIB")]
-    pub large_table_mb: i64,
-    /// The loader's batch size, to cost the round trip per batch (chute load --batch-mb).
-    #[arg(long, default_value_t = 4, value_name = "MIB")]
-    pub batch_mb: usize,
-    /// How long to watch the WAL grow, in seconds (the rate behind max_wal_size).
-    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
-    pub wal_sample: f64,
-}
 
 impl Thresholds {
     pub fn options(&self, tables: &[String]) -> anyhow::Result<DoctorOptions> {
@@ -79,6 +23,11 @@ impl Thresholds {
             large_table_bytes: self.large_table_mb.max(0) * 1048576,
             wal_sample: Duration::from_secs_f64(self.wal_sample),
             sample: None,
+            index_window: (
+                chute_core::partman::policy::parse_duration(&self.index_window)
+                    .with_context(|| format!("--index-window {:?}: give a duration such as 7d, 36h or 30min", self.index_window))?,
+                self.index_window.clone(),
+            ),
         })
     }
 }
@@ -111,6 +60,7 @@ fn print_findings(r: &Report) {
         r.wal_bytes_per_s / 1e6,
         r.stats_since
     );
+    println!("index advice: {}", r.index_history.summary());
     println!();
     if problems.is_empty() {
         println!("no problems found");

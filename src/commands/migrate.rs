@@ -38,6 +38,10 @@ pub async fn run(conn: &ConnArgs, a: MigrateArgs) -> anyhow::Result<Outcome> {
                 None => println!("rate          -"),
             }
             println!("longest lock  {} ms (the longest single attempt of the swap or the cutover)", s.longest_lock_ms);
+            println!(
+                "lock footprint {} locks at most in one transaction of the split (it allows itself {}, a quarter of the server's lock table)",
+                s.max_step_locks, s.lock_budget
+            );
             println!("old partition {}", s.old_partition);
         }
         return Ok(Outcome::Ok);

@@ -3,7 +3,7 @@
 mod bench;
 mod cluster;
 mod demo;
-pub mod doctor;
+mod doctor;
 mod r#gen;
 mod load;
 mod local;
@@ -12,11 +12,10 @@ mod migrate;
 mod partition;
 mod serve;
 mod simulate;
-pub mod status;
+mod status;
 
 use crate::Outcome;
 use crate::args::{Cli, Command};
-pub use cluster::{CLUSTER_HELP, ClusterCommand};
 
 pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {

@@ -15,6 +15,7 @@ use jiff::tz::TimeZone;
 use crate::Outcome;
 use crate::args::{ConnArgs, LockArgs, PartitionCommand, PartitionCreateArgs, PartitionMaintainArgs, PlacementArg, RetentionModeArg};
 use crate::settings;
+use crate::signals::{Second, Signals};
 
 pub async fn run(conn: &ConnArgs, cmd: PartitionCommand) -> anyhow::Result<Outcome> {
     // Flags are checked before a server is chosen, started or connected to.
@@ -201,12 +202,12 @@ async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Re
     // Listening from the start to the end of the run: a signal during a
     // pass ends it cleanly (the table being changed finishes, or its lock
     // wait ends), then chute exits 130 or 143.
-    let stop = Stop::listen();
+    let stop = Signals::listen(Second::Wait);
     let mut mgr = PartitionManager::connect(opts, settings).await?;
-    mgr.set_cancel(stop.flag.clone());
+    mgr.set_cancel(stop.flag());
     loop {
         let failed = maintain_once(&mut mgr, &named, &a, &stop).await?;
-        if let Some(outcome) = stop.outcome("maintenance stopped") {
+        if let Some(outcome) = stopped(&stop, "maintenance stopped") {
             return Ok(outcome);
         }
         let Some(pause) = every else {
@@ -215,63 +216,28 @@ async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Re
         if !a.plan.json {
             eprintln!("chute: next maintenance in {}", humanize(pause));
         }
-        let mut changed = stop.changed.clone();
+        let mut signal = stop.clone();
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
-            _ = changed.changed() => {}
+            _ = signal.first() => {}
         }
-        if let Some(outcome) = stop.outcome("maintenance stopped between runs") {
+        if let Some(outcome) = stopped(&stop, "maintenance stopped between runs") {
             return Ok(outcome);
         }
         // A long-running daemon outlives connections: reconnect when needed.
         if mgr.client().is_closed() {
             mgr = PartitionManager::connect(opts, settings).await?;
-            mgr.set_cancel(stop.flag.clone());
+            mgr.set_cancel(stop.flag());
         }
     }
 }
 
-/// SIGINT and SIGTERM, listened for by one task for the whole run.
-struct Stop {
-    /// Set on the first signal; the partition manager reads it too.
-    flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// The signal's outcome (Interrupted or Terminated), once one came.
-    changed: tokio::sync::watch::Receiver<Option<Outcome>>,
-}
-
-impl Stop {
-    fn listen() -> Stop {
-        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (tx, changed) = tokio::sync::watch::channel(None);
-        let set = flag.clone();
-        tokio::spawn(async move {
-            let outcome = tokio::select! {
-                _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
-                _ = sigterm() => Outcome::Terminated,
-            };
-            set.store(true, std::sync::atomic::Ordering::SeqCst);
-            let _ = tx.send(Some(outcome));
-            // Stay registered, so a later signal is not the default (kill).
-            std::future::pending::<()>().await;
-        });
-        Stop { flag, changed }
-    }
-
-    fn outcome(&self, what: &str) -> Option<Outcome> {
-        let outcome = (*self.changed.borrow())?;
-        let how = if outcome == Outcome::Terminated { "terminated" } else { "interrupted" };
-        eprintln!("chute: {how}; {what}");
-        Some(outcome)
-    }
-}
-
-pub async fn sigterm() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut s) => {
-            s.recv().await;
-        }
-        Err(_) => std::future::pending().await,
-    }
+/// The signal's outcome once one came, said on stderr.
+fn stopped(signals: &Signals, what: &str) -> Option<Outcome> {
+    let outcome = signals.outcome()?;
+    let how = if outcome == Outcome::Terminated { "terminated" } else { "interrupted" };
+    eprintln!("chute: {how}; {what}");
+    Some(outcome)
 }
 
 fn humanize(d: Duration) -> String {
@@ -291,7 +257,7 @@ async fn maintain_once(
     mgr: &mut PartitionManager,
     named: &[QualifiedName],
     a: &PartitionMaintainArgs,
-    stop: &Stop,
+    stop: &Signals,
 ) -> anyhow::Result<usize> {
     let now = now_micros(&a.plan.now)?;
     let tables: Vec<QualifiedName> =
@@ -301,7 +267,7 @@ async fn maintain_once(
     }
     let mut failed = 0;
     for t in &tables {
-        if stop.flag.load(std::sync::atomic::Ordering::SeqCst) {
+        if stop.outcome().is_some() {
             break;
         }
         match mgr.maintain(t, now, a.plan.dry_run, &mut step_printer(a.plan.json)).await {

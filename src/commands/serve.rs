@@ -2,8 +2,6 @@
 //! JSON Lines) on the load engine.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use anyhow::Context;
 use chute_core::partman::policy::parse_duration;
@@ -12,6 +10,7 @@ use chute_engine::serve::{ServeConfig, serve};
 use crate::Outcome;
 use crate::args::{ConnArgs, ServeArgs};
 use crate::settings;
+use crate::signals::{Second, Signals};
 
 pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     settings::check_interval("--interval", &a.interval)?;
@@ -46,7 +45,21 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.batch_rows = a.batch_rows;
     config.max_delay = parse_duration(&a.max_delay).context("--max-delay")?;
     config.memory_budget = a.memory_mb << 20;
-    config.max_body = a.max_body_mb << 20;
+    config.set_max_body(a.max_body_mb << 20);
+    anyhow::ensure!(a.max_connections >= 1, "--max-connections must be at least 1");
+    config.max_connections = a.max_connections;
+    config.header_timeout = positive("--header-timeout", &a.header_timeout)?;
+    config.idle_timeout = positive("--idle-timeout", &a.idle_timeout)?;
+    config.shutdown_timeout = parse_duration(&a.shutdown_timeout).context("--shutdown-timeout")?;
+    anyhow::ensure!(a.min_body_rate >= 1, "--min-body-rate must be at least 1 (KiB a second)");
+    config.set_body_pace(positive("--body-timeout", &a.body_timeout)?, a.min_body_rate << 10);
+    for p in &a.allow_table {
+        anyhow::ensure!(
+            !p.trim().is_empty() && p.matches('.').count() <= 1,
+            "--allow-table {p:?}: expected TABLE or SCHEMA.TABLE (* and ? match any characters)"
+        );
+    }
+    config.allow_tables = a.allow_table.clone();
     config.request_timeout = parse_duration(&a.request_timeout).context("--request-timeout")?;
     config.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
     config.idempotency_window = parse_duration(&a.idempotency_window).context("--idempotency-window")?;
@@ -56,23 +69,55 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.interval = a.interval.clone();
     config.lock_timeout = parse_duration(&a.lock_timeout).context("--lock-timeout")?;
 
+    if a.check {
+        return check(&config).await;
+    }
     // SIGTERM or Ctrl-C: stop accepting, answer what is in flight once committed.
-    let signal = Arc::new(AtomicU8::new(0));
+    let signals = Signals::listen(Second::Wait);
+    let shutdown_text = a.shutdown_timeout.clone();
     let shutdown = {
-        let signal = signal.clone();
+        let mut signals = signals.clone();
         async move {
-            let code = tokio::select! {
-                _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
-                _ = super::partition::sigterm() => Outcome::Terminated,
-            };
-            signal.store(code as u8, Ordering::SeqCst);
-            eprintln!("chute serve: stopping: no new requests; answering those in flight once their rows are committed");
+            signals.first().await;
+            eprintln!(
+                "chute serve: stopping: no new requests; answering those in flight once their rows are committed (at most {})",
+                shutdown_text
+            );
         }
     };
     serve(config, shutdown, |addr, tls| eprintln!("chute serve: listening on {}://{addr}", if tls { "https" } else { "http" })).await?;
-    Ok(match signal.load(Ordering::SeqCst) {
-        130 => Outcome::Interrupted,
-        143 => Outcome::Terminated,
-        _ => Outcome::Ok,
-    })
+    Ok(signals.outcome().unwrap_or(Outcome::Ok))
+}
+
+/// A duration flag that must not be zero.
+fn positive(flag: &str, text: &str) -> anyhow::Result<std::time::Duration> {
+    let d = parse_duration(text).with_context(|| flag.to_owned())?;
+    anyhow::ensure!(!d.is_zero(), "{flag} must be longer than 0");
+    Ok(d)
+}
+
+/// `chute serve --check`: one line per finding, the worst decides the exit code.
+async fn check(config: &chute_engine::serve::ServeConfig) -> anyhow::Result<Outcome> {
+    use chute_engine::serve::CheckLevel;
+    let lines = chute_engine::serve::check(config).await.map_err(|e| anyhow::anyhow!("chute serve --check: {e}"))?;
+    for l in &lines {
+        let level = match l.level {
+            CheckLevel::Ok => "ok",
+            CheckLevel::Info => "info",
+            CheckLevel::Warn => "warn",
+            CheckLevel::Fail => "fail",
+        };
+        println!("{level:<5} {}: {}", l.subject, l.message);
+    }
+    let worst = lines.iter().map(|l| l.level).max().unwrap_or(CheckLevel::Ok);
+    let (verdict, outcome) = match worst {
+        CheckLevel::Ok | CheckLevel::Info => ("the role has what chute serve needs, and nothing more", Outcome::Ok),
+        CheckLevel::Warn => (
+            "the role has more than chute serve needs (warn lines): it works, but a service on the network should hold less",
+            Outcome::Rejects,
+        ),
+        CheckLevel::Fail => ("chute serve cannot write everything it should (fail lines)", Outcome::Error),
+    };
+    println!("chute serve --check: {verdict}");
+    Ok(outcome)
 }

@@ -2,8 +2,6 @@
 //! the server's own counters, before and after partitioning (or during
 //! `chute migrate`).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -21,6 +19,7 @@ use crate::Outcome;
 use crate::args::{ConnArgs, SimulateArgs};
 use crate::progress::LoadReporter;
 use crate::settings;
+use crate::signals::{Second, Signals};
 
 pub async fn run(conn: &ConnArgs, a: SimulateArgs) -> anyhow::Result<Outcome> {
     // Every flag is checked before a server is chosen or connected to.
@@ -62,24 +61,9 @@ pub async fn run(conn: &ConnArgs, a: SimulateArgs) -> anyhow::Result<Outcome> {
         );
     }
     let options = settings::target(conn)?;
-    let cancel = Arc::new(AtomicBool::new(false));
-    let signal = Arc::new(AtomicU8::new(0));
-    let watcher = {
-        let (cancel, signal) = (cancel.clone(), signal.clone());
-        tokio::spawn(async move {
-            let code = tokio::select! {
-                _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
-                _ = super::partition::sigterm() => Outcome::Terminated,
-            };
-            signal.store(code as u8, Ordering::SeqCst);
-            cancel.store(true, Ordering::SeqCst);
-        })
-    };
-    let stopped = || match signal.load(Ordering::SeqCst) {
-        0 => None,
-        c if c == Outcome::Terminated as u8 => Some(Outcome::Terminated),
-        _ => Some(Outcome::Interrupted),
-    };
+    let signals = Signals::listen(Second::Wait);
+    let cancel = signals.flag();
+    let stopped = || signals.outcome();
 
     if a.create {
         let spec = HistorySpec {
@@ -111,7 +95,6 @@ pub async fn run(conn: &ConnArgs, a: SimulateArgs) -> anyhow::Result<Outcome> {
             Err(e) => return Err(e.into()),
         }
         if duration_s == 0.0 {
-            watcher.abort();
             return Ok(stopped().unwrap_or(Outcome::Ok));
         }
     }
@@ -137,7 +120,6 @@ pub async fn run(conn: &ConnArgs, a: SimulateArgs) -> anyhow::Result<Outcome> {
         cancel: cancel.clone(),
     };
     let run = simulate::run(spec, &mut StderrProgress { quiet: a.json, every: 10, seen: 0 }).await;
-    watcher.abort();
     let run = run.context("chute simulate")?;
     if a.json {
         let json = serde_json::json!({

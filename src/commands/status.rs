@@ -3,21 +3,11 @@
 
 use chute_core::doctor::Severity;
 use chute_engine::doctor::{self, Report};
-use clap::Args;
 
-use super::doctor::{Thresholds, outcome};
+use super::doctor::outcome;
 use crate::Outcome;
-use crate::args::ConnArgs;
+use crate::args::{ConnArgs, StatusArgs};
 use crate::settings;
-
-#[derive(Debug, Args)]
-pub struct StatusArgs {
-    /// Print as JSON (the same document as `chute doctor --json`).
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub thresholds: Thresholds,
-}
 
 pub async fn run(conn: &ConnArgs, a: StatusArgs) -> anyhow::Result<Outcome> {
     let opts = settings::target(conn)?;
@@ -36,6 +26,7 @@ fn print_status(r: &Report) {
     for (i, chunk) in settings.chunks(4).enumerate() {
         println!("{} {}", if i == 0 { "settings    " } else { "            " }, chunk.join("  "));
     }
+    println!("indexes      {}", r.index_history.summary());
     println!();
     if r.tables.is_empty() {
         println!("tables       none managed yet (chute partition create TABLE --key COLUMN --interval 1d)");

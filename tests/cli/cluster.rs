@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use chute_engine::local::StopMode;
-use chute_testkit::{ClusterSetup, TestCluster};
+use chute_testkit::{ClusterSetup, TestCluster, TestDb};
 
 use crate::common::{chute, open_tempdir, run_expect};
 
@@ -14,6 +14,9 @@ const PASSWORD: &str = "Sekr3t=n0de-pw";
 /// A coordinator database and three data nodes; node n1 wants a password
 /// (role chute_node, scram) so the password's path can be checked.
 struct Setup {
+    /// The coordinator's database, dropped when the test ends (before its
+    /// cluster stops: fields drop in order).
+    _db: TestDb,
     coordinator: TestCluster,
     url: String,
     nodes: Vec<TestCluster>,
@@ -28,7 +31,7 @@ impl Setup {
         nodes.push(TestCluster::start());
         let admin = nodes[0].options("postgres").connect().await.unwrap();
         admin.batch_execute(&format!("CREATE ROLE chute_node LOGIN SUPERUSER PASSWORD '{PASSWORD}'")).await.unwrap();
-        Setup { url: db.url(), coordinator, nodes }
+        Setup { url: db.url(), _db: db, coordinator, nodes }
     }
 
     fn node_url(&self, i: usize) -> String {

@@ -79,6 +79,85 @@ fn no_secret_in_any_output_for_malformed_connection_strings() {
     }
 }
 
+/// Runs `cmd`, killing it if it has not finished within `limit` (a serve
+/// that started instead of refusing its URL would never end).
+fn run_within(cmd: &mut Command, limit: std::time::Duration) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("cannot run the chute binary");
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait");
+            panic!("{cmd:?} still ran after {limit:?}:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("wait")
+}
+
+/// Issue 27 item 6: a connection string that cannot be read, whatever its
+/// shape (a mistyped scheme, no scheme, an unquoted password with a space
+/// or an '=', an unterminated quote, a password with a '?' in a URL), is
+/// never echoed by any command: plain, `--json`, `chute serve`'s log,
+/// `chute cluster`'s node and coordinator URLs. Each says what is wrong.
+#[tokio::test]
+async fn a_connection_string_that_cannot_be_read_is_never_echoed_by_any_command() {
+    // The coordinator a node URL is checked from.
+    let db = shared().fresh_db("conn_never_echoed").await;
+    let coordinator = db.url();
+    let dir = open_tempdir();
+    let file = one_row(dir.path());
+    // (connection string, what the error says about it)
+    let shapes = [
+        (format!("postgres//u:{PASSWORD}@127.0.0.1/t4"), "(it starts \"postgres//\")"),
+        (format!("postgres:/u:{PASSWORD}@127.0.0.1/t4"), "(it starts \"postgres:/\")"),
+        (format!("postgress://u:{PASSWORD}@127.0.0.1/t4"), "scheme \"postgress://\" is not one libpq reads"),
+        (format!("POSTGRESQL://u:{PASSWORD}@127.0.0.1/t4"), "must be in lower case"),
+        (format!("u:{PASSWORD}@host:5460/db"), "looks like a URL without its scheme"),
+        (format!("jdbc:postgresql://127.0.0.1/t4?user=u&password={PASSWORD}"), "leave out \"jdbc:\""),
+        (format!("host=127.0.0.1 password=S3cr3t {PASSWORD} user=u"), "a word after password=… has no \"=\""),
+        (format!("host=127.0.0.1 password=S3cr3t {PASSWORD}=x user=u"), "an option after password=… is not a libpq parameter"),
+        (format!("host=127.0.0.1 password='S3cr3t {PASSWORD} user=u"), "the quoted value of \"password\" has no closing quote"),
+        (format!("postgres://u:12?x={PASSWORD}@127.0.0.1/t4"), "an option in the URL's query is not a libpq parameter"),
+        (format!("postgres://u:S3cr3t/{PASSWORD}@127.0.0.1/t4"), "an '@' after a '/'"),
+    ];
+    for (conn, says) in &shapes {
+        let in_node = format!("n1={conn}");
+        let commands: [(&str, Vec<&str>); 7] = [
+            ("load", vec!["--url", conn, "load", "t", &file]),
+            ("load --json", vec!["--url", conn, "load", "--json", "t", &file]),
+            ("doctor --json", vec!["--url", conn, "doctor", "--json"]),
+            ("status", vec!["--url", conn, "status"]),
+            ("serve", vec!["--url", conn, "serve", "--listen", "127.0.0.1:0"]),
+            ("cluster status --coordinator", vec!["cluster", "status", "--coordinator", conn]),
+            ("cluster add-node", vec!["--url", &coordinator, "cluster", "add-node", "--dry-run", &in_node]),
+        ];
+        for (what, args) in commands {
+            let out = run_within(chute().args(&args), std::time::Duration::from_secs(30));
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert_eq!(out.status.code(), Some(2), "{what} {conn}: {text}");
+            for piece in [PASSWORD, "S3cr3t", "PW_xyz"] {
+                assert!(!text.contains(piece), "{what} with {conn:?}: the output shows {piece:?}:\n{text}");
+            }
+            assert!(text.contains(says), "{what} with {conn:?}: the error should say {says:?}:\n{text}");
+        }
+    }
+    // A node URL given without its name splits at its query's '=', after
+    // the password: that "name" is not shown either.
+    let (_, err) = run_expect(
+        chute().args([
+            "--url",
+            "host=/nonexistent",
+            "cluster",
+            "add-node",
+            &format!("postgres://u:{PASSWORD}@127.0.0.1/t4?sslmode=require"),
+        ]),
+        2,
+    );
+    assert!(!err.contains("S3cr3t") && err.contains("starts with its URL: put a name in front"), "{err}");
+}
+
 #[tokio::test]
 async fn each_host_gets_its_own_port() {
     let db = shared().fresh_db("conn_ports").await;

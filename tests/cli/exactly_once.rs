@@ -3,12 +3,12 @@
 //! at the same time, and across versions (load ids do not depend on `Debug`).
 
 use std::io::Write;
-use std::process::{Child, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value};
+use crate::common::{chute, create_time_partitioned, exit_within, open_tempdir, run_expect, summary_value};
 
 /// `n` rows `id,time` over the last three days, one file.
 fn write_csv(path: &std::path::Path, n: u64) {
@@ -29,20 +29,6 @@ async fn counts(c: &tokio_postgres::Client, table: &str) -> (i64, i64) {
 fn load_id(stdout: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: not JSON:\n{stdout}"));
     v["load_id"].as_str().unwrap_or_else(|| panic!("no load_id in {stdout}")).to_owned()
-}
-
-/// Waits for a child, killing it and failing after `secs`.
-fn wait_for(mut child: Child, secs: u64, what: &str) -> Output {
-    let began = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if began.elapsed() > Duration::from_secs(secs) {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!("{what} still ran after {secs} s:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
 }
 
 /// `chute ARGS…` run in `dir`.
@@ -193,15 +179,19 @@ async fn a_journal_from_schema_version_2_keeps_working() {
     let (out, _) = run_expect(&mut load("gone"), 0);
     assert_eq!(summary_value(&out, "rows loaded"), "3000", "{out}");
     // Upgraded in place to the current version (4 added how far a load got,
-    // 5 chute serve's idempotency keys, 6 the table each key belongs to).
+    // 5 chute serve's idempotency keys, 6 the table each key belongs to,
+    // 7 chute doctor's record of indexes, 8 the digest of each key's request).
     let v: String = c.query_one("SELECT value FROM chute.meta WHERE key = 'schema_version'", &[]).await.unwrap().get(0);
-    assert_eq!(v, "6");
+    assert_eq!(v, "8");
     let keys: i64 = c
-        .query_one("SELECT count(*) FROM pg_attribute WHERE attrelid = 'chute.serve_requests'::regclass AND attname IN ('key', 'rel')", &[])
+        .query_one(
+            "SELECT count(*) FROM pg_attribute WHERE attrelid = 'chute.serve_requests'::regclass AND attname IN ('key', 'rel', 'digest')",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);
-    assert_eq!(keys, 2);
+    assert_eq!(keys, 3);
 }
 
 #[tokio::test]
@@ -232,7 +222,7 @@ async fn the_same_load_started_twice_at_once_loads_each_row_once() {
             .unwrap()
     };
     let (a, b) = (spawn(), spawn());
-    let (a, b) = (wait_for(a, 300, "the first run"), wait_for(b, 300, "the second run"));
+    let (a, b) = (exit_within(a, Duration::from_secs(300), "the first run"), exit_within(b, Duration::from_secs(300), "the second run"));
     let mut refused = 0;
     for o in [&a, &b] {
         match o.status.code() {
@@ -275,14 +265,15 @@ async fn a_second_run_is_refused_with_the_holders_pid_or_waits_with_wait() {
     let first = cmd(&[]).spawn().unwrap();
     until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER})"), "the first run's lock").await;
     let pid: i32 = c.query_one(LOCK_HOLDER, &[]).await.unwrap().get(0);
-    let second = wait_for(cmd(&[]).spawn().unwrap(), 60, "the second run");
+    let second = exit_within(cmd(&[]).spawn().unwrap(), Duration::from_secs(60), "the second run");
     assert_eq!(second.status.code(), Some(2), "{}", text(&second.stderr));
     let err = text(&second.stderr);
     assert!(err.contains(&format!("backend pid {pid}")) && err.contains("--wait"), "{err}");
     let third = cmd(&["--wait"]).spawn().unwrap();
     until(&c, "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event = 'advisory'", "the waiting run").await;
     txn.commit().await.unwrap();
-    let (first, third) = (wait_for(first, 300, "the first run"), wait_for(third, 300, "the waiting run"));
+    let (first, third) =
+        (exit_within(first, Duration::from_secs(300), "the first run"), exit_within(third, Duration::from_secs(300), "the waiting run"));
     assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
     assert_eq!(third.status.code(), Some(0), "{}", text(&third.stderr));
     assert!(text(&third.stderr).contains("waiting for it to finish"), "{}", text(&third.stderr));
@@ -329,7 +320,8 @@ async fn a_run_that_lost_its_lock_stops_when_another_takes_over() {
     until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER} AND pid <> {first_pid})"), "the second run's lock").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     txn.commit().await.unwrap();
-    let (first, second) = (wait_for(first, 300, "the first run"), wait_for(second, 300, "the second run"));
+    let (first, second) =
+        (exit_within(first, Duration::from_secs(300), "the first run"), exit_within(second, Duration::from_secs(300), "the second run"));
     assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
     assert_eq!(first.status.code(), Some(2), "{}\n{}", text(&first.stdout), text(&first.stderr));
     assert!(text(&first.stderr).contains("took it over"), "{}", text(&first.stderr));
@@ -383,4 +375,54 @@ async fn tsbs_tables_are_each_checked_on_reload() {
     let (out, _) = run_expect(&mut load(), 0);
     assert_eq!(summary_value(&out, "rows loaded"), "20000", "{out}");
     assert_eq!(iot_rows(&c).await, first);
+}
+
+/// A run that waited for another run of its load reads the partitions as
+/// they are after that run: the partitions the first run made hold rows the
+/// journal says are committed, and the waiting run skips them all. (It read
+/// the tree before waiting, and the rows of partitions it had not seen were
+/// loaded again: 2x the rows.)
+#[tokio::test]
+async fn a_run_that_waited_skips_what_the_other_run_loaded_into_new_partitions() {
+    let db = shared().fresh_db("once_wait_new").await;
+    let url = db.url();
+    let c = db.client().await;
+    create_time_partitioned(&url, "t6", "id int, time timestamptz", "1 hour", &[]);
+    let before: i64 = c.query_one("SELECT count(*) FROM pg_inherits WHERE inhparent = 't6'::regclass", &[]).await.unwrap().get(0);
+    let dir = open_tempdir();
+    write_csv(&dir.path().join("c.csv"), 100_000);
+    for backfill in ["auto", "off"] {
+        c.batch_execute("TRUNCATE t6; DELETE FROM chute.load_journal; DELETE FROM chute.loads").await.ok();
+        let cmd = |extra: &[&str]| {
+            let mut cmd = chute_in(dir.path(), &["--url", &url, "load", "t6", "c.csv", "--backfill", backfill, "--batch-mb", "1"]);
+            cmd.args(extra.to_vec()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd
+        };
+        // Our lock holds the first run before it makes a partition: a new partition's ATTACH needs it.
+        let mut holder = db.client().await;
+        let txn = holder.transaction().await.unwrap();
+        txn.batch_execute("LOCK TABLE t6 IN SHARE UPDATE EXCLUSIVE MODE").await.unwrap();
+        let first = cmd(&[]).spawn().unwrap();
+        until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER})"), "the first run's lock").await;
+        // The second run reads the tree as it is now, then queues for the load.
+        let second = cmd(&["--wait"]).spawn().unwrap();
+        until(
+            &c,
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND NOT granted)",
+            "the second run to queue",
+        )
+        .await;
+        txn.commit().await.unwrap();
+        let (first, second) = (
+            exit_within(first, Duration::from_secs(300), "the first run"),
+            exit_within(second, Duration::from_secs(300), "the waiting run"),
+        );
+        assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+        assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+        let made: i64 = c.query_one("SELECT count(*) FROM pg_inherits WHERE inhparent = 't6'::regclass", &[]).await.unwrap().get(0);
+        assert!(made > before, "the first run made no partition ({made}): the case is not tested");
+        assert_eq!(summary_value(&text(&second.stdout), "rows loaded"), "0", "--backfill {backfill}:\n{}", text(&second.stdout));
+        assert_eq!(counts(&c, "t6").await, (100_000, 100_000), "--backfill {backfill}");
+        assert!(!text(&second.stderr).contains("could not be backfilled"), "{}", text(&second.stderr));
+    }
 }

@@ -3,7 +3,7 @@
 
 use chute_testkit::shared;
 
-use crate::common::{chute, column, run_expect};
+use crate::common::{chute, column, exit_within, run_expect, wait_for, waits_for_lock};
 
 /// A name holding the DO block's dollar quote or a RAISE `%` is only a name.
 #[tokio::test]
@@ -141,7 +141,22 @@ async fn a_detach_left_pending_by_lock_timeout_is_finalized_in_the_same_run() {
             "60s",
         ]))
     });
-    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    // The second phase timed out waiting for the reader, and the same run
+    // went on to FINALIZE (which waits for the reader too).
+    wait_for("maintain to finalize the detach it left pending", std::time::Duration::from_secs(60), || async {
+        let n: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE query ~ 'DETACH PARTITION .* FINALIZE' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        n > 0
+    })
+    .await;
+    let pending: i64 = c.query_one("SELECT count(*) FROM pg_inherits WHERE inhdetachpending", &[]).await.unwrap().get(0);
+    assert_eq!(pending, 1, "the reader kept the detach pending");
     tx.commit().await.unwrap();
     let out = maintain.await.unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -150,24 +165,6 @@ async fn a_detach_left_pending_by_lock_timeout_is_finalized_in_the_same_run() {
     assert!(!after.contains(&before[0]), "{after:?}");
     let pending: i64 = c.query_one("SELECT count(*) FROM pg_inherits WHERE inhdetachpending", &[]).await.unwrap().get(0);
     assert_eq!(pending, 0);
-}
-
-/// Waits up to `limit` for `child` to exit; kills it (and fails) otherwise.
-fn exit_within(child: &mut std::process::Child, limit: std::time::Duration, what: &str) -> std::process::Output {
-    let began = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if began.elapsed() > limit {
-            child.kill().unwrap();
-            panic!("{what}: still running {limit:?} after the signal");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let mut out = std::process::Output { status: child.wait().unwrap(), stdout: vec![], stderr: vec![] };
-    use std::io::Read;
-    if let Some(mut e) = child.stderr.take() {
-        e.read_to_end(&mut out.stderr).unwrap();
-    }
-    out
 }
 
 /// A SIGTERM that arrives during a pass (here, while it waits for a
@@ -194,39 +191,50 @@ async fn maintain_every_hears_sigterm_during_a_pass() {
     );
     let holder = db.client().await;
     holder.batch_execute("SELECT pg_advisory_lock(1667790196, 'm'::regclass::oid::int8::int4)").await.unwrap();
-    let mut child = chute()
+    // Sessions of earlier commands may linger a moment after they exit: this
+    // run's session is one that starts later.
+    let before: String = holder.query_one("SELECT clock_timestamp()::text", &[]).await.unwrap().get(0);
+    let child = chute()
         .args(["--url", &url, "partition", "maintain", "m", "--every", "1h", "--retry-for", "10min"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The pass is under way: its session waits for the lock.
-    let began = std::time::Instant::now();
-    loop {
-        let waiting: i64 = holder
-            .query_one("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'chute' AND datname = current_database()", &[])
+    // The pass is under way: its session has asked for the table's lock,
+    // which it keeps asking for while the holder has it.
+    wait_for("maintain to ask for the table's lock", std::time::Duration::from_secs(30), || async {
+        let asking: i64 = holder
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'chute' AND datname = current_database() \
+                     AND backend_start > '{before}' AND query ~ 'pg_try_advisory_lock'"
+                ),
+                &[],
+            )
             .await
             .unwrap()
             .get(0);
-        if waiting > 0 {
-            break;
-        }
-        assert!(began.elapsed() < std::time::Duration::from_secs(30), "maintain never connected");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        asking > 0
+    })
+    .await;
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = exit_within(&mut child, std::time::Duration::from_secs(15), "maintain --every");
+    let out = exit_within(child, std::time::Duration::from_secs(15), "maintain --every");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// The first Ctrl-C asks a load to stop after its batches in flight; a
-/// second one, while it still waits (here for input that never ends), stops
-/// it at once with 130.
+/// second one stops it at once with 130. Here the load's one batch cannot
+/// finish (its COPY waits for a lock the test holds), so the first signal
+/// alone cannot end the load: Ctrl-C is pressed again until it does, and
+/// the load must say the second one ended it.
 #[tokio::test]
 async fn a_second_ctrl_c_during_a_load_is_heard() {
     let db = shared().fresh_db("cli_second_sigint").await;
-    db.client().await.batch_execute("CREATE TABLE t (time timestamptz, v int)").await.unwrap();
+    let c = db.client().await;
+    c.batch_execute("CREATE TABLE t (time timestamptz, v int)").await.unwrap();
+    let mut holder = db.client().await;
+    let lock = holder.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE t IN SHARE MODE").await.unwrap();
     let mut child = chute()
         .args(["--url", &db.url(), "load", "t", "-", "--load-id", "second-sigint"])
         .stdin(std::process::Stdio::piped())
@@ -239,14 +247,21 @@ async fn a_second_ctrl_c_during_a_load_is_heard() {
         stdin.write_all(b"2026-11-23 10:00:00+00,1\n").unwrap();
         stdin.flush().unwrap();
     }
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    if child.try_wait().unwrap().is_none() {
-        // SAFETY: as above.
+    // The batch's transaction locks its target before its COPY, and waits there.
+    wait_for("the load's batch to wait for the table's lock", std::time::Duration::from_secs(60), || {
+        waits_for_lock(&c, "^COPY|chute_targets")
+    })
+    .await;
+    let began = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(began.elapsed() < std::time::Duration::from_secs(30), "the load ignored Ctrl-C pressed again and again for 30 s");
+        // SAFETY: signalling our own child process.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let out = exit_within(&mut child, std::time::Duration::from_secs(15), "load");
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = exit_within(child, std::time::Duration::from_secs(15), "load");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("chute: second signal; stopping now"), "a second signal ended the load, not the first:\n{stderr}");
+    lock.rollback().await.unwrap();
 }

@@ -1,10 +1,47 @@
 //! `chute migrate` carries identity and generated columns: the new parent's
 //! identity goes on from the old table's last value, and the split copies
 //! every row with its own id while the server computes generated values.
+//! And names: a table whose name holds the dollar-quote tag chute uses.
 
 use chute_testkit::shared;
 
-use crate::common::{chute, run_expect};
+use crate::common::{chute, run_expect, start_paced_split_of};
+
+/// `m$chute$"q`: `$chute$` ended the trigger function's dollar quote (the
+/// split failed with a syntax error), and the `"` needs its quote doubled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_named_with_the_dollar_quote_tag_is_migrated_and_split() {
+    let db = shared().fresh_db("cli_migrate_dollar").await;
+    let url = db.url();
+    let c = db.client().await;
+    c.batch_execute(
+        "CREATE TABLE \"m$chute$\"\"q\" (id bigint NOT NULL, time timestamptz NOT NULL, v int NOT NULL DEFAULT 0, PRIMARY KEY (id, time));
+         INSERT INTO \"m$chute$\"\"q\" SELECT i, now() - interval '1 hour' - i * interval '2 minutes', 0 FROM generate_series(1, 3000) i",
+    )
+    .await
+    .unwrap();
+    let table = "\"m$chute$\"\"q\"";
+    run_expect(chute().args(["--url", &url, "migrate", table, "--key", "time", "--interval", "1d"]), 0);
+    // Writes while the trigger (whose body names the table) carries them.
+    let split = start_paced_split_of(&url, &c, table).await;
+    let updated = c.execute("UPDATE \"m$chute$\"\"q\" SET v = 1 WHERE id <= 100", &[]).await.unwrap();
+    assert_eq!(updated, 100);
+    c.execute("INSERT INTO \"m$chute$\"\"q\" VALUES (-1, now(), 2)", &[]).await.unwrap();
+    split.join().unwrap();
+    let r = c
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE v = 1), count(*) FILTER (WHERE v = 2),
+                    (SELECT count(*) FROM pg_inherits WHERE inhparent = '\"m$chute$\"\"q\"'::regclass),
+                    (SELECT count(*) FROM pg_class WHERE relname LIKE 'm$chute$\"q\\_chute\\_%' AND relkind IN ('r', 'p'))
+             FROM \"m$chute$\"\"q\"",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (rows, updated, inserted, partitions, left): (i64, i64, i64, i64, i64) = (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+    assert_eq!((rows, updated, inserted, left), (3001, 100, 1, 0));
+    assert!(partitions >= 6, "{partitions} partitions");
+}
 
 #[tokio::test]
 async fn identity_and_generated_columns_are_carried_through_migrate_and_split() {

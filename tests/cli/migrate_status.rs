@@ -1,7 +1,8 @@
-//! What `chute migrate --status` reports: rows moved counts every row of the
-//! old partition that reached its interval partition at least once, also
-//! those the sync trigger carried before the copy reached them; the longest lock is the
-//! longest single attempt, not the attempts and pauses of a retried step.
+//! What `chute migrate --status` reports: rows moved never passes the rows
+//! to move, and once the copy is done both are the rows the old partition
+//! holds, also those the sync trigger carried (updated or inserted during the
+//! split); the longest lock is the longest single attempt, not the attempts
+//! and pauses of a retried step.
 
 use std::time::{Duration, Instant};
 
@@ -25,30 +26,45 @@ fn status(url: &str) -> serde_json::Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rows_the_trigger_carried_count_as_moved() {
+async fn rows_moved_never_pass_the_total_and_end_equal_to_it() {
     const ROWS: i64 = 6_000;
     let db = shared().fresh_db("cli_migrate_status_moved").await;
     let url = db.url();
     let c = db.client().await;
     make_orders(&c, ROWS).await;
     run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d"]), 0);
-    // While the copy runs, update 1,000 rows: some before their block is
-    // copied (the trigger carries them), some after (the trigger updates them).
+    // While the copy runs, update 1,000 rows (their new versions land in
+    // later blocks, some the copy reads again) and insert 300 (at the end of
+    // the old partition, which the copy reaches last).
     let split = start_paced_split(&url, &c).await;
     let updated = c.execute("UPDATE orders SET status = 1 WHERE id <= 1000", &[]).await.unwrap();
     assert_eq!(updated, 1000);
+    let mut polls = 0;
+    for i in 0..300i64 {
+        c.execute("INSERT INTO orders VALUES ($1, now(), 2)", &[&(ROWS + 1 + i)]).await.unwrap();
+        if i % 20 == 0 && !split.is_finished() {
+            let s = status(&url);
+            if let (Some(moved), Some(total)) = (s["rows_moved"].as_i64(), s["rows_total"].as_i64()) {
+                assert!(moved <= total, "more rows moved than the total: {s}");
+                polls += 1;
+            }
+        }
+    }
     split.join().unwrap();
+    assert!(polls > 0, "the split ended before it could be watched");
     let s = status(&url);
-    // Every row counts once at least; an updated row whose new version the
-    // copy met again (after copying the old one) may count twice.
-    let moved = s["rows_moved"].as_i64().unwrap();
-    assert!((ROWS..=ROWS + 1000).contains(&moved), "{s}");
-    assert_eq!(s["rows_total"], ROWS, "{s}");
-    let (n, carried): (i64, i64) = {
-        let r = c.query_one("SELECT count(*), count(*) FILTER (WHERE status = 1) FROM orders", &[]).await.unwrap();
-        (r.get(0), r.get(1))
+    let (moved, total) = (s["rows_moved"].as_i64().unwrap(), s["rows_total"].as_i64().unwrap());
+    assert_eq!(moved, total, "{s}");
+    let (n, carried, inserted): (i64, i64, i64) = {
+        let r = c
+            .query_one("SELECT count(*), count(*) FILTER (WHERE status = 1), count(*) FILTER (WHERE status = 2) FROM orders", &[])
+            .await
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
     };
-    assert_eq!((n, carried), (ROWS, 1000));
+    assert_eq!((n, carried, inserted), (ROWS + 300, 1000, 300));
+    // Counted once the copy was done: every row but those inserted after that.
+    assert!((ROWS..=ROWS + 300).contains(&total), "{s}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, run_expect};
+use crate::common::{Lines, chute, create_time_partitioned, exit_within, run_expect};
 
 const COLS: &str = "time timestamptz not null, dev_id int, value float8";
 
@@ -75,17 +75,17 @@ async fn maintain_every_runs_until_sigterm_and_exits_143() {
     let db = shared().fresh_db("cli_every").await;
     let url = db.url();
     create_time_partitioned(&url, "e", COLS, "1d", &[]);
-    let child = chute()
+    let mut child = chute()
         .args(["--url", &url, "partition", "maintain", "--every", "1s"])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut err = Lines::new(child.stderr.take().unwrap());
+    err.wait_until("a second pass", Duration::from_secs(60), |seen| seen.matches("maintained public.e").count() >= 2);
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let out = exit_within(child, Duration::from_secs(30), "maintain --every");
+    let err = err.rest();
     assert_eq!(out.status.code(), Some(143), "{err}");
-    assert!(err.matches("maintained public.e").count() >= 2, "ran repeatedly: {err}");
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use chute_testkit::{TestCluster, shared};
 
-use crate::common::{chute, open_tempdir, run_expect, summary_value};
+use crate::common::{chute, exit_within, open_tempdir, run_expect, summary_value};
 
 /// The `# input:line: reason` lines of a reject file.
 fn reject_comments(path: &std::path::Path) -> Vec<String> {
@@ -78,20 +78,6 @@ async fn a_bad_json_or_xml_value_rejects_only_its_own_row() {
     one_bad_value(&db, "jsonb", &body, 10_000, 7000, 7000).await;
 }
 
-/// Waits for `child` at most `limit`; kills it and panics past that.
-fn wait_at_most(mut child: std::process::Child, limit: Duration) -> std::process::Output {
-    let began = Instant::now();
-    while child.try_wait().expect("wait for chute").is_none() {
-        if began.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("chute's output");
-            panic!("chute still ran after {limit:?}\n--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    child.wait_with_output().expect("chute's output")
-}
-
 #[tokio::test]
 async fn a_column_type_chute_did_not_encode_for_stops_the_load_at_once() {
     // An owned cluster: its log holds this test's lines only.
@@ -143,7 +129,7 @@ async fn stops_on_a_changed_column(cluster: &TestCluster, column: &str, to: &str
     let log_before = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
     stdin.write_all(&rows.as_bytes()[4..]).unwrap();
     drop(stdin);
-    let out = wait_at_most(child, Duration::from_secs(60));
+    let out = exit_within(child, Duration::from_secs(60), "chute");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stops with exit 2:\n{stderr}");
     assert!(
@@ -178,7 +164,7 @@ fn run_measuring_peak(cmd: &mut std::process::Command, limit: Duration) -> (std:
             }
         })
     };
-    let out = wait_at_most(child, limit);
+    let out = exit_within(child, limit, "chute");
     watcher.join().unwrap();
     (out, peak.load(std::sync::atomic::Ordering::Relaxed) / 1024)
 }
@@ -231,7 +217,7 @@ async fn records_larger_than_the_memory_budget_are_refused_not_held() {
     assert_eq!(comments.len(), 3, "{comments:?}");
     for (comment, line) in comments.iter().zip(&big_lines) {
         assert!(comment.contains(&format!("big.csv:{line}: the record is 60.")), "{comment}");
-        assert!(comment.contains("raise --memory-mb to at least 241"), "{comment}");
+        assert!(comment.contains("raise --memory-mb to at least 241 MiB"), "{comment}");
     }
     // Each refused record is in the reject file whole, after its comment line.
     for record in &big_records {
@@ -279,4 +265,32 @@ async fn many_rejected_rows_take_no_memory_of_their_own() {
     assert!(summary_value(&stdout, "rows rejected").starts_with("1000000 "), "{stdout}");
     eprintln!("peak RSS with a million rejects and --memory-mb 32: {peak} MiB");
     assert!(peak < PEAK_MIB_AT_32, "peak RSS {peak} MiB");
+}
+
+/// Thousands of rows the server refuses in one batch, on a server whose
+/// lock table is small (max_locks_per_transaction at its default of 64, few
+/// connections): every good row loads and every refused one is rejected.
+/// Each refused row used to leave its savepoint behind (ROLLBACK TO keeps
+/// it), nesting one subtransaction per reject until the server ran out of
+/// lock memory (53200) and the load failed with nothing loaded.
+#[tokio::test]
+async fn thousands_of_refused_rows_in_one_batch_fit_a_small_lock_table() {
+    let cluster = chute_testkit::TestCluster::start_with(&chute_testkit::ClusterSetup {
+        settings: &[("max_connections", "20"), ("max_locks_per_transaction", "64")],
+        ..Default::default()
+    });
+    let db = cluster.fresh_db("refused_many").await;
+    let c = db.client().await;
+    c.batch_execute("CREATE TABLE odd (v int CHECK (v % 2 = 0))").await.unwrap();
+    let dir = crate::common::open_tempdir();
+    let rows: String = (1..=8000).map(|i| format!("{i}\n")).collect();
+    std::fs::write(dir.path().join("v.csv"), rows).unwrap();
+    let (out, err) = crate::common::run_expect(
+        crate::common::chute().current_dir(dir.path()).args(["--url", &db.url(), "load", "odd", "v.csv", "--workers", "1"]),
+        1,
+    );
+    assert_eq!(crate::common::summary_value(&out, "rows loaded"), "4000", "{out}\n{err}");
+    assert!(crate::common::summary_value(&out, "rows rejected").starts_with("4000"), "{out}");
+    let n: i64 = c.query_one("SELECT count(*) FROM odd WHERE v % 2 = 0", &[]).await.unwrap().get(0);
+    assert_eq!(n, 4000);
 }

@@ -4,38 +4,12 @@
 
 use std::io::Write;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chute_engine::local::StopMode;
 use chute_testkit::{TestCluster, shared};
 
-use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value};
-
-/// Polls `check` every 50 ms until it holds; panics with `what` after `limit`.
-async fn wait_for<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A backend of another session waits for a lock while running a statement matching the regular expression `pattern`.
-async fn waits_for_lock(c: &tokio_postgres::Client, pattern: &str) -> bool {
-    let n: i64 = c
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ~ $1 AND pid <> pg_backend_pid()",
-            &[&pattern],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    n > 0
-}
+use crate::common::{Lines, chute, create_time_partitioned, open_tempdir, run_expect, summary_value, wait_for, waits_for_lock};
 
 fn finish(child: Child) -> (Option<i32>, String) {
     let out = child.wait_with_output().unwrap();
@@ -122,10 +96,12 @@ async fn a_load_started_while_the_server_is_down_waits_for_it() {
     let csv: String = (0..20_000).map(|i| format!("{i},row {i}\n")).collect();
     std::fs::write(dir.path().join("d.csv"), csv).unwrap();
     cluster.cluster.stop(StopMode::Fast).unwrap();
-    let child = spawn_load(dir.path(), &["--url", &url, "load", "d", "d.csv", "--retry-for", "1min"]);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut child = spawn_load(dir.path(), &["--url", &url, "load", "d", "d.csv", "--retry-for", "1min"]);
+    let mut err = Lines::new(child.stderr.take().unwrap());
+    err.wait_until("the load to wait for the server", Duration::from_secs(60), |seen| seen.contains("retrying"));
     cluster.cluster.start().unwrap();
     let (code, out) = finish(child);
+    let out = format!("{out}{}", err.rest());
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("retrying"), "says it waits for the server:\n{out}");
     let c = db.client().await;

@@ -162,7 +162,8 @@ async fn bad_lines_get_400_naming_each_line_and_the_good_lines_are_committed() {
     let db = shared().fresh_db("serve_bad").await;
     let url = db.url();
     create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
-    let s = Server::start(&url, &[]);
+    // `small` is made by hand below: no chute policy, so it must be admitted.
+    let s = Server::start(&url, &["--allow-table", "small"]);
     let body = [
         "cpu,host=a usage=1 1700000000000000000",            // 1 good
         "cpu,host=b\\ usage=2 1700000000000000000",          // 2 a backslash escapes the space: no field set

@@ -152,3 +152,101 @@ async fn the_official_python_clients_write_and_a_query_returns_what_they_wrote()
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("no column \\\"newfield\\\"") && text.contains("--create-tables"), "{text}");
 }
+
+/// What InfluxDB clients ask before they write (tsbs's loader `SHOW
+/// DATABASES`, Telegraf `CREATE DATABASE`), through the `influxdb` package
+/// (pinned: 5.3.2, the version this was tested with) and raw.
+const QUERY_SCRIPT: &str = r#"
+import sys
+import influxdb
+from influxdb import InfluxDBClient
+from influxdb.exceptions import InfluxDBClientError
+assert influxdb.__version__ == "5.3.2", influxdb.__version__
+port = int(sys.argv[1].rsplit(":", 1)[1])
+c = InfluxDBClient(host="127.0.0.1", port=port, database="tele")
+print("DBS1", sorted(d["name"] for d in c.get_list_database()))
+c.create_database("tele")
+c.create_database("tele")
+print("DBS2", sorted(d["name"] for d in c.get_list_database()))
+print("MEAS1", c.get_list_measurements())
+c.write_points([{"measurement": "cpu", "tags": {"host": "a"}, "time": 1700000000, "fields": {"usage": 0.5}}], time_precision="s")
+c.write_points([{"measurement": "mem", "tags": {"host": "a"}, "time": 1700000001, "fields": {"used": 7}}], time_precision="s")
+print("MEAS2", sorted(m["name"] for m in c.get_list_measurements()))
+print("RP", c.get_list_retention_policies("tele"))
+for q in ["SELECT * FROM cpu", "DROP DATABASE tele"]:
+    try:
+        c.query(q)
+        print("NO ERROR", q)
+    except InfluxDBClientError as e:
+        print("REFUSED", q, "|", str(e))
+try:
+    c.create_database("pg_catalog")
+    print("NO ERROR pg_catalog")
+except InfluxDBClientError as e:
+    print("REFUSED pg_catalog |", str(e))
+print("PING", c.ping())
+print("DONE")
+"#;
+
+#[tokio::test]
+async fn influxdb_clients_list_and_create_databases_and_measurements_then_write() {
+    let db = shared().fresh_db("serve_query").await;
+    let url = db.url();
+    let py = python();
+    let s = Server::start(&url, &["--create-tables"]);
+    // Raw first: InfluxDB 1.x's shapes.
+    let (status, text) = super::serve::get(&format!("{}/query?q=show%20databases", s.base));
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(text, r#"{"results":[{"series":[{"columns":["name"],"name":"databases","values":[["public"]]}],"statement_id":0}]}"#);
+    let (status, text) = super::serve::get(&format!("{}/query?q=SHOW%20DATABASES%3B%20SELECT%201", s.base));
+    assert_eq!(status, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["results"][1]["statement_id"], 1, "{text}");
+    assert!(v["results"][1]["error"].as_str().unwrap().starts_with("chute serve does not run queries"), "{text}");
+    assert_eq!(super::serve::get(&format!("{}/query", s.base)).0, 400, "no q");
+    let resp = super::serve::agent().get(&format!("{}/api/v2/ping", s.base)).call().unwrap();
+    assert_eq!(resp.status().as_u16(), 204);
+    assert!(resp.headers().get("x-influxdb-version").is_some());
+    let (status, text) = super::serve::get(&format!("{}/health", s.base));
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["status"], "pass", "{text}");
+    assert!(v["name"].is_string() && v["message"].is_string() && v["checks"].is_array() && v["version"].is_string(), "{text}");
+
+    let dir = open_tempdir();
+    let script = dir.path().join("query.py");
+    std::fs::write(&script, QUERY_SCRIPT).unwrap();
+    let out = Command::new(&py).arg(&script).arg(&s.base).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("DONE"), "{stdout}\n{}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
+    assert!(stdout.contains("DBS1 ['public']"), "{stdout}");
+    assert!(stdout.contains("DBS2 ['public', 'tele']"), "{stdout}");
+    assert!(stdout.contains("MEAS1 []"), "{stdout}");
+    assert!(stdout.contains("MEAS2 ['cpu', 'mem']"), "{stdout}");
+    assert!(
+        stdout.contains("RP [{'name': 'autogen', 'duration': '0s', 'shardGroupDuration': '168h0m0s', 'replicaN': 1, 'default': True}]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("REFUSED SELECT * FROM cpu | chute serve does not run queries"), "{stdout}");
+    assert!(stdout.contains("REFUSED DROP DATABASE tele | chute serve does not run queries"), "{stdout}");
+    assert!(stdout.contains("REFUSED pg_catalog | chute serve does not write to schema pg_catalog"), "{stdout}");
+    assert!(stdout.contains("PING 1.8.10"), "{stdout}");
+    let c = db.client().await;
+    let usage: f64 = c.query_one("SELECT usage FROM tele.cpu", &[]).await.unwrap().get(0);
+    assert_eq!(usage, 0.5);
+    let used: i64 = c.query_one("SELECT used FROM tele.mem", &[]).await.unwrap().get(0);
+    assert_eq!(used, 7);
+    // Without --create-tables, CREATE DATABASE of a schema that exists succeeds; of one that does not, says what to do.
+    drop(s);
+    let s = Server::start(&url, &[]);
+    let q = |stmt: &str| super::serve::get(&format!("{}/query?q={}", s.base, stmt.replace(' ', "%20")));
+    let (status, text) = q("CREATE DATABASE tele");
+    assert_eq!((status, text.as_str()), (200, r#"{"results":[{"statement_id":0}]}"#));
+    let (_, text) = q("CREATE DATABASE nosuch");
+    assert!(text.contains("database nosuch does not exist") && text.contains("--create-tables"), "{text}");
+    let (_, text) = q("SHOW MEASUREMENTS ON tele");
+    assert_eq!(
+        text,
+        r#"{"results":[{"series":[{"columns":["name"],"name":"measurements","values":[["cpu"],["mem"]]}],"statement_id":0}]}"#
+    );
+}

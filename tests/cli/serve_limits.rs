@@ -60,8 +60,9 @@ async fn a_full_memory_budget_answers_429_and_a_huge_body_413() {
     let db = shared().fresh_db("serve_full").await;
     let url = db.url();
     create_time_partitioned(&url, "cpu", "time timestamptz not null, host text, usage float8", "1 day", &[]);
-    // Requests wait 2 s for their batch: the budget (8 MiB) holds one 3 MB request at a time.
-    let s = Server::start(&url, &["--memory-mb", "8", "--max-delay", "2s", "--batch-mb", "64", "--max-body-mb", "5"]);
+    // Requests wait 2 s for their batch: the requests' part of the budget (12 of 16 MiB) holds one
+    // 3 MB request at a time (its body and the rows it is parsed into, about 7 MiB).
+    let s = Server::start(&url, &["--memory-mb", "16", "--max-delay", "2s", "--batch-mb", "64", "--max-body-mb", "5"]);
     let write = format!("{}/write?db=public", s.base);
     let big: String = (0..80_000).map(|i| format!("cpu,host=h{i} usage={i} 1700000000000000000\n")).collect();
     assert!(big.len() > 3 << 20 && big.len() < 5 << 20, "{}", big.len());

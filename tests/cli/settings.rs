@@ -1,22 +1,62 @@
 //! Flags are validated settings: a bad duration, interval, zone or size
-//! fails at once, naming the flag, before a server is chosen, started or
-//! connected to (here the server named does not exist and retrying it would
-//! take minutes).
+//! fails, naming the flag, before a server is chosen, started or connected
+//! to (here the server named is a socket that notices any connection and
+//! answers none, and the embedded server's directory must stay unmade).
 
+use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use crate::common::{chute, open_tempdir};
+use crate::common::{Lines, chute, open_tempdir};
 
-const NOWHERE: &str = "host=/nonexistent/socket port=1";
+/// A server socket that accepts nothing: a client that connects is seen
+/// at once (and would wait for an answer that never comes).
+struct Watched {
+    dir: tempfile::TempDir,
+    listener: UnixListener,
+}
 
-/// Runs `chute ARGS` and returns its exit code and stderr, failing if it took 2 s or more.
-fn quick(args: &[&str], envs: &[(&str, &str)]) -> (Option<i32>, String) {
+impl Watched {
+    fn new() -> Watched {
+        let dir = open_tempdir();
+        let listener = UnixListener::bind(dir.path().join(".s.PGSQL.5432")).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Watched { dir, listener }
+    }
+
+    fn url(&self) -> String {
+        format!("host={} port=5432", self.dir.path().display())
+    }
+
+    fn connected(&self) -> bool {
+        self.listener.accept().is_ok()
+    }
+}
+
+/// Runs `chute ARGS` and returns its exit code and stderr; fails as soon as
+/// it connects to `server` (a bad flag must be refused before that).
+fn refused(server: Option<&Watched>, args: &[&str], envs: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut child = chute().args(args).envs(envs.iter().copied()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let err = Lines::new(child.stderr.take().unwrap());
     let began = Instant::now();
-    let out = chute().args(args).envs(envs.iter().copied()).output().unwrap();
-    let took = began.elapsed();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(took < Duration::from_secs(2), "{args:?} took {took:?}: it must not try to connect\n{err}");
-    (out.status.code(), err)
+    let status = loop {
+        if server.is_some_and(Watched::connected) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} connected to the server:\n{}", err.rest());
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if began.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} still ran after 60 s:\n{}", err.rest());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // A connection made just before the end waits in the backlog.
+    assert!(!server.is_some_and(Watched::connected), "{args:?} connected to the server");
+    (status.code(), err.rest())
 }
 
 #[test]
@@ -40,10 +80,12 @@ fn bad_flags_fail_at_once_naming_the_flag_without_connecting() {
         (vec!["migrate", "t", "--key", "time", "--interval", "1d", "--tz", "Mars/Olympus"], "--tz"),
         (vec!["migrate", "t", "--key", "time", "--interval", "1d", "--lock-timeout", "2q"], "--lock-timeout"),
     ];
+    let server = Watched::new();
+    let url = server.url();
     for (args, flag) in cases {
-        let mut full = vec!["--url", NOWHERE];
+        let mut full = vec!["--url", url.as_str()];
         full.extend(&args);
-        let (code, err) = quick(&full, &[]);
+        let (code, err) = refused(Some(&server), &full, &[]);
         assert_eq!(code, Some(2), "{args:?}:\n{err}");
         assert!(err.contains(flag), "{args:?} names {flag}:\n{err}");
         assert!(!err.contains("could not connect"), "{args:?} tried to connect:\n{err}");
@@ -54,7 +96,8 @@ fn bad_flags_fail_at_once_naming_the_flag_without_connecting() {
 fn a_bad_flag_starts_no_embedded_server() {
     let dir = open_tempdir();
     let data = dir.path().join("embedded");
-    let (code, err) = quick(
+    let (code, err) = refused(
+        None,
         &["partition", "create", "t", "--columns", "time timestamptz", "--key", "time", "--interval", "7x"],
         &[("CHUTE_DATA_DIR", data.to_str().unwrap())],
     );

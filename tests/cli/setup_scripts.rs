@@ -8,13 +8,15 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{open_tempdir, run_expect};
+use crate::common::{open_tempdir, readable_copy, run_expect};
 
 fn ensure_deps() -> Command {
+    ensure_deps_at(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ensure-deps"))
+}
+
+fn ensure_deps_at(script: &Path) -> Command {
     let mut cmd = Command::new("bash");
-    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ensure-deps"))
-        .env("CHUTE_DEPS_DRY_RUN", "1")
-        .env_remove("CHUTE_PG_PACKAGE");
+    cmd.arg(script).env("CHUTE_DEPS_DRY_RUN", "1").env_remove("CHUTE_PG_PACKAGE");
     cmd
 }
 
@@ -110,8 +112,13 @@ fn ensure_deps_falls_back_to_a_postgresql_the_distribution_has_when_the_preferre
 
 #[test]
 fn not_as_root_ensure_deps_prints_the_sudo_command_and_the_embedded_server_lives_in_the_home() {
-    // The postgres user can read the checkout and the built binary, but has no cargo on its PATH.
-    let (_, err) = run_expect(&mut as_non_root(&ensure_deps(), &[("CHUTE_DEPS_DRY_RUN", "1")]), 2);
+    // The postgres user runs copies of the script and of the built binary in
+    // a directory it can read (the checkout may be under /root, mode 700),
+    // and has no cargo on its PATH.
+    let copies = open_tempdir();
+    let script = readable_copy(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ensure-deps"), copies.path());
+    let chute = Command::new(readable_copy(Path::new(env!("CARGO_BIN_EXE_chute")), copies.path()));
+    let (_, err) = run_expect(&mut as_non_root(&ensure_deps_at(&script), &[("CHUTE_DEPS_DRY_RUN", "1")]), 2);
     let [server, client] = expected_packages(&err);
     assert!(
         err.contains(&format!("chute: install them with: sudo apt-get install -y {server} {client}   (then run this command again)")),
@@ -120,7 +127,6 @@ fn not_as_root_ensure_deps_prints_the_sudo_command_and_the_embedded_server_lives
 
     let home = open_tempdir();
     let home_dir = home.path().to_str().unwrap();
-    let chute = Command::new(env!("CARGO_BIN_EXE_chute"));
     let mut status = as_non_root(&chute, &[("HOME", home_dir)]);
     status.args(["local", "status", "--json"]);
     let (out, _) = run_expect(&mut status, 0);

@@ -21,8 +21,8 @@ use chute_core::partman::interval::{Span, Unit};
 use chute_core::partman::{HashSub, KeyType, Policy};
 use chute_engine::ConnectOptions;
 use chute_engine::exec::ExecSettings;
-use chute_engine::load::source::GeneratedInput;
-use chute_engine::load::{self, InputFormat, InputSpec, LoadProgress, LoadSpec, LoadStats};
+use chute_engine::load::GeneratedInput;
+use chute_engine::load::{self, InputFormat, InputSpec, LoadInput, LoadProgress, LoadSpec, LoadStats};
 use chute_engine::partman::{CreateRequest, PartitionManager, PartmanError};
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
@@ -402,15 +402,16 @@ impl CellContext<'_> {
         let row_bytes = w.row_bytes;
         let mut spec = match (rows, &w.rows) {
             (Some(rows), _) => {
-                let mut spec = LoadSpec::new(self.target.options.clone(), table.clone(), vec![]);
-                spec.generator = Some((rows, cell.rows));
-                spec
+                LoadSpec::new(self.target.options.clone(), table.clone(), LoadInput::Generated { workload: rows, rows: cell.rows })
             }
             (None, BenchRows::Tsbs { params, rows }) => {
                 let input = GeneratedInput::stream(w.kind.name(), *rows, params).map_err(BenchError::Setup)?;
                 let input = InputSpec::Generated(input);
-                let mut spec = LoadSpec::new(self.target.options.clone(), table.clone(), vec![input]);
-                spec.format = InputFormat::Tsbs;
+                let mut spec = LoadSpec::new(
+                    self.target.options.clone(),
+                    table.clone(),
+                    LoadInput::Read { inputs: vec![input], format: InputFormat::Tsbs },
+                );
                 spec.tsbs_schema = Some(BENCH_SCHEMA.to_owned());
                 spec
             }

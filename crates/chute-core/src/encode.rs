@@ -16,6 +16,11 @@ pub const TRAILER: [u8; 2] = (-1i16).to_be_bytes();
 pub const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
 /// Days between 1970-01-01 and 2000-01-01.
 pub const PG_EPOCH_OFFSET_DAYS: i32 = 10_957;
+/// PostgreSQL's timestamp range in its own epoch (`MIN_TIMESTAMP` and
+/// `END_TIMESTAMP`, microseconds since 2000-01-01): 4714-11-24 BC up to
+/// (not including) 294277-01-01. The server refuses a value outside it.
+pub(crate) const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
+pub(crate) const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
 
 /// The sign word of a binary numeric (`numeric_send`), and its display-scale mask.
 pub(crate) const NUMERIC_POS: u16 = 0x0000;

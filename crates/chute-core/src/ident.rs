@@ -58,6 +58,25 @@ pub fn quote_literal(value: &str) -> String {
     out
 }
 
+/// Dollar-quotes `body` (a function's or a `DO` block's text) with a tag
+/// that does not occur in it: `$chute$…$chute$`, or `$chute1$`, `$chute2$`…
+/// when the body holds that tag, as it does when a table is named `m$chute$`
+/// (the body names the table, and a fixed tag would end the quote there).
+pub fn dollar_quote(body: &str) -> String {
+    let mut n = 0u32;
+    loop {
+        let tag = if n == 0 { "$chute$".to_owned() } else { format!("$chute{n}$") };
+        // The quote ends at the first tag after the opening one, so the
+        // tag must first appear where the closing one is put (a body ending
+        // in `$chute` would otherwise end it early).
+        let closed = format!("{body}{tag}");
+        if closed.find(&tag) == Some(body.len()) {
+            return format!("{tag}{closed}");
+        }
+        n += 1;
+    }
+}
+
 /// Checks a name that chute is about to create against the 63-byte limit.
 pub fn check_length(name: &str) -> Result<(), IdentError> {
     if name.is_empty() {
@@ -176,6 +195,16 @@ mod tests {
     fn quoting_doubles_quotes() {
         assert_eq!(quote_ident(r#"x"; DROP TABLE y; --"#), r#""x""; DROP TABLE y; --""#);
         assert_eq!(quote_literal("it's"), "'it''s'");
+    }
+
+    #[test]
+    fn dollar_quotes_never_end_inside_the_body() {
+        assert_eq!(dollar_quote("BEGIN END"), "$chute$BEGIN END$chute$");
+        let body = r#"DELETE FROM "m$chute$_chute_split""#;
+        assert_eq!(dollar_quote(body), format!("$chute1${body}$chute1$"));
+        assert_eq!(dollar_quote("a $chute$ b $chute1$"), "$chute2$a $chute$ b $chute1$$chute2$");
+        // A body that ends where the tag begins.
+        assert_eq!(dollar_quote("x$chute"), "$chute1$x$chute$chute1$");
     }
 
     #[test]

@@ -46,6 +46,71 @@ pub struct TableInfo {
     pub has_triggers: bool,
 }
 
+/// One live column of a table, as every part of chute reads it.
+#[derive(Debug, Clone)]
+pub struct Column {
+    pub name: String,
+    pub type_oid: u32,
+    /// `format_type` with the typmod, e.g. `numeric(10,2)`.
+    pub type_name: String,
+    /// `pg_type.typname`, e.g. `timestamptz`.
+    pub typname: String,
+    /// `pg_type.typcategory`, e.g. `N` for numbers.
+    pub category: char,
+    /// `atttypmod` (`-1`: none).
+    pub typmod: i32,
+    pub not_null: bool,
+    /// Has a default: an expression, an identity or a generated value.
+    pub has_default: bool,
+    /// `attidentity`: `a` (always), `d` (by default) or none.
+    pub identity: Option<char>,
+    /// A generated column (it cannot be written).
+    pub generated: bool,
+    /// Part of the table's partition key (as a plain column).
+    pub partition_key: bool,
+}
+
+/// The live columns of the relation `oid`, in table order: the one place
+/// chute reads `pg_attribute` for a table's columns.
+pub async fn columns(client: &Client, oid: u32) -> Result<Vec<Column>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "SELECT a.attname::text, a.atttypid, format_type(a.atttypid, a.atttypmod), t.typname::text, t.typcategory::text,
+                    a.atttypmod, a.attnotnull, (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''),
+                    nullif(a.attidentity, '')::text, a.attgenerated <> '', coalesce(a.attnum = ANY (p.partattrs::int2[]), false)
+             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+             LEFT JOIN pg_partitioned_table p ON p.partrelid = a.attrelid
+             WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            &[&oid],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Column {
+            name: r.get(0),
+            type_oid: r.get(1),
+            type_name: r.get(2),
+            typname: r.get(3),
+            category: r.get::<_, String>(4).chars().next().unwrap_or('X'),
+            typmod: r.get(5),
+            not_null: r.get(6),
+            has_default: r.get(7),
+            identity: r.get::<_, Option<String>>(8).and_then(|s| s.chars().next()),
+            generated: r.get(9),
+            partition_key: r.get(10),
+        })
+        .collect())
+}
+
+/// The live columns of the relation a name resolves to (none when it does not exist).
+pub async fn columns_of(client: &Client, name: &QualifiedName) -> Result<Vec<Column>, tokio_postgres::Error> {
+    let oid: Option<u32> = client.query_one("SELECT to_regclass($1)::oid", &[&name.quoted()]).await?.get(0);
+    match oid {
+        Some(oid) => columns(client, oid).await,
+        None => Ok(Vec::new()),
+    }
+}
+
 /// Puts a maintenance session into a state whose output the catalog code can read.
 pub async fn prepare_session(client: &Client) -> Result<(), tokio_postgres::Error> {
     client.batch_execute("SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET IntervalStyle = 'postgres'").await
@@ -160,7 +225,7 @@ async fn raw_partitions(client: &Client, parent: u32) -> Result<Vec<RawPartition
 
 /// Converts bound literals to key values in one round trip (the server reads
 /// its own literals back; MINVALUE/MAXVALUE become the i64 extremes).
-async fn bound_values(client: &Client, key_type: KeyType, literals: &[String]) -> Result<Vec<i64>, CatalogError> {
+pub(crate) async fn bound_values(client: &Client, key_type: KeyType, literals: &[String]) -> Result<Vec<i64>, CatalogError> {
     let unquoted: Vec<Option<String>> = literals
         .iter()
         .map(|l| match l.as_str() {

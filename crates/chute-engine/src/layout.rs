@@ -168,10 +168,8 @@ async fn read_tree(client: &Client, root: &QualifiedName) -> Result<PartitionTre
 
 /// Column name → position among the root's live columns in attnum order.
 async fn root_positions(client: &Client, root: u32) -> Result<HashMap<String, usize>, LayoutError> {
-    let rows = client
-        .query("SELECT attname::text FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum", &[&root])
-        .await?;
-    Ok(rows.iter().enumerate().map(|(i, r)| (r.get(0), i)).collect())
+    let columns = crate::catalog::columns(client, root).await?;
+    Ok(columns.into_iter().enumerate().map(|(i, c)| (c.name, i)).collect())
 }
 
 /// The root and every partition below it, the root first.

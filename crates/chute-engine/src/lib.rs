@@ -22,5 +22,6 @@ pub mod retention;
 pub mod retry;
 pub mod schema;
 pub mod serve;
+pub mod setting;
 
 pub use connect::{ConnectError, ConnectOptions};

@@ -393,8 +393,11 @@ impl PartitionManager {
     /// maintainer stuck behind a long query stall every loader.
     async fn lock(&self, info: &TableInfo) -> Result<(), PartmanError> {
         let key = (LOCK_CLASS, info.oid as i32);
-        let deadline = std::time::Instant::now() + self.settings.retry_for;
-        let mut pause = std::time::Duration::from_millis(20);
+        let mut backoff = crate::retry::Backoff::new(
+            std::time::Duration::from_millis(20),
+            std::time::Duration::from_millis(500),
+            self.settings.retry_for,
+        );
         loop {
             let got: bool = self.client.query_one("SELECT pg_try_advisory_lock($1, $2)", &[&key.0, &key.1]).await?.get(0);
             if got {
@@ -403,7 +406,7 @@ impl PartitionManager {
             if self.cancel.load(Ordering::SeqCst) {
                 return Err(PartmanError::Refused(format!("stopped while waiting for the lock on {} (a signal came)", info.name)));
             }
-            if std::time::Instant::now() >= deadline {
+            if !backoff.wait().await {
                 return Err(PartmanError::Refused(format!(
                     "{} is being changed by another session ({}) that still holds chute's lock on it after {:?}: wait for it to finish, or end it with SELECT pg_terminate_backend(pid), then run this again (--retry-for waits longer)",
                     info.name,
@@ -411,8 +414,6 @@ impl PartitionManager {
                     self.settings.retry_for
                 )));
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(std::time::Duration::from_millis(500));
         }
     }
 

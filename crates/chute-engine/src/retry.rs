@@ -127,9 +127,18 @@ impl Lost for crate::ConnectError {
 pub async fn connect(
     opts: &crate::ConnectOptions,
     retry_for: Duration,
+    on_retry: impl FnMut(&crate::ConnectError),
+) -> Result<tokio_postgres::Client, crate::ConnectError> {
+    connect_with(opts, &mut Backoff::reconnect(retry_for), on_retry).await
+}
+
+/// [`connect`] within a backoff that is already running (a worker that
+/// lost its connection keeps the deadline it started with).
+pub async fn connect_with(
+    opts: &crate::ConnectOptions,
+    backoff: &mut Backoff,
     mut on_retry: impl FnMut(&crate::ConnectError),
 ) -> Result<tokio_postgres::Client, crate::ConnectError> {
-    let mut backoff = Backoff::reconnect(retry_for);
     loop {
         match opts.connect().await {
             Ok(c) => return Ok(c),

@@ -7,7 +7,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this chute writes and understands.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -104,7 +104,23 @@ WHERE r.lane = t.lane AND r.rel IS NULL
               CROSS JOIN LATERAL unnest(j.starts, j.ends) AS u(s, e)
               WHERE j.load_id = r.lane AND u.s < r.end_offset AND u.e > r.start_offset);
 DELETE FROM chute.serve_requests WHERE rel IS NULL;
-INSERT INTO chute.meta VALUES ('schema_version', '6') ON CONFLICT (key) DO UPDATE SET value = '6';
+-- Version 7: chute doctor's record of each index (see doctor::indexes):
+-- its scan count has been `scans` since `since`, so that an index is called
+-- unused only after a whole --index-window without a scan.
+CREATE TABLE IF NOT EXISTS chute.index_watch (
+    indexrelid oid PRIMARY KEY,
+    indrelid oid NOT NULL,
+    since timestamptz NOT NULL,
+    scans int8 NOT NULL
+);
+-- Version 8: a key is bound to its request: the digest of its target and
+-- body (see serve::keys), so that the same key with another request is
+-- refused instead of answered with the first one's answer. A key of an
+-- older version has none and is bound to whatever is sent with it next. Keys are looked
+-- up by themselves too (a key is one request, whatever table it wrote to).
+ALTER TABLE chute.serve_requests ADD COLUMN IF NOT EXISTS digest text;
+CREATE INDEX IF NOT EXISTS serve_requests_key ON chute.serve_requests (key);
+INSERT INTO chute.meta VALUES ('schema_version', '8') ON CONFLICT (key) DO UPDATE SET value = '8';
 ";
 
 /// Creates the schema when missing or older (every statement is idempotent,

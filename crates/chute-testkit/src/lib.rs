@@ -18,8 +18,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -150,7 +150,8 @@ impl TestCluster {
             .batch_execute(&format!("CREATE DATABASE \"{name}\" TEMPLATE template0"))
             .await
             .unwrap_or_else(|e| panic!("test fixture: CREATE DATABASE {name}: {e}"));
-        TestDb { options: self.options(&name), name }
+        let dropper = Arc::new(DropDatabase { name: name.clone(), admin: self.options("postgres") });
+        TestDb { options: self.options(&name), name, _dropper: dropper }
     }
 
     /// The port, on the socket and, for a [`ClusterSetup::tcp`] cluster, on 127.0.0.1.
@@ -173,11 +174,52 @@ impl Drop for TestCluster {
     }
 }
 
-/// One test's database.
+/// One test's database, dropped when the test is done with it: when the
+/// last clone of it goes (a test clones it into the tasks it spawns).
 #[derive(Debug, Clone)]
 pub struct TestDb {
     pub name: String,
     pub options: ConnectOptions,
+    _dropper: Arc<DropDatabase>,
+}
+
+/// Drops a test's database when dropped itself.
+///
+/// `WITH (FORCE)` ends the sessions still in it first: a test's own
+/// clients usually outlive the `TestDb` by nothing, but a chute process it
+/// killed may leave a backend behind (one waiting for a lock, say). A server
+/// that is gone (an owned cluster a test stopped) has nothing to drop. Any
+/// other failure is printed, not raised: a drop runs as a test ends, maybe
+/// while it panics.
+#[derive(Debug)]
+struct DropDatabase {
+    name: String,
+    admin: ConnectOptions,
+}
+
+impl Drop for DropDatabase {
+    fn drop(&mut self) {
+        let (name, admin) = (self.name.clone(), self.admin.clone());
+        // The test's own runtime may be the one running this drop, and it
+        // cannot be blocked on: the statement runs on a runtime of its own.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+            runtime.block_on(async {
+                let Ok(client) = admin.connect().await else { return Ok(()) };
+                let sql = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", name.replace('"', "\"\""));
+                match tokio::time::timeout(std::time::Duration::from_secs(60), client.batch_execute(&sql)).await {
+                    Ok(result) => result.map_err(|e| format!("{e:#}")),
+                    Err(_) => Err("no answer after 60 s".to_owned()),
+                }
+            })
+        })
+        .join();
+        match dropped {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("test fixture: DROP DATABASE {}: {e}", self.name),
+            Err(_) => eprintln!("test fixture: dropping database {} panicked", self.name),
+        }
+    }
 }
 
 impl TestDb {

@@ -32,3 +32,21 @@ fn an_owned_cluster_stops_and_disappears_when_dropped() {
     assert!(!chute_engine::local::process_alive(pid), "postmaster {pid} still alive");
     assert!(!dir.exists());
 }
+
+#[tokio::test]
+async fn a_database_is_dropped_with_its_last_clone_sessions_and_all() {
+    let admin = shared().options("postgres").connect().await.unwrap();
+    let db = shared().fresh_db("dropped").await;
+    let name = db.name.clone();
+    let exists = || async {
+        let n: i64 = admin.query_one("SELECT count(*) FROM pg_database WHERE datname = $1", &[&name]).await.unwrap().get(0);
+        n == 1
+    };
+    let session = db.client().await;
+    let clone = db.clone();
+    drop(db);
+    assert!(exists().await, "a clone still uses {name}");
+    drop(clone);
+    assert!(!exists().await, "{name} is dropped with its last clone");
+    assert!(session.simple_query("SELECT 1").await.is_err(), "the session still in it was ended");
+}

@@ -147,8 +147,8 @@ async fn create_locked(
             r
         }
     };
-    let mut load_spec = LoadSpec::new(options.clone(), table.clone(), vec![]);
-    load_spec.generator = Some((Arc::new(workload(&recorded)) as Arc<dyn Workload>, spec.rows));
+    let input = load::LoadInput::Generated { workload: Arc::new(workload(&recorded)) as Arc<dyn Workload>, rows: spec.rows };
+    let mut load_spec = LoadSpec::new(options.clone(), table.clone(), input);
     load_spec.cancel = cancel;
     let report = load::run(load_spec, progress).await?;
     if report.interrupted {

@@ -465,6 +465,7 @@ impl Sampler {
                 p50_ms: q(0.50),
                 p95_ms: q(0.95),
                 p99_ms: q(0.99),
+                max_ms: if w.latency.is_empty() { 0.0 } else { w.latency.max() as f64 / 1000.0 },
             }
         });
         for name in ["all", period.as_str()] {
@@ -513,7 +514,7 @@ impl Sampler {
             let latency = self.latency.iter().find(|(n, _)| n == name).map(|(_, h)| {
                 std::array::from_fn(|i| {
                     let q = |p: f64| if h[i].is_empty() { 0.0 } else { h[i].value_at_quantile(p) as f64 / 1000.0 };
-                    (q(0.5), q(0.95), q(0.99))
+                    (q(0.5), q(0.95), q(0.99), if h[i].is_empty() { 0.0 } else { h[i].max() as f64 / 1000.0 })
                 })
             });
             let leaves = picked.last().map_or(1, |s| s.leaves);

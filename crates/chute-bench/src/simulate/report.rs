@@ -202,21 +202,22 @@ impl SimRun {
             let _ = writeln!(out, "\n{} ({:.1} s, {})", p.period, p.seconds, p.layout);
             let _ = writeln!(
                 out,
-                "  {:<26} {:>11} {:>11} {:>7} {:>8} {:>8} {:>8}",
-                "operation", "asked/s", "done/s", "errors", "p50 ms", "p95 ms", "p99 ms"
+                "  {:<26} {:>11} {:>11} {:>7} {:>8} {:>8} {:>8} {:>8}",
+                "operation", "asked/s", "done/s", "errors", "p50 ms", "p95 ms", "p99 ms", "max ms"
             );
             for k in Kind::ALL {
                 let o = &p.ops[k.index()];
                 let _ = writeln!(
                     out,
-                    "  {:<26} {:>11.1} {:>11.1} {:>7} {:>8.2} {:>8.2} {:>8.2}",
+                    "  {:<26} {:>11.1} {:>11.1} {:>7} {:>8.2} {:>8.2} {:>8.2} {:>8.1}",
                     k.label(),
                     o.requested_per_s,
                     o.achieved_per_s,
                     o.errors,
                     o.p50_ms,
                     o.p95_ms,
-                    o.p99_ms
+                    o.p99_ms,
+                    o.max_ms
                 );
             }
             let _ = writeln!(

@@ -25,6 +25,8 @@ pub struct OpSample {
     pub p50_ms: f64,
     pub p95_ms: f64,
     pub p99_ms: f64,
+    /// The slowest operation of the window: how long a stall kept one waiting.
+    pub max_ms: f64,
 }
 
 /// One window (about a second).
@@ -48,7 +50,7 @@ pub struct Sample {
     pub leaves: i64,
 }
 
-const OP_FIELDS: [&str; 8] = ["requested", "lost", "done", "errors", "skipped", "p50_ms", "p95_ms", "p99_ms"];
+const OP_FIELDS: [&str; 9] = ["requested", "lost", "done", "errors", "skipped", "p50_ms", "p95_ms", "p99_ms", "max_ms"];
 const SERVER_FIELDS: [&str; 13] = [
     "db_blks_read",
     "db_blks_hit",
@@ -83,8 +85,8 @@ impl Sample {
         for o in &self.ops {
             let _ = write!(
                 out,
-                ",{:.1},{:.1},{},{},{},{:.3},{:.3},{:.3}",
-                o.requested, o.lost, o.done, o.errors, o.skipped, o.p50_ms, o.p95_ms, o.p99_ms
+                ",{:.1},{:.1},{},{},{},{:.3},{:.3},{:.3},{:.3}",
+                o.requested, o.lost, o.done, o.errors, o.skipped, o.p50_ms, o.p95_ms, o.p99_ms, o.max_ms
             );
         }
         let s = &self.server;
@@ -204,6 +206,8 @@ pub fn parse_samples(text: &str) -> Result<Vec<Sample>, String> {
                 p50_ms: g("p50_ms")?,
                 p95_ms: g("p95_ms")?,
                 p99_ms: g("p99_ms")?,
+                // Runs of a chute without the column read as 0.
+                max_ms: g("max_ms").unwrap_or(0.0),
             };
         }
         s.server = ServerDelta {
@@ -239,6 +243,8 @@ pub struct OpSummary {
     pub p50_ms: f64,
     pub p95_ms: f64,
     pub p99_ms: f64,
+    /// The slowest operation of the period.
+    pub max_ms: f64,
 }
 
 impl OpSummary {
@@ -291,7 +297,7 @@ const PERIOD_TAIL: [&str; 10] = [
     "wal_bytes_per_s",
     "layout",
 ];
-const OP_SUMMARY_FIELDS: [&str; 6] = ["requested_per_s", "achieved_per_s", "errors", "p50_ms", "p95_ms", "p99_ms"];
+const OP_SUMMARY_FIELDS: [&str; 7] = ["requested_per_s", "achieved_per_s", "errors", "p50_ms", "p95_ms", "p99_ms", "max_ms"];
 
 /// The header of summary.csv.
 pub fn summary_header() -> String {
@@ -309,8 +315,8 @@ impl PeriodSummary {
         for o in &self.ops {
             let _ = write!(
                 out,
-                ",{:.2},{:.2},{},{:.3},{:.3},{:.3}",
-                o.requested_per_s, o.achieved_per_s, o.errors, o.p50_ms, o.p95_ms, o.p99_ms
+                ",{:.2},{:.2},{},{:.3},{:.3},{:.3},{:.3}",
+                o.requested_per_s, o.achieved_per_s, o.errors, o.p50_ms, o.p95_ms, o.p99_ms, o.max_ms
             );
         }
         let _ = write!(
@@ -355,6 +361,7 @@ pub fn parse_summary(text: &str) -> Result<Vec<PeriodSummary>, String> {
                     p50_ms: g("p50_ms")?,
                     p95_ms: g("p95_ms")?,
                     p99_ms: g("p99_ms")?,
+                    max_ms: g("max_ms").unwrap_or(0.0),
                     ..OpSummary::default()
                 };
             }
@@ -373,13 +380,13 @@ pub fn parse_summary(text: &str) -> Result<Vec<PeriodSummary>, String> {
 }
 
 /// Sums the windows of one period; `latency` gives each kind's percentiles
-/// (p50, p95, p99) over the whole period from its merged histogram.
-pub fn summarize(period: &str, layout: &str, samples: &[&Sample], latency: [(f64, f64, f64); 5]) -> PeriodSummary {
+/// (p50, p95, p99) and slowest over the whole period from its merged histogram.
+pub fn summarize(period: &str, layout: &str, samples: &[&Sample], latency: [(f64, f64, f64, f64); 5]) -> PeriodSummary {
     let seconds: f64 = samples.iter().map(|s| s.window).sum();
     let per_s = |v: f64| v / seconds.max(1e-9);
     let sum = |f: &dyn Fn(&Sample) -> f64| samples.iter().map(|s| f(s)).sum::<f64>();
     let ops = std::array::from_fn(|i| {
-        let (p50, p95, p99) = latency[i];
+        let (p50, p95, p99, max) = latency[i];
         OpSummary {
             requested_per_s: per_s(sum(&|s| s.ops[i].requested)),
             achieved_per_s: per_s(sum(&|s| s.ops[i].done as f64)),
@@ -390,6 +397,7 @@ pub fn summarize(period: &str, layout: &str, samples: &[&Sample], latency: [(f64
             p50_ms: p50,
             p95_ms: p95,
             p99_ms: p99,
+            max_ms: max,
         }
     });
     let read = sum(&|s| s.server.table_blks_read() as f64);
@@ -426,7 +434,8 @@ mod tests {
             leaves: 1,
             ..Sample::default()
         };
-        s.ops[0] = OpSample { requested: 250.0, lost: 0.0, done: 240, errors: 1, skipped: 9, p50_ms: 0.4, p95_ms: 1.2, p99_ms: 3.5 };
+        s.ops[0] =
+            OpSample { requested: 250.0, lost: 0.0, done: 240, errors: 1, skipped: 9, p50_ms: 0.4, p95_ms: 1.2, p99_ms: 3.5, max_ms: 9.0 };
         s.ops[3] = OpSample { requested: 100.0, done: 100, p50_ms: 2.0, p95_ms: 4.0, p99_ms: 8.0, ..OpSample::default() };
         s.server = ServerDelta {
             db_blks_read: 30,
@@ -475,7 +484,7 @@ mod tests {
             "before",
             "plain table",
             &[&a, &b],
-            [(0.4, 1.2, 3.5), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (2.0, 4.0, 8.0), (0.0, 0.0, 0.0)],
+            [(0.4, 1.2, 3.5, 9.0), (0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0), (2.0, 4.0, 8.0, 30.5), (0.0, 0.0, 0.0, 0.0)],
         );
         assert_eq!(p.seconds, 1.5);
         assert!((p.ops[0].achieved_per_s - 480.0 / 1.5).abs() < 1e-9);
@@ -489,6 +498,15 @@ mod tests {
         assert_eq!(back[0].period, "before");
         assert_eq!(back[0].layout, "plain table");
         assert!((back[0].ops[3].p99_ms - 8.0).abs() < 1e-9);
+        assert!((back[0].ops[3].max_ms - 30.5).abs() < 1e-9, "the slowest operation reads back");
+        // A summary.csv of a chute without the max_ms columns still reads.
+        let keep: Vec<bool> = summary_header().split(',').map(|c| !c.ends_with("_max_ms")).collect();
+        let old: String = text
+            .lines()
+            .map(|l| l.split(',').zip(&keep).filter(|(_, k)| **k).map(|(f, _)| f).collect::<Vec<_>>().join(",") + "\n")
+            .collect();
+        let back = parse_summary(&old).unwrap();
+        assert_eq!((back[0].ops[3].p99_ms, back[0].ops[3].max_ms), (8.0, 0.0));
         assert!((back[0].idx_blks_read_per_s - p.idx_blks_read_per_s).abs() < 0.1);
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["ops"]["read_customer"]["p95_ms"], 4.0);

@@ -6,6 +6,7 @@
 //! unit-tested without a server and the integration tests only have to make
 //! each condition happen for real.
 
+pub mod defaults;
 pub mod indexes;
 pub mod partitions;
 pub mod sample;

@@ -9,7 +9,9 @@
 //!    on the old table when it is attached, instead of building one.
 //! 2. The new parent `T_chute_new` is created from the old table (columns,
 //!    defaults, checks, storage, comments, statistics, every index, grants,
-//!    table comment, replica identity FULL) before any constraint of ours
+//!    table comment, replica identity FULL, row-level security and its
+//!    policies, and its foreign keys: added while the new parent is empty,
+//!    so validating them scans nothing) before any constraint of ours
 //!    exists on the old table, so none is copied.
 //! 3. `CHECK (key < hi) NOT VALID`, then `VALIDATE` (SHARE UPDATE EXCLUSIVE:
 //!    writes continue). `hi` is the interval boundary one whole interval after
@@ -17,27 +19,31 @@
 //!    re-run uses the same value.
 //! 4. One transaction under `lock_timeout`, retried: rename the old table to
 //!    `T_chute_old`, the new parent to `T`, attach the old table for
-//!    `[MINVALUE, hi)` (implied by the validated CHECK and NOT NULL: no scan),
-//!    hand serial sequences over, point dependent views at the new parent
-//!    (`CREATE OR REPLACE VIEW` with the same definition), create the
-//!    partitions from `hi` on.
+//!    `[MINVALUE, hi)` (implied by the validated CHECK and NOT NULL: no scan;
+//!    its own validated foreign keys become the new parent's on it, also
+//!    without a scan), hand serial sequences over, point dependent views at
+//!    the new parent (`CREATE OR REPLACE VIEW` with the same definition),
+//!    create the partitions from `hi` on.
 //! 5. The policy is stored for `chute partition maintain`.
 //!
 //! # The split: shadow leaves, a sync trigger, one catalog-only cutover
 //! A partition's bounds cannot shrink without a scan while it still holds the
 //! rows, and rows may never be invisible through the parent (an update by
 //! primary key would then miss them). So the old partition `O` keeps its
-//! bounds and its rows until one final, short transaction:
-//! 1. Setup (one transaction): a staging parent `T_chute_split` partitioned
-//!    like `T`, with one standalone leaf per interval of `O`'s rows, each with
-//!    a validated `CHECK` of its bounds (instant on an empty table), and an
-//!    `AFTER INSERT OR UPDATE OR DELETE` row trigger on `O` that deletes the
-//!    old version by primary key from the staging parent and inserts the new
-//!    one. `CREATE TRIGGER` waits for writers in flight, so no change
-//!    escapes it. A DEFAULT partition `T_chute_early` of the staging parent
-//!    takes the rows an application writes with a key before the oldest
-//!    interval while the split runs (they still belong in `O`, whose range
-//!    starts at MINVALUE), so such a write never fails for want of a leaf.
+//! bounds and its rows until one final, short transaction. No transaction
+//! holds more than a quarter of the server's lock table (see [`locks`]):
+//! 1. Setup: a staging parent `T_chute_split` partitioned like `T`, then its
+//!    standalone leaves, one per interval of `O`'s rows, a bounded batch per
+//!    transaction, each with a validated `CHECK` of its bounds (instant on an
+//!    empty table); then, in one short transaction, an `AFTER INSERT OR
+//!    UPDATE OR DELETE` row trigger on `O` that deletes the old version by
+//!    primary key from the staging parent and inserts the new one (planned
+//!    afresh on each call, so it locks the one leaf it writes, not all of
+//!    them). `CREATE TRIGGER` waits for writers in flight, so no change
+//!    escapes it. A DEFAULT partition `T_pmin` of the staging parent takes
+//!    the rows an application writes with a key before the oldest interval
+//!    while the split runs (they still belong in `O`, whose range starts at
+//!    MINVALUE), so such a write never fails for want of a leaf.
 //! 2. Copy batches by heap block range (a TID range scan), each one
 //!    transaction: `INSERT INTO staging SELECT * FROM O WHERE ctid in
 //!    [a, b) FOR SHARE ON CONFLICT DO NOTHING`, with the progress row updated
@@ -47,27 +53,132 @@
 //!    and an application update of the same row serialize: an update
 //!    committed first is what the batch copies (or the trigger's row wins the
 //!    conflict); an update after the batch goes through the trigger. Deletes
-//!    are mirrored the same way.
-//! 3. Cutover (one transaction under `lock_timeout`, retried): lock `T`,
+//!    are mirrored the same way. A batch holds its rows as long as it runs,
+//!    so the engine sizes batches to a fraction of `lock_timeout` and to the
+//!    lock budget, from what the last one took.
+//! 3. Foreign keys: on each staging partition `NOT VALID` (no scan), then
+//!    `VALIDATE` (writes continue), then on the staging parent, where each
+//!    partition's own validated key is taken as the parent's.
+//! 4. Cutover (one transaction under `lock_timeout`, retried): lock `T`,
 //!    drop the trigger, detach `O`, attach the staging parent to `T` as one
 //!    partition of its leaves' range (its leaves' CHECKs spare the scan),
-//!    drop `O` (or keep it, detached, with `--keep-old`). One ATTACH whatever
-//!    the number of leaves: attached one by one, each ATTACH costs in
-//!    proportion to the partitions already there, and 1,389 daily leaves
-//!    held the lock 8 s. The rows of `T_chute_early` (few: only writes during
-//!    the split put rows there) are moved under this lock: the engine reads
-//!    their intervals just before the cutover, which moves them into new
-//!    leaves of those intervals and refuses to commit (SQLSTATE CH001,
-//!    planned again) if a row arrived meanwhile outside them.
-//! 4. Flatten (short transactions, resumable): the staging parent's oldest
+//!    attach `T_pmin` for `[MINVALUE, oldest interval)` (a CHECK first: a
+//!    scan of the rows written there during the split), so keys older than
+//!    the history keep working, and drop `O` (or keep it, detached, with
+//!    `--keep-old`). One ATTACH whatever the number of leaves: attached one
+//!    by one, each ATTACH costs in proportion to the partitions already
+//!    there, and 1,389 daily leaves held the lock 8 s.
+//! 5. Flatten (short transactions, resumable): the staging parent's oldest
 //!    leaves become partitions of `T`, a few per transaction (sized to hold
-//!    the lock about 200 ms), the staging parent re-attached for the rest,
-//!    until it is empty and dropped.
+//!    the lock a fifth of `lock_timeout`, at most 200 ms), the staging
+//!    parent re-attached for the rest, until it is empty and dropped.
 
+pub mod inventory;
+pub mod locks;
 pub mod plan;
+pub mod split;
 
-use crate::ident::{IdentError, QualifiedName, check_length};
+use crate::ident::{IdentError, QualifiedName, check_length, quote_ident};
 use crate::partman::Grants;
+
+/// `LOCK TABLE … IN SHARE UPDATE EXCLUSIVE MODE` on `tables` (each quoted;
+/// a partitioned table's partitions too), the first statement of a step
+/// that then takes a lock writers wait for. This mode conflicts with
+/// autovacuum, ANALYZE and other DDL, never with writers: waiting for it
+/// holds up nobody, and the stronger lock that follows waits only for
+/// writes in flight. Without it, a cutover that held the table queued
+/// behind an autovacuum of one leaf until the server cancelled it (after
+/// `deadlock_timeout`, a second), and every writer waited that long.
+pub fn quiet_lock(tables: &[String]) -> String {
+    format!("LOCK TABLE {} IN SHARE UPDATE EXCLUSIVE MODE", tables.join(", "))
+}
+
+/// The statements around a step's lock that writers wait for: the first
+/// notes the time the lock is asked for (after [`quiet_lock`]), the second,
+/// near the step's end, records in `longest_lock_ms` how long writers could
+/// have waited on it since. A step that fails (a lock timeout) rolls both
+/// back; the engine counts such an attempt itself.
+pub fn lock_asked() -> String {
+    "SELECT set_config('chute.lock_asked', clock_timestamp()::text, true)".to_owned()
+}
+
+/// See [`lock_asked`].
+pub fn lock_held(table: &QualifiedName) -> String {
+    format!(
+        "UPDATE chute.migrations SET longest_lock_ms = greatest(longest_lock_ms, \
+         (extract(epoch FROM clock_timestamp() - current_setting('chute.lock_asked')::timestamptz) * 1000)::int8) WHERE {}",
+        plan::migration_filter(table)
+    )
+}
+
+/// A foreign key of the table pointing at another table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignKey {
+    pub name: String,
+    /// `pg_get_constraintdef`, with every name schema-qualified:
+    /// `FOREIGN KEY (customer_id) REFERENCES public.customers(id) ON DELETE CASCADE`.
+    pub definition: String,
+    pub validated: bool,
+    /// The table it references, as `regclass` prints it (quoted where needed).
+    pub referenced: String,
+}
+
+impl ForeignKey {
+    /// Adds the key to `table` as it is (validated unless `not_valid`).
+    pub fn add_sql(&self, table: &QualifiedName, not_valid: bool) -> String {
+        let def = self.definition.trim_end_matches(" NOT VALID");
+        format!(
+            "ALTER TABLE {} ADD CONSTRAINT {} {def}{}",
+            table.quoted(),
+            quote_ident(&self.name),
+            if not_valid { " NOT VALID" } else { "" }
+        )
+    }
+}
+
+/// A row-level security policy of the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RlsPolicy {
+    pub name: String,
+    pub permissive: bool,
+    /// `ALL`, `SELECT`, `INSERT`, `UPDATE` or `DELETE`.
+    pub command: String,
+    /// Role names; `public` is PUBLIC.
+    pub roles: Vec<String>,
+    /// The `USING` and `WITH CHECK` expressions, as `pg_get_expr` prints them.
+    pub using: Option<String>,
+    pub check: Option<String>,
+}
+
+impl RlsPolicy {
+    pub fn create_sql(&self, table: &QualifiedName) -> String {
+        let roles =
+            self.roles.iter().map(|r| if r == "public" { "PUBLIC".to_owned() } else { quote_ident(r) }).collect::<Vec<_>>().join(", ");
+        let mut sql = format!(
+            "CREATE POLICY {} ON {} AS {} FOR {} TO {roles}",
+            quote_ident(&self.name),
+            table.quoted(),
+            if self.permissive { "PERMISSIVE" } else { "RESTRICTIVE" },
+            self.command
+        );
+        if let Some(u) = &self.using {
+            sql.push_str(&format!(" USING ({u})"));
+        }
+        if let Some(c) = &self.check {
+            sql.push_str(&format!(" WITH CHECK ({c})"));
+        }
+        sql
+    }
+}
+
+/// Row-level security on the table: whether it is on (and forced on the
+/// owner too), and its policies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowSecurity {
+    pub enabled: bool,
+    pub forced: bool,
+    pub policies: Vec<RlsPolicy>,
+}
 
 /// Everything the preconditions and planners need to know about the table
 /// being migrated, as the engine reads it from the catalog.
@@ -92,6 +203,13 @@ pub struct Facts {
     pub plain_indexes: Vec<(String, String)>,
     /// Foreign keys of other tables that point here: "constraint on table".
     pub referencing_fks: Vec<String>,
+    /// Foreign keys of this table that point at other tables: re-created on
+    /// the new parent, so that none is lost with the old table.
+    pub foreign_keys: Vec<ForeignKey>,
+    /// CHECK constraints (name and definition): `LIKE … INCLUDING ALL`
+    /// carries them to the new parent.
+    pub checks: Vec<(String, String)>,
+    pub row_security: RowSecurity,
     /// Views that select from the table: name and `pg_get_viewdef` text,
     /// recreated in the swap so they read the new parent.
     pub views: Vec<(String, String)>,
@@ -130,9 +248,12 @@ pub struct Names {
     pub staging: QualifiedName,
     /// The staging parent's DEFAULT partition: rows whose key the
     /// application moves (or inserts) before the oldest interval while the
-    /// split runs, which no staging leaf covers; the cutover gives them
-    /// interval partitions of their own.
+    /// split runs, which no staging leaf covers. The cutover attaches it to
+    /// the table for `[MINVALUE, oldest interval)`, so that such keys keep
+    /// working after the split as they did before it.
     pub early: QualifiedName,
+    /// The same partition as a split set up by chute before it kept it.
+    pub legacy_early: QualifiedName,
     pub sync_function: QualifiedName,
 }
 
@@ -150,7 +271,12 @@ impl Names {
             pk_index: n("pk")?,
             range_check: n("range")?,
             staging: table.with_name(n("split")?),
-            early: table.with_name(n("early")?),
+            early: table.with_name({
+                let s = format!("{}_pmin", table.name);
+                check_length(&s)?;
+                s
+            }),
+            legacy_early: table.with_name(n("early")?),
             sync_function: table.with_name(n("sync")?),
         })
     }
@@ -244,6 +370,16 @@ pub fn check(facts: &Facts, key: &str, extend_primary_key: bool) -> Vec<Problem>
             format!("the foreign key {fk} points at {}", facts.table),
             "drop it (ALTER TABLE … DROP CONSTRAINT), migrate, then add it back against the new primary key with NOT VALID and VALIDATE it"
                 .into(),
+        );
+    }
+    for fk in facts.foreign_keys.iter().filter(|fk| !fk.validated) {
+        p(
+            format!("the foreign key {} of {} is NOT VALID ({})", fk.name, facts.table, fk.definition),
+            format!(
+                "validate it first: ALTER TABLE {t} VALIDATE CONSTRAINT {} (a scan that lets writes continue), or drop it; \
+                 chute re-creates every foreign key on the partitioned table, where PostgreSQL 15 cannot add one NOT VALID",
+                quote_ident(&fk.name)
+            ),
         );
     }
     for v in &facts.matviews {

@@ -21,10 +21,8 @@
 
 use memchr::{memchr, memchr2, memchr3, memmem, memrchr};
 
-use super::{
-    Boundary, ChunkEnd, Cursor, Fields, MAX_RECORD_BYTES, OptionsError, RecordError, RecordParser, RecordPos, TOO_LONG, check_ascii,
-    check_delimiter_and_null, check_field_count, count_lines, end_marker_len, split_plain,
-};
+use super::lines::{LineFormat, LineScan, end_marker_len, parse_lines};
+use super::{Boundary, ChunkEnd, Fields, OptionsError, RecordError, RecordParser, RecordPos, check_ascii, check_delimiter_and_null};
 
 /// `COPY … (FORMAT csv, …)` options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,21 +52,6 @@ impl Default for CsvOptions {
 #[derive(Debug, Clone)]
 pub struct CsvParser {
     opts: CsvOptions,
-}
-
-/// What scanning one record from its start found.
-#[derive(Debug, Clone, Copy)]
-struct Scan {
-    /// End of the record's content (before its `\n` or `\r\n`).
-    content_end: usize,
-    /// Start of the next record.
-    next: usize,
-    /// The record contains the quote character (fields need the slow split).
-    quoted: bool,
-    /// A carriage return outside quotes that does not end the line.
-    bare_cr: bool,
-    /// The input ended inside quotes.
-    unterminated: bool,
 }
 
 impl CsvParser {
@@ -120,11 +103,13 @@ impl CsvParser {
         }
     }
 
-    /// Finds the end of the record starting at `start`.
+    /// Finds the end of the record starting at `start`. The scan is
+    /// `special` when the record holds a quote, `broken` when the input ends
+    /// inside quotes.
     #[inline]
-    fn scan_record(&self, buf: &[u8], start: usize) -> Scan {
+    fn scan_record(&self, buf: &[u8], start: usize) -> LineScan {
         let q = self.opts.quote;
-        let mut scan = Scan { content_end: buf.len(), next: buf.len(), quoted: false, bare_cr: false, unterminated: false };
+        let mut scan = LineScan::to_end(buf.len());
         let mut i = start;
         while let Some(k) = memchr3(b'\n', b'\r', q, &buf[i..]) {
             let p = i + k;
@@ -142,11 +127,11 @@ impl CsvParser {
                     i = p + 1;
                 }
                 _ => {
-                    scan.quoted = true;
+                    scan.special = true;
                     match self.skip_quoted(buf, p + 1) {
                         Some(after) => i = after,
                         None => {
-                            scan.unterminated = true;
+                            scan.broken = true;
                             return scan;
                         }
                     }
@@ -211,34 +196,46 @@ impl CsvParser {
             }
         }
     }
+}
 
-    /// What is wrong with a scanned record as a line, before its fields are
-    /// looked at. PostgreSQL finds these while reading a header line too.
-    fn line_problem(start: usize, scan: &Scan) -> Option<&'static str> {
-        if scan.next - start > MAX_RECORD_BYTES {
-            Some(TOO_LONG)
-        } else if scan.unterminated {
-            Some("unterminated CSV quoted field")
-        } else if scan.bare_cr {
-            Some("unquoted carriage return found in data")
-        } else {
-            None
+impl LineFormat for CsvParser {
+    const BROKEN: &'static str = "unterminated CSV quoted field";
+    const BARE_CR: &'static str = "unquoted carriage return found in data";
+    const BROKEN_HEADER_IS_ERROR: bool = false;
+
+    #[inline]
+    fn delimiter(&self) -> u8 {
+        self.opts.delimiter
+    }
+
+    #[inline]
+    fn null(&self) -> &[u8] {
+        &self.opts.null
+    }
+
+    #[inline]
+    fn header(&self) -> bool {
+        self.opts.header
+    }
+
+    #[inline]
+    fn expected_fields(&self) -> Option<usize> {
+        self.opts.expected_fields
+    }
+
+    /// `\.` alone on a line ends the data only at a record start: inside
+    /// quotes it is data.
+    #[inline]
+    fn scan(&self, chunk: &[u8], start: usize) -> LineScan {
+        match end_marker_len(&chunk[start..]) {
+            Some(n) => LineScan { end_marker: true, next: start + n, ..LineScan::to_end(start) },
+            None => self.scan_record(chunk, start),
         }
     }
 
-    /// Splits one scanned record into `fields`, or says why it is bad.
-    fn fields(&self, chunk: &[u8], start: usize, scan: &Scan, fields: &mut Fields) -> Result<(), String> {
-        if let Some(problem) = Self::line_problem(start, scan) {
-            return Err(problem.into());
-        }
-        fields.clear();
-        let content = &chunk[start..scan.content_end];
-        if scan.quoted {
-            self.split_quoted(content, fields);
-        } else {
-            split_plain(content, self.opts.delimiter, &self.opts.null, fields);
-        }
-        check_field_count(self.opts.expected_fields, fields.len())
+    #[inline]
+    fn split_special(&self, content: &[u8], fields: &mut Fields) {
+        self.split_quoted(content, fields);
     }
 }
 
@@ -251,36 +248,7 @@ impl RecordParser for CsvParser {
         on_record: &mut dyn FnMut(&Fields, RecordPos),
         on_error: &mut dyn FnMut(RecordError),
     ) -> ChunkEnd {
-        let mut cursor = Cursor::new(first_line, base_offset);
-        let mut fields = Fields::new();
-        let mut header = self.opts.header && base_offset == 0;
-        let mut start = 0;
-        while start < chunk.len() {
-            if end_marker_len(&chunk[start..]).is_some() {
-                return ChunkEnd::EndOfData { line: cursor.line, offset: base_offset + start as u64 };
-            }
-            let scan = self.scan_record(chunk, start);
-            let pos = cursor.pos(start, scan.next);
-            if header {
-                // PostgreSQL reads the header as one record and does not split
-                // it (unless HEADER MATCH, which chute does not offer), so an
-                // unterminated quote there just swallows the rest of the
-                // input. A bare `\r` is still an error: a `\r`-only file would
-                // otherwise vanish silently into its "header".
-                header = false;
-                if let Some(problem) = Self::line_problem(start, &scan).filter(|_| !scan.unterminated) {
-                    on_error(RecordError { pos, reason: problem.into() });
-                }
-            } else {
-                match self.fields(chunk, start, &scan, &mut fields) {
-                    Ok(()) => on_record(&fields, pos),
-                    Err(reason) => on_error(RecordError { pos, reason }),
-                }
-            }
-            cursor.line += if scan.quoted { count_lines(&chunk[start..scan.next]) } else { u64::from(scan.next > scan.content_end) };
-            start = scan.next;
-        }
-        ChunkEnd::Complete
+        parse_lines(self, chunk, first_line, base_offset, on_record, on_error)
     }
 }
 
@@ -336,7 +304,7 @@ impl Boundary for CsvParser {
 
     fn first_record_end(&self, buf: &[u8]) -> Option<usize> {
         let scan = self.scan_record(buf, 0);
-        (!scan.unterminated && scan.content_end < buf.len()).then_some(scan.next)
+        (!scan.broken && scan.content_end < buf.len()).then_some(scan.next)
     }
 
     fn end_of_data(&self, chunk: &[u8]) -> Option<usize> {

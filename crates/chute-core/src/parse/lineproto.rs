@@ -307,7 +307,11 @@ fn parse_parts<'a>(
             return Err(format!("tag {key:?} has an empty value"));
         }
         check_key(&key, "tag")?;
-        seen |= key_bit(&key);
+        let bit = key_bit(&key);
+        if seen & bit != 0 && tags[t0..].iter().any(|(k, _)| same_key(k, &key)) {
+            return Err(format!("tag {key:?} appears twice in the line"));
+        }
+        seen |= bit;
         tags.push((key, value));
     }
     if c.peek() != Some(b' ') {

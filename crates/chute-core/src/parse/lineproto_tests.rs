@@ -226,9 +226,12 @@ proptest! {
 
 #[test]
 fn a_key_twice_in_a_line_is_refused_and_keys_alike_in_length_and_last_byte_are_not_the_same() {
-    for line in ["m v1=1,v1=2", "m,v1=a v1=2", "m a=1,b=2,a=3", "m,k=x a=1,k=2", r"m a\ b=1,a\ b=2"] {
+    for line in ["m v1=1,v1=2", "m,v1=a v1=2", "m a=1,b=2,a=3", "m,k=x a=1,k=2", r"m a\ b=1,a\ b=2", "m,t=a,t=b f=1", "m,t=a,u=b,t=c f=1"] {
         assert!(err(line).contains("appears twice in the line"), "{line}: {}", err(line));
     }
+    assert!(err("m,host=a,host=b f=1").starts_with("tag \"host\""), "a tag twice is refused as a field twice is");
+    let l = one("m,t1=a,u1=b f=1");
+    assert_eq!(l.tags.len(), 2, "tags alike in length and last byte are not the same");
     let l = one("m,a1=x b1=1,c1=2,v1=3,v2=4");
     assert_eq!(l.fields.iter().map(|(k, _)| k.as_ref()).collect::<Vec<_>>(), ["b1", "c1", "v1", "v2"]);
     // The same through the set of many lines (what chute serve parses with).

@@ -17,6 +17,8 @@
 //! (the rule of the project: a file that loads with `\copy` loads with chute
 //! into the same rows); [`jsonl`] reads one JSON object per line; [`tsbs`]
 //! reads the Time Series Benchmark Suite's `--format=timescaledb` files.
+//! CSV and text share one record loop (`lines.rs`): they differ only in how
+//! they scan a record, split one with quotes or escapes, and name its flaws.
 //!
 //! # Shape of the hot path
 //!
@@ -47,6 +49,7 @@
 pub mod csv;
 pub mod jsonl;
 pub mod lineproto;
+mod lines;
 pub mod text;
 pub mod tsbs;
 
@@ -340,45 +343,6 @@ impl Cursor {
 
 /// The reason given for a record over [`MAX_RECORD_BYTES`].
 const TOO_LONG: &str = "record is 1 GiB or longer (PostgreSQL's limit too)";
-
-/// Checks a record's field count against the configured column count, with
-/// PostgreSQL's messages (columns are numbered from 1; chute's engine knows
-/// their names and may add them).
-fn check_field_count(expected: Option<usize>, found: usize) -> Result<(), String> {
-    match expected {
-        Some(n) if found > n => Err("extra data after last expected column".into()),
-        Some(n) if found < n => Err(format!("missing data for column {}", found + 1)),
-        _ => Ok(()),
-    }
-}
-
-/// Splits `content` (no quotes, no escapes) at every `delimiter` into
-/// `fields`, treating a field equal to `null` as NULL.
-#[inline]
-fn split_plain(content: &[u8], delimiter: u8, null: &[u8], fields: &mut Fields) {
-    let mut start = 0;
-    for end in memchr::memchr_iter(delimiter, content).chain(std::iter::once(content.len())) {
-        let value = &content[start..end];
-        if value == null {
-            fields.push_null();
-        } else {
-            fields.push(value);
-        }
-        start = end + 1;
-    }
-}
-
-/// Whether `rest` (the bytes after a record start) is PostgreSQL's
-/// end-of-data marker line `\.`, and if so its length with its terminator.
-/// `\n` and `\r\n` both end it, as they end any line here.
-#[inline]
-fn end_marker_len(rest: &[u8]) -> Option<usize> {
-    match rest {
-        [b'\\', b'.', b'\n', ..] => Some(3),
-        [b'\\', b'.', b'\r', b'\n', ..] => Some(4),
-        _ => None,
-    }
-}
 
 /// Checks an ASCII option byte the way `COPY` does.
 fn check_ascii(name: &str, byte: u8) -> Result<(), OptionsError> {

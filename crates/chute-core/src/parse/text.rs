@@ -21,10 +21,8 @@
 
 use memchr::{memchr2, memchr3, memmem, memrchr};
 
-use super::{
-    Boundary, ChunkEnd, Cursor, Fields, MAX_RECORD_BYTES, OptionsError, RecordError, RecordParser, RecordPos, TOO_LONG,
-    check_delimiter_and_null, check_field_count, count_lines, end_marker_len, split_plain,
-};
+use super::lines::{LineFormat, LineScan, end_marker_len, parse_lines};
+use super::{Boundary, ChunkEnd, Fields, OptionsError, RecordError, RecordParser, RecordPos, check_delimiter_and_null};
 
 /// `COPY … (FORMAT text, …)` options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,23 +47,6 @@ impl Default for TextOptions {
 #[derive(Debug, Clone)]
 pub struct TextParser {
     opts: TextOptions,
-}
-
-/// What scanning one record from its start found.
-#[derive(Debug, Clone, Copy)]
-struct Scan {
-    /// End of the record's content (before its terminator or end marker).
-    content_end: usize,
-    /// Start of the next record.
-    next: usize,
-    /// The record contains a backslash (fields need the slow split).
-    escaped: bool,
-    /// A raw carriage return that does not end the line.
-    bare_cr: bool,
-    /// `\.` not followed by a line terminator.
-    corrupt_marker: bool,
-    /// The record ends with the end-of-data marker, which starts at `content_end`.
-    end_marker: bool,
 }
 
 /// Whether a backslash escapes `buf[p]`: true when an odd run of backslashes
@@ -134,11 +115,13 @@ impl TextParser {
         &self.opts
     }
 
-    /// Finds the end of the record starting at `start`.
+    /// Finds the end of the record starting at `start`: its line end, or
+    /// an unescaped end marker, which ends the data even in the middle of a
+    /// line. The scan is `special` when the record holds a backslash,
+    /// `broken` when `\.` is followed by anything but a line end.
     #[inline]
-    fn scan_record(&self, buf: &[u8], start: usize) -> Scan {
-        let mut scan =
-            Scan { content_end: buf.len(), next: buf.len(), escaped: false, bare_cr: false, corrupt_marker: false, end_marker: false };
+    fn scan_record(&self, buf: &[u8], start: usize) -> LineScan {
+        let mut scan = LineScan::to_end(buf.len());
         let mut i = start;
         while let Some(k) = memchr3(b'\n', b'\r', b'\\', &buf[i..]) {
             let p = i + k;
@@ -156,13 +139,13 @@ impl TextParser {
                     i = p + 1;
                 }
                 _ => {
-                    scan.escaped = true;
+                    scan.special = true;
                     if buf.get(p + 1) == Some(&b'.') {
                         if let Some(n) = end_marker_len(&buf[p..]) {
                             (scan.content_end, scan.next, scan.end_marker) = (p, p + n, true);
                             return scan;
                         }
-                        scan.corrupt_marker = true;
+                        scan.broken = true;
                     }
                     // The escaped byte, whatever it is (a newline too), is data.
                     i = (p + 2).min(buf.len());
@@ -210,34 +193,41 @@ impl TextParser {
             }
         }
     }
+}
 
-    /// What is wrong with a scanned record as a line, before its fields are
-    /// looked at. PostgreSQL finds these while reading a header line too.
-    fn line_problem(start: usize, scan: &Scan) -> Option<&'static str> {
-        if scan.next - start > MAX_RECORD_BYTES {
-            Some(TOO_LONG)
-        } else if scan.corrupt_marker {
-            Some("end-of-copy marker corrupt")
-        } else if scan.bare_cr {
-            Some("literal carriage return found in data")
-        } else {
-            None
-        }
+impl LineFormat for TextParser {
+    const BROKEN: &'static str = "end-of-copy marker corrupt";
+    const BARE_CR: &'static str = "literal carriage return found in data";
+    const BROKEN_HEADER_IS_ERROR: bool = true;
+
+    #[inline]
+    fn delimiter(&self) -> u8 {
+        self.opts.delimiter
     }
 
-    /// Splits one scanned record into `fields`, or says why it is bad.
-    fn fields(&self, chunk: &[u8], start: usize, scan: &Scan, fields: &mut Fields) -> Result<(), String> {
-        if let Some(problem) = Self::line_problem(start, scan) {
-            return Err(problem.into());
-        }
-        fields.clear();
-        let content = &chunk[start..scan.content_end];
-        if scan.escaped {
-            self.split_escaped(content, fields);
-        } else {
-            split_plain(content, self.opts.delimiter, &self.opts.null, fields);
-        }
-        check_field_count(self.opts.expected_fields, fields.len())
+    #[inline]
+    fn null(&self) -> &[u8] {
+        &self.opts.null
+    }
+
+    #[inline]
+    fn header(&self) -> bool {
+        self.opts.header
+    }
+
+    #[inline]
+    fn expected_fields(&self) -> Option<usize> {
+        self.opts.expected_fields
+    }
+
+    #[inline]
+    fn scan(&self, chunk: &[u8], start: usize) -> LineScan {
+        self.scan_record(chunk, start)
+    }
+
+    #[inline]
+    fn split_special(&self, content: &[u8], fields: &mut Fields) {
+        self.split_escaped(content, fields);
     }
 }
 
@@ -250,39 +240,7 @@ impl RecordParser for TextParser {
         on_record: &mut dyn FnMut(&Fields, RecordPos),
         on_error: &mut dyn FnMut(RecordError),
     ) -> ChunkEnd {
-        let mut cursor = Cursor::new(first_line, base_offset);
-        let mut fields = Fields::new();
-        let mut header = self.opts.header && base_offset == 0;
-        let mut start = 0;
-        while start < chunk.len() {
-            let scan = self.scan_record(chunk, start);
-            let pos = cursor.pos(start, scan.next);
-            // A marker alone on its line is no record; one after data ends a
-            // last record, which PostgreSQL still loads.
-            let is_record = !(scan.end_marker && scan.content_end == start);
-            if header {
-                // A header line's fields are not looked at, but a broken line
-                // is an error (a `\r`-only file would otherwise vanish into its
-                // "header"); if it holds the end marker, PostgreSQL stops
-                // there too.
-                header = false;
-                if let Some(problem) = Self::line_problem(start, &scan) {
-                    on_error(RecordError { pos, reason: problem.into() });
-                }
-            } else if is_record {
-                match self.fields(chunk, start, &scan, &mut fields) {
-                    Ok(()) => on_record(&fields, pos),
-                    Err(reason) => on_error(RecordError { pos, reason }),
-                }
-            }
-            if scan.end_marker {
-                let line = cursor.line + count_lines(&chunk[start..scan.content_end]);
-                return ChunkEnd::EndOfData { line, offset: base_offset + scan.content_end as u64 };
-            }
-            cursor.line += if scan.escaped { count_lines(&chunk[start..scan.next]) } else { u64::from(scan.next > scan.content_end) };
-            start = scan.next;
-        }
-        ChunkEnd::Complete
+        parse_lines(self, chunk, first_line, base_offset, on_record, on_error)
     }
 }
 

@@ -8,8 +8,11 @@
 //! Pure: the engine runs these statements in the one transaction, around
 //! the COPYs.
 
-use super::planner::{Grants, PlanError, grant_sql, partition_name};
+use super::naming::partition_name;
+use super::plan::PlanError;
+use super::planner::grant_sql;
 use super::policy::Policy;
+use super::snapshot::Grants;
 use crate::ident::QualifiedName;
 
 /// The statements of one backfilled partition.

@@ -2,9 +2,10 @@
 //! partitions are steps on their data nodes (`Step::node`), made before
 //! the coordinator attaches the foreign tables that face them.
 
-use super::plan::{Plan, StepKind};
-use super::planner::{PlanError, RemoteDdl, Snapshot, hash_child_name};
+use super::naming::hash_child_name;
+use super::plan::{Plan, PlanError, StepKind};
 use super::policy::Policy;
+use super::snapshot::{RemoteDdl, Snapshot};
 use crate::ident::{QualifiedName, check_length, quote_ident, quote_literal};
 
 /// `--placement`: the time partition `leaf` is itself a foreign table, its

@@ -5,11 +5,14 @@
 pub mod backfill;
 mod distribute;
 pub mod interval;
+mod naming;
 pub mod plan;
 pub mod planner;
 pub mod policy;
+mod snapshot;
 
 pub use interval::Span;
-pub use plan::{Plan, Step, StepKind};
-pub use planner::{DefaultInfo, Existing, Grants, PartitionInfo, RemoteDdl, Snapshot, TableSource};
+pub use plan::{Plan, PlanError, Step, StepKind};
+pub use planner::{Existing, TableSource};
 pub use policy::{Distribution, HashSub, KeyType, Policy, Retention, RetentionMode};
+pub use snapshot::{DefaultInfo, Grants, PartitionInfo, RemoteDdl, Snapshot};

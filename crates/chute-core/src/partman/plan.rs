@@ -8,7 +8,23 @@
 
 use std::fmt;
 
-use crate::ident::QualifiedName;
+use super::interval::IntervalError;
+use crate::ident::{IdentError, QualifiedName};
+
+/// The most partitions one plan may create: beyond this the policy is
+/// almost certainly a mistake (a 1-minute interval from 1970).
+pub const MAX_NEW_PARTITIONS: usize = 20_000;
+
+/// Why a planner made no plan.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Name(#[from] IdentError),
+    #[error(transparent)]
+    Interval(#[from] IntervalError),
+    #[error("that would create {0} partitions at once (limit {MAX_NEW_PARTITIONS}): check --start, --interval and --premake")]
+    TooMany(usize),
+}
 
 /// What a step does, for tests and summaries; the SQL is what runs.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -10,77 +10,17 @@
 //! rows in a DEFAULT partition are moved into proper partitions; every name is
 //! checked against the 63-byte limit before any step is planned.
 
-use super::interval::{IntervalError, Span, Unit, to_timestamp};
+// Names and the error live with what both the planners here and the
+// distributed-table planner (`distribute.rs`) use; callers still find them
+// here, beside the planners that give them.
+pub use super::naming::{check_names, default_name, hash_child_name, partition_name};
+pub use super::plan::{MAX_NEW_PARTITIONS, PlanError};
+
+use super::interval::Span;
 use super::plan::{Plan, StepKind};
 use super::policy::{Policy, RetentionMode};
-use crate::ident::{IdentError, QualifiedName, check_length, quote_ident, quote_literal};
-
-/// The most partitions one plan may create: beyond this the policy is
-/// almost certainly a mistake (a 1-minute interval from 1970).
-pub const MAX_NEW_PARTITIONS: usize = 20_000;
-
-/// One range partition of the parent, as the catalog has it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionInfo {
-    pub name: QualifiedName,
-    /// Lower bound (`i64::MIN` for MINVALUE).
-    pub from: i64,
-    /// Upper bound, exclusive (`i64::MAX` for MAXVALUE).
-    pub to: i64,
-    /// `pg_inherits.inhdetachpending`: a concurrent detach was interrupted.
-    pub detach_pending: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DefaultInfo {
-    pub name: QualifiedName,
-    /// Starts of the intervals that rows in the DEFAULT partition fall in.
-    pub row_intervals: Vec<i64>,
-}
-
-/// What the planners need to know about a partitioned table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot {
-    pub partitions: Vec<PartitionInfo>,
-    pub default: Option<DefaultInfo>,
-    /// The newest key in the table (premake for integer keys and for data
-    /// ahead of the clock).
-    pub max_key: Option<i64>,
-    pub grants: Grants,
-    /// A distributed table (`Policy::distribution`): what its remote tables are made of.
-    pub remote: Option<RemoteDdl>,
-}
-
-/// How the table behind a foreign partition is made on its data node: the
-/// parent's columns and indexes, as the coordinator's catalog has them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RemoteDdl {
-    /// Column definitions, as in `CREATE TABLE t (…)`.
-    pub columns: String,
-    /// Each index of the parent from `USING` on: `USING btree ("time")`.
-    pub indexes: Vec<String>,
-}
-
-/// Who owns the parent and who may do what on it: copied to each new
-/// partition, so loading a leaf directly needs no more rights than loading
-/// the parent.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Grants {
-    pub owner: String,
-    pub current_user: String,
-    /// `aclitem` texts, e.g. `loader=arw/owner`, `=r/owner` (PUBLIC).
-    pub acl: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
-    #[error(transparent)]
-    Name(#[from] IdentError),
-    #[error(transparent)]
-    Interval(#[from] IntervalError),
-    #[error("that would create {0} partitions at once (limit {MAX_NEW_PARTITIONS}): check --start, --interval and --premake")]
-    TooMany(usize),
-}
+use super::snapshot::{Grants, PartitionInfo, Snapshot};
+use crate::ident::{QualifiedName, check_length, quote_ident, quote_literal};
 
 /// Why a row's partition is not created.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,66 +29,6 @@ pub enum RowRefusal {
     TooFarAhead { key: String, limit: String },
     #[error("{key} is older than the retention of {keep}: its partition would be dropped")]
     PastRetention { key: String, keep: String },
-}
-
-/// The partition name for the interval starting at `from`: the parent's name,
-/// `_p`, and the UTC start (integer keys: the start value).
-pub fn partition_name(policy: &Policy, from: i64) -> Result<String, PlanError> {
-    let base = &policy.parent.name;
-    let name = match policy.interval {
-        Span::Integer(_) => {
-            if from < 0 {
-                format!("{base}_pm{}", from.unsigned_abs())
-            } else {
-                format!("{base}_p{from}")
-            }
-        }
-        Span::Time { unit, .. } => {
-            let ts = to_timestamp(from)?;
-            let utc_midnight = from.rem_euclid(super::interval::MICROS_PER_DAY) == 0;
-            let fmt = match unit {
-                _ if !utc_midnight => "%Y%m%d_%H%M",
-                Unit::Minutes | Unit::Hours => "%Y%m%d_%H%M",
-                Unit::Days | Unit::Weeks => "%Y%m%d",
-                Unit::Months => "%Y%m",
-                Unit::Years => "%Y",
-            };
-            let fmt = if matches!(unit, Unit::Months | Unit::Years) && !first_of_month_utc(from)? { "%Y%m%d_%H%M" } else { fmt };
-            format!("{base}_p{}", ts.strftime(fmt))
-        }
-    };
-    check_length(&name)?;
-    Ok(name)
-}
-
-fn first_of_month_utc(from: i64) -> Result<bool, PlanError> {
-    Ok(to_timestamp(from)?.to_zoned(jiff::tz::TimeZone::UTC).day() == 1)
-}
-
-/// Names of the hash children of a leaf.
-pub fn hash_child_name(leaf: &str, remainder: u32) -> Result<String, PlanError> {
-    let name = format!("{leaf}_h{remainder}");
-    check_length(&name)?;
-    Ok(name)
-}
-
-pub fn default_name(policy: &Policy) -> Result<String, PlanError> {
-    let name = format!("{}_default", policy.parent.name);
-    check_length(&name)?;
-    Ok(name)
-}
-
-/// Checks every name a policy will generate for partitions near `now`, so a
-/// parent whose name is too long is refused before any DDL runs.
-pub fn check_names(policy: &Policy, sample_start: i64) -> Result<(), PlanError> {
-    let leaf = partition_name(policy, sample_start)?;
-    if let Some(h) = &policy.hash {
-        hash_child_name(&leaf, h.modulus - 1)?;
-    }
-    if policy.default_partition {
-        default_name(policy)?;
-    }
-    Ok(())
 }
 
 /// The limits a row's key must respect: `[oldest, newest]`, inclusive.
@@ -255,7 +135,7 @@ pub fn plan_maintain(policy: &Policy, snap: &Snapshot, now: i64) -> Result<Plan,
     let tz = policy.zone()?;
     let mut plan = Plan::default();
     let cutoff = retention_cutoff(policy, snap.max_key, now)?;
-    let due = |p: &super::planner::PartitionInfo| cutoff.is_some_and(|c| p.to <= c && p.to != i64::MAX);
+    let due = |p: &PartitionInfo| cutoff.is_some_and(|c| p.to <= c && p.to != i64::MAX);
 
     for p in snap.partitions.iter().filter(|p| p.detach_pending) {
         plan.push(

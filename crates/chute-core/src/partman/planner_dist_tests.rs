@@ -5,6 +5,7 @@ use jiff::Timestamp;
 
 use super::*;
 use crate::partman::policy::{Distribution, HashSub, KeyType, Placement, Retention};
+use crate::partman::snapshot::RemoteDdl;
 
 fn us(s: &str) -> i64 {
     s.parse::<Timestamp>().unwrap().as_microsecond()

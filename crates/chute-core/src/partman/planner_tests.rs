@@ -4,7 +4,9 @@ use jiff::Timestamp;
 use proptest::prelude::*;
 
 use super::*;
+use crate::ident::IdentError;
 use crate::partman::policy::{HashSub, KeyType, Retention};
+use crate::partman::snapshot::DefaultInfo;
 
 fn us(s: &str) -> i64 {
     s.parse::<Timestamp>().unwrap().as_microsecond()

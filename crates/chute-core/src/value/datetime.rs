@@ -34,10 +34,6 @@ use crate::encode::{PG_EPOCH_OFFSET_DAYS, PG_EPOCH_OFFSET_MICROS};
 const USECS_PER_SEC: i64 = 1_000_000;
 const SECS_PER_DAY: i64 = 86_400;
 const USECS_PER_DAY: i64 = SECS_PER_DAY * USECS_PER_SEC;
-/// PostgreSQL's timestamp range in its own epoch: 4714-11-24 BC up to (not
-/// including) 294277-01-01.
-pub(super) const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
-pub(super) const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
 /// More fraction digits than this would overflow `ParseDateTime`'s buffer.
 const MAX_FRACTION_DIGITS: usize = 30;
 

@@ -2,9 +2,8 @@
 //! microseconds or nanoseconds since 1970-01-01 UTC, as text or as an
 //! integer a service parsed itself, in microseconds.
 
-use super::datetime::{END_TIMESTAMP, MIN_TIMESTAMP};
 use super::{EpochUnit, ValueError, shown, trim_space};
-use crate::encode::PG_EPOCH_OFFSET_MICROS;
+use crate::encode::{END_TIMESTAMP, MIN_TIMESTAMP, PG_EPOCH_OFFSET_MICROS};
 
 /// With `--epoch`, a bare decimal number (`[+-]digits[.digits]`) is that many
 /// units since 1970-01-01 00:00 UTC, rounded to the nearest microsecond with

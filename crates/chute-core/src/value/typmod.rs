@@ -12,13 +12,10 @@
 //! numeric with a typmod, timestamps rounded out of range).
 
 use super::{PgType, ValueError};
-use crate::encode::{NUMERIC_NAN, NUMERIC_NEG, NUMERIC_POS};
+use crate::encode::{END_TIMESTAMP, MIN_TIMESTAMP, NUMERIC_NAN, NUMERIC_NEG, NUMERIC_POS};
 
 /// `MAX_TIMESTAMP_PRECISION`.
 const MAX_TIMESTAMP_PRECISION: i32 = 6;
-/// `MIN_TIMESTAMP` and `END_TIMESTAMP` (microseconds since 2000-01-01).
-const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
-const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
 /// `VARHDRSZ`: numeric typmods are offset by it.
 const VARHDRSZ: i32 = 4;
 

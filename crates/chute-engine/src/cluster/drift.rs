@@ -22,14 +22,8 @@ pub struct Drift {
 
 /// The parent's columns as (name, type) and its index tails.
 async fn parent_shape(coordinator: &Client, root: u32) -> Result<(Vec<(String, String)>, Vec<String>), ClusterError> {
-    let rows = coordinator
-        .query(
-            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            &[&root],
-        )
-        .await
-        .map_err(ClusterError::sql("reading the parent's columns"))?;
-    let cols = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let columns = crate::catalog::columns(coordinator, root).await.map_err(ClusterError::sql("reading the parent's columns"))?;
+    let cols = columns.into_iter().map(|c| (c.name, c.type_name)).collect();
     let ddl = remote_ddl(coordinator, root).await.map_err(ClusterError::sql("reading the parent's indexes"))?;
     Ok((cols, ddl.indexes))
 }

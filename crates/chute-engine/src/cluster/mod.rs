@@ -82,6 +82,14 @@ impl NodeSpec {
     /// `NAME=URL`.
     pub fn parse(arg: &str) -> Result<NodeSpec, String> {
         let (name, url) = arg.split_once('=').ok_or_else(|| "--node takes NAME=URL, e.g. --node n1=postgres://me@host1/db".to_owned())?;
+        // A URL with no name in front splits at its first '=' (a query's
+        // or a key=value string's), which may come after its password:
+        // that "name" is never shown.
+        if name.contains([':', '/', '@']) || name.contains(char::is_whitespace) {
+            return Err(
+                "--node takes NAME=URL and this one starts with its URL: put a name in front, e.g. --node n1=postgres://me@host1/db".into(),
+            );
+        }
         check_name(name)?;
         if url.trim().is_empty() {
             return Err(format!("--node {name}= has no URL: give NAME=URL"));

@@ -131,7 +131,9 @@ impl Params {
         if let Some(conn) = conn {
             let pairs = conninfo::parse(conn).map_err(|e| ConnectError::Invalid(e.0))?;
             for (k, v) in pairs {
-                let key = known(&k).ok_or_else(|| unknown_key(&k))?;
+                // The string's keys are libpq keywords (it was read so), and
+                // each keyword is in PARAMS (a test checks).
+                let key = known(&k).ok_or_else(|| ConnectError::Invalid(format!("chute does not know the libpq parameter {k:?}")))?;
                 p.values.insert(key, (v, Origin::Given));
             }
         }
@@ -201,11 +203,6 @@ impl Params {
 
 fn known(key: &str) -> Option<&'static str> {
     PARAMS.iter().map(|(k, _, _)| *k).find(|k| *k == key)
-}
-
-fn unknown_key(key: &str) -> ConnectError {
-    let shown: String = key.chars().take(40).collect();
-    ConnectError::Invalid(format!("invalid connection option {shown:?}: it is not a libpq parameter (see the README's Connecting section)"))
 }
 
 /// The parameters a service defines, from the first file that has it:
@@ -288,12 +285,23 @@ mod tests {
     fn unknown_and_refused_parameters_are_named() {
         let none: [(&str, &str); 0] = [];
         let e = Params::gather(Some("host=h bogus=1"), &none).unwrap_err().to_string();
-        assert!(e.contains("\"bogus\""), "{e}");
+        assert!(e.contains("an option after host=… is not a libpq parameter"), "{e}");
+        let e = Params::gather(Some("host=h hots=1"), &none).unwrap_err().to_string();
+        assert!(e.contains("\"hots\": did you mean \"host\"?"), "{e}");
         let e = Params::gather(Some("host=h sslcrl=/x"), &none).unwrap_err().to_string();
         assert!(e.contains("sslcrl"), "{e}");
         let e = Params::gather(None, &[("PGTARGETSESSIONATTRS", "standby")]).unwrap_err().to_string();
         assert!(e.contains("PGTARGETSESSIONATTRS"), "{e}");
         assert!(Params::gather(Some("target_session_attrs=read-write channel_binding=require keepalives=0"), &none).is_ok());
+    }
+
+    #[test]
+    fn every_keyword_the_reader_accepts_is_listed_here_and_no_other() {
+        let mut listed: Vec<&str> = PARAMS.iter().map(|(k, _, _)| *k).collect();
+        let mut read: Vec<&str> = conninfo::KEYWORDS.to_vec();
+        listed.sort_unstable();
+        read.sort_unstable();
+        assert_eq!(listed, read);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Reads every top-level index with its scans, size and the writes to its
 //! table, for the pure index rules in `chute_core::doctor::indexes`.
 
-use chute_core::doctor::indexes::IndexFacts;
+use chute_core::doctor::indexes::{IndexFacts, Watch, judge};
 use chute_core::ident::QualifiedName;
 use tokio_postgres::Client;
 
@@ -28,7 +28,8 @@ pub async fn read(client: &Client, tables: Option<&[u32]>) -> Result<Vec<IndexFa
                 c.relkind = 'I',
                 (SELECT coalesce(sum(s.idx_scan), 0)::int8 FROM (SELECT i.indexrelid::regclass AS relid UNION SELECT relid FROM pg_partition_tree(i.indexrelid)) pt JOIN pg_stat_all_indexes s ON s.indexrelid = pt.relid),
                 (SELECT coalesce(sum(pg_relation_size(pt.relid)), 0)::int8 FROM (SELECT i.indexrelid::regclass AS relid UNION SELECT relid FROM pg_partition_tree(i.indexrelid)) pt),
-                (SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd), 0)::int8 FROM (SELECT i.indrelid::regclass AS relid UNION SELECT relid FROM pg_partition_tree(i.indrelid)) pt JOIN pg_stat_all_tables s ON s.relid = pt.relid)
+                (SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd), 0)::int8 FROM (SELECT i.indrelid::regclass AS relid UNION SELECT relid FROM pg_partition_tree(i.indrelid)) pt JOIN pg_stat_all_tables s ON s.relid = pt.relid),
+                i.indrelid
          FROM pg_index i
          JOIN pg_class c ON c.oid = i.indexrelid
          JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -62,6 +63,98 @@ pub async fn read(client: &Client, tables: Option<&[u32]>) -> Result<Vec<IndexFa
             scans: r.get(16),
             bytes: r.get(17),
             rows_written: r.get(18),
+            table_oid: r.get(19),
+            unscanned_since: None,
         })
         .collect())
+}
+
+/// When the statistics start and the server's clock, in µs since the epoch.
+pub struct Clock {
+    pub stats_start: i64,
+    pub now: i64,
+}
+
+/// Judges each index against chute's record of it (`chute.index_watch`)
+/// and keeps the new records, setting `unscanned_since`. The statistics
+/// start at their last reset in this database or their last loss (a crash
+/// or an immediate stop resets `pg_stat_bgwriter.stats_reset` too), else
+/// at the server's start. A standby keeps statistics of its own and cannot
+/// write: nothing is judged there; nor where chute may not keep the record
+/// (the returned reason says why).
+pub async fn watch(client: &Client, indexes: &mut [IndexFacts]) -> Result<(Clock, Option<String>), DoctorError> {
+    let r = client
+        .query_one(
+            "SELECT (extract(epoch FROM coalesce(greatest(d.stats_reset, b.stats_reset), pg_postmaster_start_time())) * 1000000)::int8,
+                    (extract(epoch FROM now()) * 1000000)::int8, pg_is_in_recovery()
+             FROM pg_stat_database d, pg_stat_bgwriter b WHERE d.datname = current_database()",
+            &[],
+        )
+        .await
+        .map_err(|e| DoctorError::sql("reading when the statistics start", e))?;
+    let clock = Clock { stats_start: r.get(0), now: r.get(1) };
+    if r.get::<_, bool>(2) {
+        let why = "this server is a standby, whose statistics are its own: judge indexes on the primary, and check the standby's pg_stat_user_indexes before dropping one";
+        return Ok((clock, Some(why.into())));
+    }
+    if let Err(e) = crate::schema::ensure(client).await {
+        return Ok((clock, Some(format!("{e}"))));
+    }
+    let oids: Vec<u32> = indexes.iter().map(|i| i.oid).collect();
+    let rows = match client
+        .query(
+            "SELECT indexrelid, indrelid, (extract(epoch FROM since) * 1000000)::int8, scans FROM chute.index_watch WHERE indexrelid = ANY($1)",
+            &[&oids],
+        )
+        .await
+    {
+        Ok(rows) => rows,
+        // A role that may not read chute's tables: no history, no verdict.
+        Err(e) => return Ok((clock, Some(crate::exec::describe(&e)))),
+    };
+    let mut changed: (Vec<u32>, Vec<u32>, Vec<i64>, Vec<i64>) = Default::default();
+    for ix in indexes.iter_mut() {
+        // A record of another table's index of the same oid is not this one's.
+        let record = rows
+            .iter()
+            .find(|r| r.get::<_, u32>(0) == ix.oid && r.get::<_, u32>(1) == ix.table_oid)
+            .map(|r| Watch { since: r.get(2), scans: r.get(3) });
+        let w = judge(record, ix.scans, clock.stats_start, clock.now);
+        ix.unscanned_since = Some(w.since);
+        if record != Some(w) {
+            changed.0.push(ix.oid);
+            changed.1.push(ix.table_oid);
+            changed.2.push(w.since);
+            changed.3.push(w.scans);
+        }
+    }
+    let write = client
+        .execute(
+            "INSERT INTO chute.index_watch (indexrelid, indrelid, since, scans)
+             SELECT i, t, to_timestamp(s / 1000000.0), n FROM unnest($1::oid[], $2::oid[], $3::int8[], $4::int8[]) u(i, t, s, n)
+             ON CONFLICT (indexrelid) DO UPDATE SET indrelid = EXCLUDED.indrelid, since = EXCLUDED.since, scans = EXCLUDED.scans",
+            &[&changed.0, &changed.1, &changed.2, &changed.3],
+        )
+        .await;
+    let prune = async {
+        client
+            .execute(
+                "DELETE FROM chute.index_watch w WHERE NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indexrelid = w.indexrelid AND i.indrelid = w.indrelid)",
+                &[],
+            )
+            .await
+    };
+    if let Err(e) = match write {
+        Ok(_) => prune.await,
+        Err(e) => Err(e),
+    } {
+        // What was judged from the records stands; only today's sightings are lost.
+        for ix in indexes.iter_mut() {
+            if ix.unscanned_since == Some(clock.now) {
+                ix.unscanned_since = None;
+            }
+        }
+        return Ok((clock, Some(crate::exec::describe(&e))));
+    }
+    Ok((clock, None))
 }

@@ -7,6 +7,7 @@
 //! file, and hands them to the pure rules in `chute_core::doctor`, which say
 //! whether they are a problem and what exactly fixes it.
 
+mod defaults;
 mod indexes;
 mod partitions;
 mod sample;
@@ -16,6 +17,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use chute_core::doctor::indexes::{IndexHistory, Window, instant_text};
 use chute_core::doctor::{self as rules, Finding};
 use chute_core::ident::QualifiedName;
 use serde::Serialize;
@@ -61,6 +63,9 @@ pub struct DoctorOptions {
     pub wal_sample: Duration,
     /// A CSV file of rows for the one table named: how sorted they are.
     pub sample: Option<SampleOptions>,
+    /// How long an index must go without a scan to be called unused, and
+    /// that as given (`7d`).
+    pub index_window: (Duration, String),
 }
 
 /// `--sample FILE` and how to read it.
@@ -92,6 +97,8 @@ pub struct Report {
     pub server_version_num: i32,
     /// When the statistics behind the index findings start.
     pub stats_since: String,
+    /// The window index advice needs, and the indexes waiting for it.
+    pub index_history: IndexHistory,
     pub round_trip_ms: f64,
     pub wal_bytes_per_s: f64,
     /// The settings that matter for ingestion, as `current_setting` shows them.
@@ -111,7 +118,7 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
     }
     let mgr = PartitionManager::connect(opts, ExecSettings::default()).await?;
     let client = mgr.client();
-    let now = jiff::Timestamp::now().as_microsecond();
+    let now = crate::clock::now_micros();
     let mut oids = Vec::new();
     let mut names = Vec::new();
     for t in &o.tables {
@@ -126,8 +133,18 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
     let stats_since = server::stats_since(client).await?;
     let mut findings = Vec::new();
 
-    let idx = indexes::read(client, only).await?;
-    findings.extend(rules::indexes::findings(&idx, &stats_since));
+    let mut idx = indexes::read(client, only).await?;
+    let (clock, not_recorded) = indexes::watch(client, &mut idx).await?;
+    let window = Window { micros: o.index_window.0.as_micros().min(i64::MAX as u128) as i64, text: &o.index_window.1, now: clock.now };
+    findings.extend(rules::indexes::findings(&idx, &stats_since, window));
+    let (waiting, first) = rules::indexes::waiting(&idx, window.micros, clock.now);
+    let index_history = IndexHistory {
+        window: o.index_window.1.clone(),
+        stats_start: instant_text(clock.stats_start),
+        waiting,
+        first_judged_at: first.map(instant_text),
+        not_recorded,
+    };
 
     let cp = server::checkpoints(client, &settings, o.wal_sample).await?;
     findings.extend(rules::server::checkpoints(&cp));
@@ -152,6 +169,7 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
             .into_iter()
             .filter(|f| o.tables.is_empty() || names.iter().any(|n| n.to_string() == f.object)),
     );
+    findings.extend(defaults::unmanaged(client, &managed, only).await?);
     findings.extend(partitions::unpartitioned(client, o.large_table_bytes, only).await?);
     if let Some(s) = &o.sample {
         let ([policy], [_]) = (policies.as_slice(), o.tables.as_slice()) else {
@@ -175,6 +193,7 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
         server_version,
         server_version_num,
         stats_since,
+        index_history,
         round_trip_ms,
         wal_bytes_per_s: cp.wal_bytes_per_s,
         settings: shown,

@@ -46,16 +46,8 @@ pub async fn check(client: &Client, policy: &Policy, req: &SampleRequest<'_>) ->
 async fn run(client: &Client, policy: &Policy, req: &SampleRequest<'_>, scratch: &str) -> Result<Option<Finding>, DoctorError> {
     let target = &policy.parent;
     let sql = |what: &'static str| move |e: tokio_postgres::Error| DoctorError::sql(what, e);
-    let columns: Vec<String> = client
-        .query(
-            "SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            &[&target.quoted()],
-        )
-        .await
-        .map_err(sql("reading the table's columns"))?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let columns: Vec<String> =
+        crate::catalog::columns_of(client, target).await.map_err(sql("reading the table's columns"))?.into_iter().map(|c| c.name).collect();
     let key_field = columns
         .iter()
         .position(|c| *c == policy.key)

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 /// One budget of bytes for everything in flight: parse threads take from it
 /// before they hand rows on, COPY workers give back when rows are sent.
+#[derive(Debug)]
 pub(crate) struct Budget {
     used: Mutex<usize>,
     freed: Condvar,

@@ -35,7 +35,8 @@ pub(crate) async fn acquire(client: &Client, load_id: &str, wait: bool, progress
         return Err(LoadError::Setup(format!(
             "load {load_id} is already running: {who} holds its lock (another chute load of the same input into the same table); \
              nothing was loaded. Wait for that run to finish and run this command again (it then loads only what is left), \
-             or add --wait to wait for it"
+             or add {} to wait for it",
+            crate::setting::Setting::Wait
         )));
     }
     progress.notice(&format!("load {load_id} is already running ({who} holds its lock): waiting for it to finish"));

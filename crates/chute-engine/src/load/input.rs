@@ -1,257 +1,363 @@
-//! The input side of a load, behind one trait: a [`Source`] runs on the
-//! load's reader thread and sends `Chunk`s, each with the acknowledgement
-//! that fires once its rows are committed. Files, stdin and generated
-//! streams behind `source::Input` are read here by [`FileSource`], which
-//! cuts them at record ends, skipping a header (tsbs) and records too large
-//! for the memory budget (see `oversized`); generated rows come from
-//! `gen_source::GenSource`. A network source (the ingest service) is one
-//! more implementation: each request becomes a chunk whose acknowledgement
-//! answers it.
+//! Inputs: files (plain, gzip, zstd), stdin, and generated streams (tsbs
+//! files made in process by `chute load --gen iot`), read as raw bytes.
+//!
+//! A source knows its identity (for exactly-once resume), its size when it
+//! has one (for progress), and counts the bytes it has read before
+//! decompression, so a progress bar shows the share of the file really read.
 
-use std::io::Read;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use chute_core::parse::{Format, count_lines};
+use chute_core::generate::{AnyWorkload, GenParams, StreamWorkload, workload};
 
 use super::LoadError;
-use super::ack::{AckId, AckRef, Completion};
-use super::format::SkipHeader;
-use super::model::Chunk;
-use super::source;
 
-/// Where a load's rows come from.
-///
-/// Contract. `pipeline::run` calls `read` once per load, on the load's own
-/// reader thread (a plain thread: reading may block; no async runtime is
-/// there). The source sends chunks on `out` in input order; `out` is a
-/// bounded queue the parse threads drain, so a source runs at most a few
-/// chunks ahead of parsing and the memory budget bounds the rest. Each chunk
-/// holds whole records (a chunk never ends inside one), its input's index,
-/// its first line and its offset (bytes, or sequence numbers for generated
-/// rows: what the journal records and a resume skips), and an
-/// acknowledgement (`AckRef`) made on `acks`, which fires once every row of
-/// the chunk is committed or rejected, or failed if the load ends first.
-/// `read` returns `Ok` at the end of its input or as soon as `cancel` is
-/// set or `out` is closed (the load is stopping); an `Err` fails the load.
-/// Returning closes the source's side: the parse threads finish what is
-/// queued and the load drains.
-pub(crate) trait Source: Send {
-    fn read(self: Box<Self>, out: &flume::Sender<Chunk>, cancel: &AtomicBool, acks: &flume::Sender<Completion>) -> Result<(), LoadError>;
+/// Where rows come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputSpec {
+    File(PathBuf),
+    Stdin,
+    /// The bytes of a file made in process, never written to disk.
+    Generated(GeneratedInput),
 }
 
-/// Where a service's chunks come in (see [`FeedSource`]): whole records,
-/// each chunk with its own acknowledgement.
+/// Makes a [`StreamWorkload`] from its start; called once per read of the
+/// input (the header is read before the load), so each call must make the
+/// same bytes.
+pub type StreamFactory = Arc<dyn Fn() -> Box<dyn StreamWorkload> + Send + Sync>;
+
+/// A generated input: what it is called, what identifies its bytes for the
+/// journal, and how to make them.
 #[derive(Clone)]
-pub struct Feed(pub(crate) flume::Receiver<Chunk>);
+pub struct GeneratedInput {
+    /// How people and reject files name it (`generated iot`).
+    pub name: String,
+    /// The workload and every parameter that decides its bytes: the same
+    /// identity must mean the same bytes, since resume skips by offset.
+    pub identity: String,
+    pub make: StreamFactory,
+}
 
-impl std::fmt::Debug for Feed {
+impl GeneratedInput {
+    pub fn new(name: impl Into<String>, identity: impl Into<String>, make: StreamFactory) -> Self {
+        GeneratedInput { name: name.into(), identity: identity.into(), make }
+    }
+
+    /// The stream workload `name` (`iot`, `devops`) of `rows` rows with
+    /// parameters `p`, named `generated <name>` and identified by them all.
+    /// Errors when `name` is no stream workload or `p` does not fit it.
+    pub fn stream(name: &'static str, rows: u64, p: &GenParams) -> Result<Self, String> {
+        if !matches!(workload(name, rows, p)?, AnyWorkload::Stream(_)) {
+            return Err(format!("{name} makes rows of one table, not a stream"));
+        }
+        let identity = super::identity::stream(name, rows, p);
+        let p = p.clone();
+        let make: StreamFactory = Arc::new(move || match workload(name, rows, &p) {
+            Ok(AnyWorkload::Stream(s)) => s,
+            _ => unreachable!("{name} made a stream with these parameters when the input was made"),
+        });
+        Ok(GeneratedInput::new(format!("generated {name}"), identity, make))
+    }
+}
+
+impl PartialEq for GeneratedInput {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity == other.identity
+    }
+}
+
+impl Eq for GeneratedInput {}
+
+impl std::fmt::Debug for GeneratedInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Feed").field("queued", &self.0.len()).finish()
+        f.debug_struct("GeneratedInput").field("name", &self.name).field("identity", &self.identity).finish()
     }
 }
 
-impl Feed {
-    /// A feed and the sender of its chunks, holding at most `depth` chunks.
-    pub(crate) fn bounded(depth: usize) -> (flume::Sender<Chunk>, Feed) {
-        let (tx, rx) = flume::bounded(depth);
-        (tx, Feed(rx))
+/// A [`StreamWorkload`] read like a file.
+struct StreamReader {
+    stream: Box<dyn StreamWorkload>,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl Read for StreamReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.at == self.buf.len() {
+            self.buf.clear();
+            self.at = 0;
+            if !self.stream.fill(&mut self.buf) {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.at);
+        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
     }
 }
 
-/// Chunks a service made (a request's rows, with the acknowledgement that
-/// answers it), passed on as they come until every sender is gone.
-pub(crate) struct FeedSource {
-    pub(crate) feed: Feed,
-}
+impl InputSpec {
+    pub fn parse(arg: &str) -> InputSpec {
+        if arg == "-" { InputSpec::Stdin } else { InputSpec::File(PathBuf::from(arg)) }
+    }
 
-impl Source for FeedSource {
-    fn read(self: Box<Self>, out: &flume::Sender<Chunk>, cancel: &AtomicBool, _: &flume::Sender<Completion>) -> Result<(), LoadError> {
-        loop {
-            if cancel.load(Ordering::Relaxed) {
-                return Ok(());
-            }
-            match self.feed.0.recv_timeout(Duration::from_millis(100)) {
-                Ok(chunk) => {
-                    if out.send(chunk).is_err() {
-                        return Ok(());
-                    }
-                }
-                Err(flume::RecvTimeoutError::Timeout) => {}
-                Err(flume::RecvTimeoutError::Disconnected) => return Ok(()),
-            }
+    /// How people and reject files name it.
+    pub fn display_name(&self) -> String {
+        match self {
+            InputSpec::File(p) => p.display().to_string(),
+            InputSpec::Stdin => "stdin".into(),
+            InputSpec::Generated(g) => g.name.clone(),
+        }
+    }
+
+    /// The default reject file: `<input file name>.rejects` in the current
+    /// directory, `stdin.rejects`, or `<workload>.rejects` for a generated input.
+    pub fn default_reject_file(&self) -> PathBuf {
+        match self {
+            InputSpec::File(p) => PathBuf::from(format!("{}.rejects", p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default())),
+            InputSpec::Stdin => PathBuf::from("stdin.rejects"),
+            InputSpec::Generated(g) => PathBuf::from(format!("{}.rejects", g.name.rsplit(' ').next().unwrap_or("generated"))),
         }
     }
 }
 
-/// Files and stdin (plain, gzip or zstd): read in turn, cut at record ends.
-pub(crate) struct FileSource {
-    pub(crate) inputs: Vec<source::Input>,
-    pub(crate) format: std::sync::Arc<dyn Format>,
-    pub(crate) skip: Option<SkipHeader>,
-    pub(crate) chunk_bytes: usize,
-    pub(crate) flush_every: Option<Duration>,
-    pub(crate) max_record: usize,
-    /// Input bytes read so far (before decompression), for progress.
-    pub(crate) bytes_read: std::sync::Arc<AtomicU64>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
 }
 
-impl Source for FileSource {
-    fn read(self: Box<Self>, out: &flume::Sender<Chunk>, cancel: &AtomicBool, acks: &flume::Sender<Completion>) -> Result<(), LoadError> {
-        let cut = Cutting {
-            format: self.format.as_ref(),
-            skip: self.skip,
-            chunk_bytes: self.chunk_bytes,
-            flush_every: self.flush_every,
-            max_record: self.max_record,
-        };
-        read_inputs(self.inputs, cut, out, cancel, &self.bytes_read, acks)
+/// An open input.
+pub struct Input {
+    pub spec: InputSpec,
+    /// Path, size and modification time (files); "stdin" otherwise.
+    pub identity: String,
+    /// Size on disk, when known.
+    pub total_bytes: Option<u64>,
+    pub compression: Compression,
+    /// Bytes read from the file or stdin so far (before decompression).
+    pub read_bytes: Arc<AtomicU64>,
+    pub reader: Box<dyn Read + Send>,
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Input").field("spec", &self.spec).field("identity", &self.identity).field("compression", &self.compression).finish()
     }
 }
 
-/// How the reader cuts its inputs into chunks.
-pub(crate) struct Cutting<'a> {
-    pub(crate) format: &'a dyn Format,
-    /// Skips a header block (tsbs).
-    pub(crate) skip: Option<SkipHeader>,
-    pub(crate) chunk_bytes: usize,
-    /// Send what is buffered when the input pauses or it has waited this long.
-    pub(crate) flush_every: Option<Duration>,
-    /// A record longer than this is skipped and rejected, not held.
-    pub(crate) max_record: usize,
+struct Counting<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
 }
 
-/// Reads every input in turn and cuts it into chunks at record ends.
-fn read_inputs(
-    inputs: Vec<source::Input>,
-    cut: Cutting<'_>,
-    tx: &flume::Sender<Chunk>,
-    cancel: &AtomicBool,
-    bytes_read: &AtomicU64,
-    acks: &flume::Sender<Completion>,
-) -> Result<(), LoadError> {
-    let Cutting { format, skip, chunk_bytes, flush_every, max_record } = cut;
-    let mut done_before = 0u64;
-    let mut tag = 0u64;
-    let mut ack = |input: usize, start: u64, end: u64, first_line: u64, end_line: u64| {
-        tag += 1;
-        AckRef::new(AckId { input: input as u32, start, end, first_line, end_line, tag }, acks.clone())
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Opens an input; compression is recognized by magic bytes. A zstd frame
+/// whose window exceeds `max_window` is refused (it would blow the memory
+/// budget).
+pub fn open(spec: &InputSpec, max_window: usize) -> Result<Input, LoadError> {
+    open_with(spec, max_window, None)
+}
+
+/// [`open`], and for an uncompressed stdin: when no byte arrives for
+/// `idle_after`, a read fails with [`io::ErrorKind::WouldBlock`] so the
+/// caller can send what it has instead of waiting for a full chunk (a live
+/// stream's rows reach the table while the stream waits).
+pub fn open_with(spec: &InputSpec, max_window: usize, idle_after: Option<std::time::Duration>) -> Result<Input, LoadError> {
+    let read_bytes = Arc::new(AtomicU64::new(0));
+    // Armed below, once the input is known not to be compressed: a
+    // decompressor must never see a read fail half-way.
+    let idle = Arc::new(IdleSignal { after: idle_after, armed: std::sync::atomic::AtomicBool::new(false) });
+    let (raw, identity, total_bytes): (Box<dyn Read + Send>, String, Option<u64>) = match spec {
+        InputSpec::Stdin => {
+            let pump = StdinPump::start(idle.clone())
+                .map_err(|e| LoadError::Input { input: "stdin".into(), message: format!("cannot start a thread to read it: {e}") })?;
+            (Box::new(pump), "stdin".into(), None)
+        }
+        InputSpec::Generated(g) => {
+            let reader = StreamReader { stream: (g.make)(), buf: Vec::new(), at: 0 };
+            (Box::new(reader), format!("generated:{}", g.identity), None)
+        }
+        InputSpec::File(p) => {
+            let file = File::open(p).map_err(|e| LoadError::Input { input: p.display().to_string(), message: e.to_string() })?;
+            let meta = file.metadata().map_err(|e| LoadError::Input { input: p.display().to_string(), message: e.to_string() })?;
+            let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
+            let canonical = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+            (Box::new(file), super::identity::file(&canonical, meta.len(), mtime), Some(meta.len()))
+        }
     };
-    for (index, mut input) in inputs.into_iter().enumerate() {
-        let name = input.spec.display_name();
-        let io_err = |e: std::io::Error| LoadError::Input { input: name.clone(), message: e.to_string() };
-        let mut buf: Vec<u8> = Vec::with_capacity(chunk_bytes * 2);
-        let (mut line, mut offset) = (1u64, 0u64);
-        let mut eof = false;
-        let mut skipping = skip;
-        // A record too large to hold, being skipped: `buf` starts with its stand-in.
-        let mut big: Option<super::oversized::Skipping> = None;
-        while !eof || !buf.is_empty() || big.is_some() {
-            if cancel.load(Ordering::Relaxed) {
-                return Ok(());
+    let mut buffered = BufReader::with_capacity(1 << 20, Counting { inner: raw, count: read_bytes.clone() });
+    let magic = peek(&mut buffered).map_err(|e| LoadError::Input { input: spec.display_name(), message: e.to_string() })?;
+    let compression = if magic.starts_with(&[0x1f, 0x8b]) {
+        Compression::Gzip
+    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Compression::Zstd
+    } else {
+        Compression::None
+    };
+    let reader: Box<dyn Read + Send> = match compression {
+        Compression::None => {
+            idle.armed.store(true, Ordering::Relaxed);
+            Box::new(buffered)
+        }
+        Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
+        Compression::Zstd => {
+            if let Some(window) = zstd_window_size(&magic).filter(|w| *w > max_window as u64) {
+                return Err(LoadError::Input {
+                    input: spec.display_name(),
+                    message: format!(
+                        "it needs a {} MiB zstd window, more than the memory budget allows ({} MiB): recompress it with a smaller window (zstd without --long) or raise {}",
+                        window >> 20,
+                        max_window >> 20,
+                        crate::setting::Setting::MemoryBudget
+                    ),
+                });
             }
-            // Fill up to one chunk's worth past what is buffered; with
-            // --flush-every, stop early when the input pauses or what is
-            // buffered has waited that long, and send the whole records.
-            let want = buf.len() + chunk_bytes;
-            let filling = Instant::now();
-            while buf.len() < want && !eof {
-                let at = buf.len();
-                buf.resize(want, 0);
-                // `None`: the input paused (a live stream waits for its producer).
-                let n = match input.reader.read(&mut buf[at..]) {
-                    Ok(n) => Some(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-                    Err(e) => return Err(io_err(e)),
-                };
-                buf.truncate(at + n.unwrap_or(0));
-                // A paused stream is waited for in pieces: a stop is heard between them.
-                if n.is_none() && cancel.load(Ordering::Relaxed) {
-                    return Ok(());
-                }
-                match n {
-                    Some(0) => eof = true,
-                    Some(_) if flush_every.is_none_or(|f| filling.elapsed() < f) => {}
-                    _ if !buf.is_empty() => break,
-                    _ => {}
-                }
-            }
-            bytes_read.store(done_before + input.read_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
-            if let Some(f) = skipping {
-                match f(&buf).map_err(|message| LoadError::Input { input: name.clone(), message })? {
-                    Some((bytes, lines)) => {
-                        buf.drain(..bytes);
-                        // The header has no rows: acknowledged at once, so the committed prefix starts at 0.
-                        ack(index, offset, offset + bytes as u64, line, line + lines).settle();
-                        offset += bytes as u64;
-                        line += lines;
-                        skipping = None;
+            // Later frames are bounded by the decoder itself.
+            let mut d = zstd::stream::read::Decoder::with_buffer(buffered)
+                .map_err(|e| LoadError::Input { input: spec.display_name(), message: e.to_string() })?;
+            let log = usize::BITS - 1 - max_window.max(1 << 10).leading_zeros();
+            d.window_log_max(log).map_err(|e| LoadError::Input { input: spec.display_name(), message: e.to_string() })?;
+            Box::new(d)
+        }
+    };
+    Ok(Input { spec: spec.clone(), identity, total_bytes, compression, read_bytes, reader })
+}
+
+/// When a read of stdin may give up waiting.
+struct IdleSignal {
+    after: Option<std::time::Duration>,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+/// Stdin read on a thread of its own, so that a read can stop waiting
+/// (see [`open_with`]); pieces are handed over through a small queue.
+struct StdinPump {
+    rx: flume::Receiver<io::Result<Vec<u8>>>,
+    piece: Vec<u8>,
+    at: usize,
+    idle: Arc<IdleSignal>,
+}
+
+impl StdinPump {
+    fn start(idle: Arc<IdleSignal>) -> io::Result<StdinPump> {
+        let (tx, rx) = flume::bounded(4);
+        std::thread::Builder::new().name("chute-stdin".into()).spawn(move || {
+            let mut stdin = io::stdin().lock();
+            loop {
+                let mut piece = vec![0u8; 256 << 10];
+                match stdin.read(&mut piece) {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        piece.truncate(n);
+                        if tx.send(Ok(piece)).is_err() {
+                            return;
+                        }
                     }
-                    None if eof => return Err(LoadError::Input { input: name, message: "the file ends inside its header".into() }),
-                    None => continue,
-                }
-            }
-            if let Some(b) = big.as_mut() {
-                if let Some(whole) = b.advance(format, &mut buf, eof, &mut line, &mut offset) {
-                    big = None;
-                    let ack = Some(ack(index, whole.offset, offset, whole.line, line));
-                    if tx
-                        .send(Chunk {
-                            input: index,
-                            data: Vec::new(),
-                            first_line: whole.line,
-                            base_offset: whole.offset,
-                            seq: None,
-                            oversized: Some(whole),
-                            ack,
-                        })
-                        .is_err()
-                    {
-                        return Ok(());
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
                     }
                 }
-                continue;
             }
-            let Some(mut end) = format.last_record_end(&buf, eof) else {
-                if eof {
-                    break;
-                }
-                if buf.len() > max_record
-                    && let Some(b) = super::oversized::Skipping::start(format, &mut buf, &mut line, &mut offset, max_record)
-                {
-                    big = Some(b);
-                    continue;
-                }
-                if buf.len() > 256 << 20 {
-                    return Err(LoadError::Input {
-                        input: name,
-                        message: format!("no record ends within 256 MiB after line {line}: an unterminated quote, or the wrong --format?"),
-                    });
-                }
-                continue;
+        })?;
+        Ok(StdinPump { rx, piece: Vec::new(), at: 0, idle })
+    }
+}
+
+impl Read for StdinPump {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.at == self.piece.len() {
+            let next = match self.idle.after.filter(|_| self.idle.armed.load(Ordering::Relaxed)) {
+                Some(after) => match self.rx.recv_timeout(after) {
+                    Ok(p) => Some(p),
+                    Err(flume::RecvTimeoutError::Timeout) => return Err(io::ErrorKind::WouldBlock.into()),
+                    Err(flume::RecvTimeoutError::Disconnected) => None,
+                },
+                None => self.rx.recv().ok(),
             };
-            let mut stop = false;
-            if let Some(n) = format.end_of_data(&buf[..end]) {
-                end = n;
-                stop = true;
-            }
-            let rest = buf.split_off(end);
-            let lines = count_lines(&buf);
-            let data = std::mem::replace(&mut buf, rest);
-            if !data.is_empty() {
-                let ack = Some(ack(index, offset, offset + end as u64, line, line + lines));
-                if tx.send(Chunk { input: index, data, first_line: line, base_offset: offset, seq: None, oversized: None, ack }).is_err() {
-                    return Ok(());
+            match next {
+                None => return Ok(0),
+                Some(p) => {
+                    self.piece = p?;
+                    self.at = 0;
                 }
-            }
-            line += lines;
-            offset += end as u64;
-            if stop {
-                break;
             }
         }
-        done_before += input.read_bytes.load(Ordering::Relaxed);
-        bytes_read.store(done_before, Ordering::Relaxed);
+        let n = out.len().min(self.piece.len() - self.at);
+        out[..n].copy_from_slice(&self.piece[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
     }
-    Ok(())
+}
+
+/// Whether `path` is a file whose bytes are its records as they are (not
+/// gzip or zstd), so a record can be read back from its offset.
+pub fn is_plain_file(path: &std::path::Path) -> bool {
+    // Only a regular file: reading a pipe's first bytes would take them away.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    match File::open(path).and_then(|mut f| f.read(&mut magic)) {
+        Ok(n) => !(magic[..n].starts_with(&[0x1f, 0x8b]) || magic[..n] == [0x28, 0xb5, 0x2f, 0xfd]),
+        Err(_) => false,
+    }
+}
+
+/// The first bytes of the input: enough for a magic number and a zstd frame header.
+fn peek<R: io::BufRead>(r: &mut R) -> io::Result<Vec<u8>> {
+    Ok(r.fill_buf()?.iter().take(18).copied().collect())
+}
+
+/// The window a zstd frame needs to be decoded, read from its header
+/// (RFC 8878, 3.1.1.1); `None` when `h` is too short to tell.
+fn zstd_window_size(h: &[u8]) -> Option<u64> {
+    let descriptor = *h.get(4)?;
+    if descriptor & 0x20 == 0 {
+        // Window_Descriptor: exponent and mantissa.
+        let wd = *h.get(5)?;
+        let base = 1u64 << (10 + u64::from(wd >> 3));
+        return Some(base + base / 8 * u64::from(wd & 7));
+    }
+    // Single segment: the window is the whole content.
+    let dict_len = [0, 1, 2, 4][usize::from(descriptor & 3)];
+    let size_len = [1, 2, 4, 8][usize::from(descriptor >> 6)];
+    let at = 5 + dict_len;
+    let bytes = h.get(at..at + size_len)?;
+    let size = bytes.iter().enumerate().fold(0u64, |v, (i, b)| v | u64::from(*b) << (8 * i));
+    Some(if size_len == 2 { size + 256 } else { size })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::zstd_window_size;
+
+    #[test]
+    fn zstd_window_from_the_frame_header() {
+        // Window_Descriptor 0x58: exponent 11, mantissa 0 -> 2^21.
+        assert_eq!(zstd_window_size(&[0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x58]), Some(1 << 21));
+        // Mantissa 3 adds 3/8.
+        assert_eq!(zstd_window_size(&[0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x5b]), Some((1 << 21) + 3 * (1 << 18)));
+        // Single segment, 1-byte content size 100; 2-byte sizes add 256.
+        assert_eq!(zstd_window_size(&[0x28, 0xb5, 0x2f, 0xfd, 0x20, 100]), Some(100));
+        assert_eq!(zstd_window_size(&[0x28, 0xb5, 0x2f, 0xfd, 0x60, 0x00, 0x01]), Some(512));
+        assert_eq!(zstd_window_size(&[0x28, 0xb5, 0x2f, 0xfd]), None);
+        // A streamed frame of the zstd library: 2 MiB, as `zstd -lv` reports for it.
+        let frame = zstd::encode_all(&b"hello"[..], 3).unwrap();
+        assert_eq!(zstd_window_size(&frame), Some(2 << 20));
+    }
 }

@@ -86,6 +86,19 @@ pub(crate) fn target_key(name: &str, text: bool) -> String {
     if text { format!("{name}{TEXT_SUFFIX}") } else { name.to_owned() }
 }
 
+/// A load as `chute.loads` records it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry<'a> {
+    pub load_id: &'a str,
+    /// The table (or tables) it loads, as people read them.
+    pub table: &'a str,
+    /// Its inputs, as people read them.
+    pub inputs: &'a str,
+    pub n_inputs: usize,
+    /// This run's token (see `claim`).
+    pub owner: &'a str,
+}
+
 /// Registers the load (or finds its earlier runs), makes `owner` (this run)
 /// the one run that may commit to it (see `claim`), and reads what earlier
 /// runs committed.
@@ -98,20 +111,14 @@ pub(crate) fn target_key(name: &str, text: bool) -> String {
 /// ALTER TABLE) may or may not hold its rows, so the load is refused rather
 /// than guessed at. A partitioned parent (`--via-parent`) has no storage of
 /// its own: an empty parent with committed entries counts as truncated.
-pub(crate) async fn open(
-    client: &Client,
-    load_id: &str,
-    table: &str,
-    inputs: &str,
-    n_inputs: usize,
-    owner: &str,
-) -> Result<Committed, LoadError> {
+pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed, LoadError> {
+    let Entry { load_id, table, inputs, n_inputs, owner } = *entry;
     let missing =
         crate::privilege::journal_missing(client).await.map_err(|e| LoadError::sql("reading the role's privileges on schema chute", e))?;
     if let Some(missing) = missing {
         return Err(LoadError::Setup(missing));
     }
-    crate::schema::ensure(client).await.map_err(|e| LoadError::Setup(e.to_string()))?;
+    crate::schema::ensure(client).await?;
     client
         .execute(
             "INSERT INTO chute.loads (load_id, table_name, inputs, owner) VALUES ($1, $2, $3, $4)
@@ -309,6 +316,101 @@ pub async fn forget_done_before(client: &Client, age: std::time::Duration) -> Re
         .await
         .map_err(|e| LoadError::sql("deleting from chute.loads", e))?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// What a batch's commit records of one target: the input ranges whose
+/// rows for it are all in the batch (see the module's doc).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Claim<'a> {
+    pub ranges: &'a [(u32, u64, u64)],
+    /// The name the target is journaled under (see `target_key`).
+    pub target: &'a str,
+    /// The relation the rows are in.
+    pub relation: &'a str,
+    pub rows: u64,
+}
+
+/// Records, in the transaction that loads them, which input ranges a
+/// target now holds.
+pub(crate) async fn record(
+    txn: &tokio_postgres::Transaction<'_>,
+    load_id: &str,
+    batch_id: &str,
+    claim: Claim<'_>,
+) -> Result<(), tokio_postgres::Error> {
+    let Claim { ranges, target, relation, rows } = claim;
+    for (i, (input, starts, ends)) in journal_rows(ranges).into_iter().enumerate() {
+        // The rows count goes on the first entry only, so sums stay right.
+        let rows = if i == 0 { rows as i64 } else { 0 };
+        // The physical table the rows are in: its oid and relfilenode now (see `open`).
+        txn.execute(
+            "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows, rel, relfilenode)
+             SELECT $1, $2, $3, $4, $5, $6, $7, c.oid, c.relfilenode FROM pg_class c WHERE c.oid = $8::text::regclass",
+            &[&load_id, &batch_id, &target, &input, &starts, &ends, &rows, &relation],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// After a lost connection: whether batch `batch_id` committed, and with how many rows.
+pub(crate) async fn landed(
+    client: &impl tokio_postgres::GenericClient,
+    load_id: &str,
+    batch_id: &str,
+) -> Result<Option<u64>, tokio_postgres::Error> {
+    let row = client
+        .query_one(
+            "SELECT count(*) > 0, coalesce(sum(rows), 0)::int8 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2",
+            &[&load_id, &batch_id],
+        )
+        .await?;
+    Ok(row.get::<_, bool>(0).then(|| row.get::<_, i64>(1) as u64))
+}
+
+/// What the journals of this server and of its data nodes (scale-out) say:
+/// a distributed load's rows are journaled on the nodes that hold them, so
+/// each load's figures are summed over every server. A node that cannot be
+/// reached is left out and named in the second value.
+pub async fn list_everywhere(client: &Client, load_id: Option<&str>) -> Result<(Vec<LoadRecord>, Vec<String>), LoadError> {
+    let mut loads = list(client, load_id).await?;
+    let (nodes, unreachable) = node_clients(client).await;
+    for (_, c) in nodes {
+        for n in list(&c, load_id).await.unwrap_or_default() {
+            if let Some(l) = loads.iter_mut().find(|l| l.load_id == n.load_id) {
+                l.rows_committed += n.rows_committed;
+                l.batches += n.batches;
+                l.targets += n.targets;
+            }
+        }
+    }
+    Ok((loads, unreachable))
+}
+
+/// Forgets a load on this server and on every data node; whether any had it,
+/// and the nodes that could not be reached.
+pub async fn forget_everywhere(client: &Client, load_id: &str) -> Result<(bool, Vec<String>), LoadError> {
+    let (nodes, unreachable) = node_clients(client).await;
+    let mut found = false;
+    for (node, c) in nodes {
+        found |= forget(&c, load_id).await.map_err(|e| LoadError::Setup(format!("on data node {node}: {e}")))?;
+    }
+    found |= forget(client, load_id).await?;
+    Ok((found, unreachable))
+}
+
+/// The data nodes recorded on this server, connected, and the ones that
+/// could not be reached (with why).
+async fn node_clients(client: &Client) -> (Vec<(String, Client)>, Vec<String>) {
+    let nodes = crate::cluster::all_node_options(client, &crate::connect::ProcessEnv).await.unwrap_or_default();
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    for (n, o) in nodes {
+        match o.connect().await {
+            Ok(c) => up.push((n.name, c)),
+            Err(e) => down.push(format!("data node {} is not reachable ({e}); its journal is left out", n.name)),
+        }
+    }
+    (up, down)
 }
 
 #[cfg(test)]

@@ -14,27 +14,26 @@
 //! takes rows.
 
 pub mod ack;
-mod budget;
+pub(crate) mod budget;
 mod claim;
+mod control;
 mod coordinator;
-mod format;
-mod gen_source;
 mod identity;
-pub(crate) mod input;
+pub mod input;
 mod insert;
 pub mod journal;
+mod kind;
 pub use sink::atomic::{Resolved, recover as recover_prepared};
 pub(crate) mod model;
 mod oversized;
 mod pipeline;
 mod rejects;
 mod routing;
+mod setup;
 mod sink;
-pub mod source;
+pub(crate) mod source;
 pub mod target;
 mod text_route;
-mod tsbs;
-pub(crate) mod values;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,9 +41,10 @@ use std::time::Duration;
 use chute_core::ident::QualifiedName;
 use chute_core::value::EpochUnit;
 
-pub use input::Feed;
+pub use input::{GeneratedInput, InputSpec};
+pub(crate) use kind::values::ValueRows;
 pub use pipeline::run;
-pub use source::InputSpec;
+pub use source::Feed;
 
 use crate::ConnectOptions;
 
@@ -61,13 +61,31 @@ pub enum InputFormat {
     Values,
 }
 
-/// Everything a load needs to know, validated.
+/// What a load reads. Chosen once, when the load is specified: the load
+/// makes its source and its kind from it before any row moves (see
+/// `setup`), and nothing after that asks which input it was.
+#[derive(Debug, Clone)]
+pub enum LoadInput {
+    /// Files, stdin (`InputSpec::Stdin`, at most once) or streams made in
+    /// process, read as bytes in `format` (csv, text, jsonl or tsbs).
+    Read { inputs: Vec<InputSpec>, format: InputFormat },
+    /// Rows a workload makes: no bytes, no parsing.
+    Generated { workload: std::sync::Arc<dyn chute_core::generate::Workload>, rows: u64 },
+    /// Chunks a service sends (`chute serve`), in `format` (values it
+    /// parsed itself, or csv, text or jsonl): the load runs until every
+    /// sender of the feed is gone. Journaled only under a `load_id`.
+    Feed { feed: Feed, format: InputFormat },
+}
+
+/// Everything a load needs to know, validated: a front end (the CLI, a
+/// service, the bench) turns its own arguments into this once; the engine
+/// reads no flag text.
 #[derive(Debug, Clone)]
 pub struct LoadSpec {
     pub target: ConnectOptions,
     pub table: QualifiedName,
-    pub inputs: Vec<InputSpec>,
-    pub format: InputFormat,
+    pub input: LoadInput,
+    /// Delimited text: the first record names the columns.
     pub header: bool,
     pub delimiter: Option<u8>,
     pub null: Option<String>,
@@ -90,19 +108,17 @@ pub struct LoadSpec {
     /// Reject rows whose time partition does not exist instead of creating it.
     pub no_create_partitions: bool,
     pub reject_file: Option<PathBuf>,
-    /// Stop (exit 2) once more rows than this were rejected.
+    /// Stop once more rows than this were rejected.
     pub max_rejects: Option<u64>,
     pub report_every: Duration,
     /// tsbs: partition each measurement table by time with this interval.
-    pub tsbs_interval: Option<String>,
+    pub tsbs_interval: Option<chute_core::partman::Span>,
     /// tsbs: the schema of the tables (made if missing; default: the
     /// connection's current schema).
     pub tsbs_schema: Option<String>,
-    /// Generated rows instead of inputs: the workload and how many rows.
-    pub generator: Option<(std::sync::Arc<dyn chute_core::generate::Workload>, u64)>,
     /// Names the load for the journal (default: derived from the table and
-    /// the inputs' identity; stdin has none, so without it a stdin load is
-    /// not journaled).
+    /// the inputs' identity; stdin and a feed have none, so without it such
+    /// a load is not journaled).
     pub load_id: Option<String>,
     /// When another run of the same load is running: wait for it to finish
     /// (true) or refuse (false).
@@ -117,21 +133,20 @@ pub struct LoadSpec {
     /// read stdin in pieces when it pauses: for live streams. `None`: rows
     /// wait for full batches (best for files).
     pub flush_every: Option<Duration>,
-    /// Chunks sent by a service (`chute serve`) instead of inputs: the load
-    /// runs until every sender of the feed is gone. Not journaled unless
-    /// `load_id` is given.
-    pub feed: Option<input::Feed>,
     /// Partitions the load creates itself: filled before anyone can see
     /// them, then attached (see `sink::backfill`).
     pub backfill: Backfill,
-    /// `maintenance_work_mem` for building a backfilled partition's indexes.
-    pub backfill_index_memory: String,
+    /// `maintenance_work_mem` for building a backfilled partition's indexes, in bytes.
+    pub backfill_index_memory: u64,
     /// Group commit for live streams: send what is gathered as soon as a
     /// COPY worker is idle, instead of waiting for a full batch or for
     /// `flush_every` (which stays the limit while every worker is busy):
     /// rows wait at most about one batch's COPY and commit, and batches grow
     /// with the load.
     pub flush_when_idle: bool,
+    /// One budget several loads share instead of `memory_budget` each
+    /// (`chute serve`'s lanes, one load per table).
+    pub(crate) shared_budget: Option<std::sync::Arc<budget::Budget>>,
 }
 
 /// Whether partitions a load creates take the backfill path.
@@ -146,13 +161,12 @@ pub enum Backfill {
 }
 
 impl LoadSpec {
-    pub fn new(target: ConnectOptions, table: QualifiedName, inputs: Vec<InputSpec>) -> Self {
+    pub fn new(target: ConnectOptions, table: QualifiedName, input: LoadInput) -> Self {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         LoadSpec {
             target,
             table,
-            inputs,
-            format: InputFormat::Csv,
+            input,
             header: false,
             delimiter: None,
             null: None,
@@ -173,17 +187,16 @@ impl LoadSpec {
             report_every: Duration::from_secs(10),
             tsbs_interval: None,
             tsbs_schema: None,
-            generator: None,
             load_id: None,
             wait: false,
             cancel: Default::default(),
             retry_for: Duration::from_secs(300),
             flush_every: None,
-            feed: None,
             flush_when_idle: false,
             atomic: false,
             backfill: Backfill::Auto,
-            backfill_index_memory: "256MB".into(),
+            backfill_index_memory: 256 << 20,
+            shared_budget: None,
         }
     }
 }
@@ -272,6 +285,9 @@ pub enum LoadError {
     Input { input: String, message: String },
     #[error("{0}")]
     Setup(String),
+    /// chute's own schema could not be made or read (`schema`).
+    #[error(transparent)]
+    Schema(#[from] crate::schema::SchemaError),
     /// A statement failed: its SQLSTATE and the server's fields are kept
     /// (`SqlError::code`); a lost connection is one a new connection can redo.
     #[error(transparent)]
@@ -298,6 +314,7 @@ impl LoadError {
             LoadError::Sql(e) => e.code(),
             LoadError::Several { first, .. } => first.code(),
             LoadError::Catalog(crate::catalog::CatalogError::Sql(e)) => e.code(),
+            LoadError::Schema(crate::schema::SchemaError::Sql(e)) => e.code(),
             _ => None,
         }
     }
@@ -348,6 +365,7 @@ impl crate::retry::Lost for crate::load::LoadError {
             L::Partition(e) => e.connection_lost(),
             L::Sql(e) => e.connection_lost(),
             L::Layout { source, .. } => source.connection_lost(),
+            L::Schema(e) => e.connection_lost(),
             L::Several { first, .. } => first.connection_lost(),
             _ => false,
         }

@@ -279,12 +279,6 @@ impl Filed {
     }
 }
 
-/// Turns a chunk of input into rows for targets: the per-format part of a
-/// load. Called from several parse threads at once.
-pub(crate) trait ChunkProcessor: Send + Sync {
-    fn process(&self, chunk: &Chunk) -> ChunkOut;
-}
-
 /// A text row whose key only the server can parse.
 pub(crate) struct ServerKeyed {
     /// The key's text.

@@ -23,10 +23,11 @@ impl Oversized {
         const MIB: f64 = 1048576.0;
         let needed = (self.len * 4).div_ceil(1 << 20);
         let reason = format!(
-            "the record is {:.1} MiB, more than the {:.0} MiB one record may take (a quarter of --memory-mb); \
-             raise --memory-mb to at least {needed} to load it",
+            "the record is {:.1} MiB, more than the {:.0} MiB one record may take (a quarter of {budget}); \
+             raise {budget} to at least {needed} MiB to load it",
             self.len as f64 / MIB,
             self.max as f64 / MIB,
+            budget = crate::setting::Setting::MemoryBudget,
         );
         // Records past 4 GiB are not copied to the reject file.
         let at = u32::try_from(self.len).ok().map(|len| (self.offset, len));

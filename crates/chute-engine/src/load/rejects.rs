@@ -5,11 +5,11 @@
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::LoadError;
 use super::model::Reject;
-use super::source::{self, InputSpec};
 
 /// Copies `len` bytes at `offset` of a plain input file (a record kept by
 /// position) to `out` in pieces, so a large record is never held whole.
@@ -38,6 +38,17 @@ fn copy_record(
     Ok(last)
 }
 
+/// What the reject file needs to know of the input.
+pub(crate) struct RejectOrigin {
+    /// The file when none is given.
+    pub default_path: Option<PathBuf>,
+    /// Plain input files, by input, to read records kept by position from.
+    pub plain_files: Vec<Option<PathBuf>>,
+    /// Generated rows keep no records: they are made again from their
+    /// sequence number.
+    pub regenerate: Option<Arc<dyn chute_core::generate::Workload>>,
+}
+
 /// Writes rejected records: a comment line with where and why, then the
 /// record exactly as it was in the input.
 pub(crate) struct RejectWriter {
@@ -64,18 +75,10 @@ pub(crate) struct RejectWriter {
 }
 
 impl RejectWriter {
-    pub(crate) fn new(
-        path: Option<std::path::PathBuf>,
-        inputs: &[InputSpec],
-        workload: Option<Arc<dyn chute_core::generate::Workload>>,
-        resuming: bool,
-    ) -> Self {
-        let path = match &workload {
-            Some(_) => path.or_else(|| Some("generated.rejects".into())),
-            None => path.or_else(|| inputs.first().map(|i| i.default_reject_file())),
-        };
-        let names: Vec<String> =
-            if workload.is_some() { vec!["generated row".into()] } else { inputs.iter().map(|i| i.display_name()).collect() };
+    pub(crate) fn new(path: Option<std::path::PathBuf>, inputs: &[String], origin: &RejectOrigin, resuming: bool) -> Self {
+        let workload = origin.regenerate.clone();
+        let path = path.or_else(|| origin.default_path.clone());
+        let names: Vec<String> = if workload.is_some() { vec!["generated row".into()] } else { inputs.to_vec() };
         let mut seen = HashSet::new();
         if resuming && let Some(text) = path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
             for line in text.lines().filter_map(|l| l.strip_prefix("# ")) {
@@ -88,19 +91,7 @@ impl RejectWriter {
                 }
             }
         }
-        // Only a plain file is read back: a compressed one's offsets are not its file's.
-        let files = inputs
-            .iter()
-            .map(|i| {
-                if let InputSpec::File(p) = i
-                    && source::is_plain_file(p)
-                {
-                    Some(p.clone())
-                } else {
-                    None
-                }
-            })
-            .collect();
+        let files = origin.plain_files.clone();
         RejectWriter { workload, path, names, files, pending: Vec::new(), file: None, written: false, seen, append: resuming }
     }
 

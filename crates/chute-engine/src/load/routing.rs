@@ -419,7 +419,10 @@ fn missing(j: &Jit, limits: &KeyLimits, no_create: bool, parent: &QualifiedName,
         return Routed::Reject(refusal.to_string());
     }
     if no_create {
-        return Routed::Reject(format!("no partition of relation {parent} holds this row, and --no-create-partitions forbids making one"));
+        return Routed::Reject(format!(
+            "no partition of relation {parent} holds this row, and {} forbids making one",
+            crate::setting::Setting::NoCreatePartitions
+        ));
     }
     match j.policy.interval.floor(key, &j.policy.zone().unwrap_or(jiff::tz::TimeZone::UTC)) {
         Ok(start) => Routed::Missing { start },
@@ -445,7 +448,7 @@ fn infinite_key(j: &Jit, parent: &QualifiedName, wire: &[u8]) -> Option<String> 
     let unless = format!("no partition of {parent} can hold it (only one bounded by MAXVALUE or MINVALUE, or a DEFAULT partition, could)");
     if later {
         Some(match &j.policy.max_future {
-            Some(m) => format!("infinity is further ahead than --max-future {m} allows: {unless}"),
+            Some(m) => format!("infinity is further ahead than {} {m} allows: {unless}", crate::setting::Setting::MaxFuture),
             None => format!("infinity is later than any time partition: {unless}"),
         })
     } else if earlier {
@@ -507,7 +510,10 @@ pub(crate) async fn build(
         return Ok((routing, Some(reason)));
     }
     if spec.via_parent {
-        return Ok((Routing::via_parent(info.name.clone(), plan.copy_list.clone()), Some("--via-parent was given".into())));
+        return Ok((
+            Routing::via_parent(info.name.clone(), plan.copy_list.clone()),
+            Some(format!("{} was given", crate::setting::Setting::ViaParent)),
+        ));
     }
     if let Some(reason) = target::parent_only_reason(info) {
         return parent(reason, progress);
@@ -595,13 +601,10 @@ async fn jit_for(
 /// Reads a partition tree. A partition dropped while the catalog is read
 /// (retention running meanwhile) shows an empty bound: read again.
 async fn read_tree(client: &tokio_postgres::Client, root: &QualifiedName) -> Result<PartitionTree, crate::layout::LayoutError> {
-    let mut tries = 0;
+    let mut backoff = crate::retry::Backoff::new(Duration::from_millis(100), Duration::from_millis(400), Duration::from_secs(2));
     loop {
         match crate::layout::load_partition_tree(client, root).await {
-            Err(crate::layout::LayoutError::Bound { .. }) if tries < 3 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            Err(crate::layout::LayoutError::Bound { .. }) if backoff.wait().await => {}
             other => return other,
         }
     }

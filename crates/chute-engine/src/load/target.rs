@@ -9,31 +9,11 @@ use tokio_postgres::Client;
 use super::LoadError;
 use crate::catalog::{self, TableInfo};
 
-/// One column of the table.
-#[derive(Debug, Clone)]
-pub struct TableColumn {
-    pub name: String,
-    pub type_oid: u32,
-    pub type_name: String,
-    /// Generated columns cannot be loaded.
-    pub generated: bool,
-    /// `atttypmod` (`-1`: none).
-    pub typmod: i32,
-}
+/// One column of the table (generated columns cannot be loaded).
+pub type TableColumn = catalog::Column;
 
 pub async fn table_columns(client: &Client, oid: u32) -> Result<Vec<TableColumn>, LoadError> {
-    let rows = client
-        .query(
-            "SELECT attname::text, atttypid, format_type(atttypid, atttypmod), attgenerated <> '', atttypmod
-             FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            &[&oid],
-        )
-        .await
-        .map_err(|e| LoadError::sql("reading the table's columns", e))?;
-    Ok(rows
-        .iter()
-        .map(|r| TableColumn { name: r.get(0), type_oid: r.get(1), type_name: r.get(2), generated: r.get(3), typmod: r.get(4) })
-        .collect())
+    catalog::columns(client, oid).await.map_err(|e| LoadError::sql("reading the table's columns", e))
 }
 
 /// The columns the input fills, in input order, and where each sits in the table.
@@ -59,10 +39,13 @@ pub fn plan_columns(table: &QualifiedName, columns: &[TableColumn], chosen: Opti
             return Err(LoadError::Setup(format!("{table} has no column {n:?} (it has {})", have.join(", "))));
         };
         if columns[pos].generated {
-            return Err(LoadError::Setup(format!("column {n:?} of {table} is generated and cannot be loaded; leave it out of --columns")));
+            return Err(LoadError::Setup(format!(
+                "column {n:?} of {table} is generated and cannot be loaded; leave it out of {}",
+                crate::setting::Setting::Columns
+            )));
         }
         if table_to_target[pos].is_some() {
-            return Err(LoadError::Setup(format!("column {n:?} is named twice in --columns")));
+            return Err(LoadError::Setup(format!("column {n:?} is named twice in {}", crate::setting::Setting::Columns)));
         }
         table_to_target[pos] = Some(i);
         let c = &columns[pos];

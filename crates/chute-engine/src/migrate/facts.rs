@@ -2,7 +2,7 @@
 
 use chute_core::ident::QualifiedName;
 use chute_core::migrate::plan::Progress;
-use chute_core::migrate::{Facts, Names};
+use chute_core::migrate::{Facts, ForeignKey, Names, RlsPolicy, RowSecurity};
 use tokio_postgres::Client;
 
 use crate::catalog::{self, CatalogError, TableInfo};
@@ -108,6 +108,7 @@ pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts,
             .query("SELECT attname::text FROM pg_attribute WHERE attrelid = $1 AND attgenerated <> '' AND NOT attisdropped", &[&oid])
             .await?,
     );
+    let (foreign_keys, checks, row_security) = definitions(client, oid).await?;
     Ok(Facts {
         table: info.name.clone(),
         relkind: info.relkind,
@@ -121,6 +122,9 @@ pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts,
         unique,
         plain_indexes,
         referencing_fks,
+        foreign_keys,
+        checks,
+        row_security,
         views,
         matviews,
         triggers,
@@ -131,6 +135,57 @@ pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts,
         owned_sequences: catalog::owned_sequences(client, oid).await?,
         grants: info.grants.clone(),
     })
+}
+
+/// The definitions the new parent gets again: foreign keys to other
+/// tables, CHECK constraints (for the inventory) and row-level security.
+/// They are printed while `search_path` is only `pg_catalog` (then put back
+/// as it was), so every name in them is schema-qualified and means the same
+/// in any session.
+async fn definitions(client: &Client, oid: u32) -> Result<(Vec<ForeignKey>, Vec<(String, String)>, RowSecurity), CatalogError> {
+    // Set and put back at session level: a caller may be inside a transaction of its own.
+    let before: String = client.query_one("SELECT current_setting('search_path')", &[]).await?.get(0);
+    client.execute("SELECT set_config('search_path', 'pg_catalog', false)", &[]).await?;
+    let read = async {
+        let fks = client
+            .query(
+                "SELECT conname::text, pg_get_constraintdef(oid), convalidated, confrelid::regclass::text FROM pg_constraint
+                 WHERE conrelid = $1 AND contype = 'f' AND confrelid <> $1 AND conparentid = 0 ORDER BY conname",
+                &[&oid],
+            )
+            .await?
+            .iter()
+            .map(|r| ForeignKey { name: r.get(0), definition: r.get(1), validated: r.get(2), referenced: r.get(3) })
+            .collect();
+        let checks = client
+            .query("SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = $1 AND contype = 'c' ORDER BY conname", &[
+                &oid,
+            ])
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let flags = client.query_one("SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = $1", &[&oid]).await?;
+        let policies = client
+            .query(
+                "SELECT polname::text, polpermissive,
+                        CASE polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
+                        ARRAY(SELECT CASE WHEN r = 0 THEN 'public' ELSE pg_get_userbyid(r)::text END FROM unnest(polroles) r),
+                        pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid)
+                 FROM pg_policy WHERE polrelid = $1 ORDER BY polname",
+                &[&oid],
+            )
+            .await?
+            .iter()
+            .map(|r| RlsPolicy { name: r.get(0), permissive: r.get(1), command: r.get(2), roles: r.get(3), using: r.get(4), check: r.get(5) })
+            .collect();
+        Ok::<_, tokio_postgres::Error>((fks, checks, RowSecurity { enabled: flags.get(0), forced: flags.get(1), policies }))
+    }
+    .await;
+    let end = client.execute("SELECT set_config('search_path', $1, false)", &[&before]).await;
+    let v = read?;
+    end?;
+    Ok(v)
 }
 
 /// What of the pre-swap steps the catalog shows done.

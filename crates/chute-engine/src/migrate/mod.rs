@@ -9,11 +9,13 @@
 //! its own, so a run killed at any moment is continued by running it again.
 
 mod facts;
+mod split;
 
 use std::time::{Duration, Instant};
 
 use chute_core::ident::QualifiedName;
-use chute_core::migrate::plan::{self as mplan, Leaf, migration_filter};
+use chute_core::migrate::plan::{self as mplan, migration_filter};
+use chute_core::migrate::split::Leaf;
 use chute_core::migrate::{self, Names, Problem};
 use chute_core::partman::planner::PlanError;
 use chute_core::partman::{Plan, Policy, Step, StepKind};
@@ -102,7 +104,11 @@ CREATE TABLE IF NOT EXISTS chute.migrations (
     started_at timestamptz NOT NULL DEFAULT now(),
     updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (table_schema, table_name)
-)";
+);
+-- Since the split bounds its transactions' locks: the most any of them held,
+-- and the last copy batch's (which sizes the next).
+ALTER TABLE chute.migrations ADD COLUMN IF NOT EXISTS max_step_locks int8 NOT NULL DEFAULT 0;
+ALTER TABLE chute.migrations ADD COLUMN IF NOT EXISTS batch_locks int8";
 
 /// One connection's worth of migration.
 #[derive(Debug)]
@@ -123,6 +129,11 @@ pub struct MigrationStatus {
     pub rate_rows_per_s: Option<f64>,
     /// The longest single attempt of a swap or cutover step (ms): what writers waited at most.
     pub longest_lock_ms: i64,
+    /// The most locks one transaction of the split held (`pg_locks`).
+    pub max_step_locks: i64,
+    /// The most the split allows itself in one transaction: a quarter of
+    /// the server's lock table.
+    pub lock_budget: i64,
     pub old_partition: String,
 }
 
@@ -227,6 +238,7 @@ impl Migrator {
         let facts = facts::read(&self.client, &info, &req.policy.key).await?;
         let mut facts = facts;
         facts.unique.retain(|(n, _)| *n != names.pk_index);
+        facts.checks.retain(|(n, _)| *n != names.range_check);
         let problems = migrate::check(&facts, &req.policy.key, req.extend_primary_key);
         if !problems.is_empty() {
             return Err(MigrateError::Preconditions { table: table.to_string(), problems });
@@ -239,17 +251,29 @@ impl Migrator {
             (Some(r), Some("prepare")) => Some(r.get(1)),
             _ => None,
         };
+        let (min, max): (Option<i64>, Option<i64>) = {
+            let k = req.policy.key_sql();
+            let (lo, up) = (catalog::key_as_i64(&req.policy, &format!("min({k})")), catalog::key_as_i64(&req.policy, &format!("max({k})")));
+            let r = self.client.query_one(&format!("SELECT {lo}, {up} FROM {}", table.quoted()), &[]).await?;
+            (r.get(0), r.get(1))
+        };
         let hi = match stored_hi {
             Some(h) => h,
-            None => {
-                let expr = catalog::key_as_i64(&req.policy, &format!("max({})", req.policy.key_sql()));
-                let max: Option<i64> = self.client.query_one(&format!("SELECT {expr} FROM {}", table.quoted()), &[]).await?.get(0);
-                mplan::upper_bound(&req.policy, max, now)?
-            }
+            None => mplan::upper_bound(&req.policy, max, now)?,
         };
+        // The split that follows must fit the server's lock table: refused
+        // now, while the interval can still be chosen, if it would not.
+        let leaves = chute_core::migrate::split::split_leaves(&req.policy, min.unwrap_or(hi), hi)?.len();
+        let lock_table = split::lock_table(&self.client).await?;
+        let interval = req.policy.interval.to_string();
+        if let Some(p) = chute_core::migrate::locks::check(&table, lock_table, leaves, self.leaf_locks(&table).await?, Some(&interval)) {
+            return Err(MigrateError::Preconditions { table: table.to_string(), problems: vec![p] });
+        }
         let progress = facts::progress(&self.client, &names).await?;
-        let plan = mplan::plan_swap(&req.policy, &facts, &names, progress, req.extend_primary_key, hi)?;
+        let mut plan = mplan::plan_swap(&req.policy, &facts, &names, progress, req.extend_primary_key, hi)?;
         if req.dry_run {
+            let extend = req.extend_primary_key && facts.primary_key.as_ref().is_some_and(|pk| !pk.contains(&req.policy.key));
+            plan.notes.extend(chute_core::migrate::inventory::lines(&facts, &names, &req.policy, extend));
             return Ok(plan);
         }
         self.ensure_schema().await?;
@@ -259,7 +283,7 @@ impl Migrator {
                     "INSERT INTO chute.migrations (table_schema, table_name, key, hi) VALUES ($1, $2, $3, $4)
                      ON CONFLICT (table_schema, table_name) DO UPDATE SET key = EXCLUDED.key, hi = EXCLUDED.hi, phase = 'prepare',
                        split_from = NULL, rows_total = NULL, rows_moved = 0, copied_to = NULL, copy_done = false, copy_started_at = NULL,
-                       longest_lock_ms = 0, started_at = now(), updated_at = now()",
+                       longest_lock_ms = 0, max_step_locks = 0, batch_locks = NULL, started_at = now(), updated_at = now()",
                     &[&table.schema.clone().unwrap_or_default(), &table.name, &req.policy.key, &hi],
                 )
                 .await?;
@@ -300,39 +324,27 @@ impl Migrator {
         MigrateError::Aborted { cause: Box::new(cause), report: lines.join("; ") }
     }
 
-    /// The columns the split copies (not generated ones) and whether an
-    /// identity column is `GENERATED ALWAYS`.
-    async fn split_columns(&self, old: &QualifiedName) -> Result<mplan::SplitColumns, MigrateError> {
-        let row = self
-            .client
-            .query_one(
-                "SELECT coalesce(array_agg(attname::text ORDER BY attnum) FILTER (WHERE attgenerated = ''), '{}'),
-                        coalesce(bool_or(attidentity = 'a'), false)
-                 FROM pg_attribute WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped",
-                &[&old.quoted()],
-            )
-            .await?;
-        Ok(mplan::SplitColumns { names: row.get(0), identity_always: row.get(1) })
-    }
-
-    /// Runs a plan, recording the longest single attempt of a swap or
-    /// cutover step: what writers wait at most (a retried step waits once
-    /// per attempt, each under `lock_timeout`, and lets writers through in
-    /// its pauses).
+    /// Runs a plan. Its swap, cutover and flatten steps record in
+    /// `longest_lock_ms` how long writers could have waited on one attempt
+    /// (from asking for the lock they wait for to the end, see
+    /// `migrate::lock_asked`); an attempt that timed out and rolled back is
+    /// counted here, as its time up to `lock_timeout` (the wait for
+    /// autovacuum before it holds up nobody). Writers get through in the
+    /// pauses between attempts.
     async fn run_timed(&mut self, table: &QualifiedName, plan: &Plan, report: StepReporter<'_>) -> Result<(), MigrateError> {
         let mut longest = Duration::ZERO;
         let mut began = Instant::now();
+        let lock_timeout = self.settings.lock_timeout;
         let result = exec::run_plan(&mut self.client, plan, self.settings, |i, step, e| {
             let locking =
                 matches!(&step.kind, StepKind::Migrate { phase, .. } if phase == "swap" || phase == "cutover" || phase == "flatten");
             match e {
                 StepEvent::Started => began = Instant::now(),
                 StepEvent::Retrying { pause, .. } if locking => {
-                    longest = longest.max(began.elapsed());
+                    longest = longest.max(began.elapsed().min(lock_timeout));
                     // The next attempt starts after the pause.
                     began = Instant::now() + pause;
                 }
-                StepEvent::Done if locking => longest = longest.max(began.elapsed()),
                 _ => {}
             }
             report(i, step, e)
@@ -351,225 +363,6 @@ impl Migrator {
                 .await?;
         }
         Ok(result?)
-    }
-
-    /// Moves the old partition's rows into interval partitions (see the
-    /// module doc of `chute_core::migrate`). Returns every plan it ran (or,
-    /// with `dry_run`, would run; the copy shown as its first batch).
-    pub async fn split(&mut self, mut req: SplitRequest, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
-        req.table = self.resolve(&req.table).await?;
-        let table = req.table.clone();
-        self.lock(&table).await?;
-        let result = self.split_locked(req, report).await;
-        self.unlock(&table, result).await
-    }
-
-    async fn split_locked(&mut self, req: SplitRequest, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
-        let table = req.table.clone();
-        let names = Names::new(&table)?;
-        let row = self.row(&table).await?.ok_or_else(|| {
-            MigrateError::Refused(format!("{table} has no migration: run chute migrate {table} --key COLUMN --interval INTERVAL first"))
-        })?;
-        let phase: String = row.get(0);
-        let hi: i64 = row.get(1);
-        match phase.as_str() {
-            "prepare" => {
-                return Err(MigrateError::Refused(format!(
-                    "{table} is not swapped yet: run chute migrate {table} --key COLUMN --interval INTERVAL again to finish the swap"
-                )));
-            }
-            "done" => {
-                return Err(MigrateError::Refused(format!("{table} is split already: its old rows are in interval partitions")));
-            }
-            _ => {}
-        }
-        let policy = self.policy(&table).await?;
-        let mut all = Plan::default();
-        if phase == "flattening" {
-            // Killed after the cutover: only moving leaves up is left.
-            let split_from: i64 = row.get::<_, Option<i64>>(2).unwrap_or(hi);
-            let leaves = mplan::split_leaves(&policy, split_from, hi)?;
-            self.flatten(&table, &names, &policy, &leaves, req.dry_run, report, &mut all).await?;
-            return Ok(all);
-        }
-        let key_expr = |e: &str| catalog::key_as_i64(&policy, e);
-        let split_from: i64 = match row.get::<_, Option<i64>>(2) {
-            Some(f) if phase == "copying" => f,
-            _ => {
-                let min = facts::key_aggregate(&self.client, &names.old, &key_expr(&format!("min({})", policy.key_sql()))).await?;
-                min.unwrap_or(hi)
-            }
-        };
-        let leaves = mplan::split_leaves(&policy, split_from, hi)?;
-        let columns = self.split_columns(&names.old).await?;
-        if phase == "swapped" {
-            let info = catalog::require_table(&self.client, &table).await?;
-            let parent = facts::read(&self.client, &info, &policy.key).await?;
-            let id_cols = migrate::identity_columns(&parent, &policy.key);
-            let setup = mplan::plan_split_setup(&policy, &names, &leaves, &id_cols, &columns, &info.grants)?;
-            if !req.dry_run {
-                let total: i64 = self.client.query_one(&format!("SELECT count(*) FROM {}", names.old.quoted()), &[]).await?.get(0);
-                self.client
-                    .execute(
-                        &format!(
-                            "UPDATE chute.migrations SET split_from = $1, rows_total = $2, rows_moved = 0, copied_to = NULL, copy_started_at = now() WHERE {}",
-                            migration_filter(&table)
-                        ),
-                        &[&split_from, &total],
-                    )
-                    .await?;
-                self.run_timed(&table, &setup, report).await?;
-            }
-            all.extend(setup);
-        }
-        let mut cursor: Option<i64> = row.get(3);
-        let mut copy_done: bool = row.get(4);
-        if phase == "swapped" {
-            cursor = None;
-            copy_done = false;
-        }
-        let key = policy.key_sql();
-        // Blocks of the old partition (read after the trigger exists: any
-        // row version written later is the trigger's to carry), and about
-        // how many hold `batch_rows` rows.
-        let (blocks, per_batch): (i64, i64) = if req.dry_run {
-            (1, 1)
-        } else {
-            let r = self
-                .client
-                .query_one(
-                    "SELECT (pg_relation_size(c.oid) / current_setting('block_size')::int8)::int8, c.relpages::int8, c.reltuples::float8
-                     FROM pg_class c WHERE c.oid = $1::text::regclass",
-                    &[&names.old.quoted()],
-                )
-                .await?;
-            let (blocks, pages, tuples): (i64, i64, f64) = (r.get(0), r.get(1), r.get(2));
-            // The rows counted when the split began, else the statistics.
-            let total: Option<i64> = self.row(&table).await?.and_then(|r| r.get(6));
-            let per_block = match total {
-                Some(t) if t > 0 && blocks > 0 => t as f64 / blocks as f64,
-                _ if pages > 0 && tuples > 0.0 => tuples / pages as f64,
-                _ => 50.0,
-            };
-            (blocks, ((req.batch_rows as f64 / per_block).ceil() as i64).max(1))
-        };
-        let mut from = cursor.unwrap_or(0);
-        while !copy_done {
-            let started = Instant::now();
-            let to = (from + per_batch).min(blocks.max(from + 1));
-            let last = to >= blocks;
-            let batch = mplan::plan_copy_batch(&names, &columns, from, to, last)?;
-            if req.dry_run {
-                all.extend(batch);
-                all.notes.push(format!("the copy runs in batches of about {} rows by heap block, resumable after each", req.batch_rows));
-                break;
-            }
-            exec::run_plan(&mut self.client, &batch, self.settings, &mut *report).await?;
-            if all.steps.iter().all(|s| !matches!(&s.kind, StepKind::Migrate { phase, .. } if phase == "copy")) {
-                all.extend(batch);
-            }
-            from = to;
-            copy_done = last;
-            if let Some(rate) = req.rows_per_s
-                && rate > 0.0
-            {
-                let want = Duration::from_secs_f64(req.batch_rows as f64 / rate);
-                if let Some(rest) = want.checked_sub(started.elapsed()) {
-                    tokio::time::sleep(rest).await;
-                }
-            }
-        }
-        let grants = catalog::require_table(&self.client, &table).await?.grants;
-        // Rows the application wrote before the oldest interval during the
-        // split wait in the staging parent's DEFAULT partition; the cutover
-        // gives them leaves of their own. One arriving between reading them
-        // and the cutover's lock makes it refuse (CH001): read them again.
-        let mut tries = 0;
-        loop {
-            let has_early = req.dry_run && phase == "swapped" || self.exists(&names.early).await?;
-            let keys: Vec<i64> = if has_early && !req.dry_run {
-                let sql = format!("SELECT DISTINCT {} FROM {}", key_expr(&key), names.early.quoted());
-                self.client.query(&sql, &[]).await?.iter().map(|r| r.get(0)).collect()
-            } else {
-                Vec::new()
-            };
-            let early = mplan::early_leaves(&policy, &keys)?;
-            let c =
-                mplan::Cutover { leaves: &leaves, has_early, early: &early, columns: &columns, grants: &grants, keep_old: req.keep_old };
-            let cutover = mplan::plan_cutover(&policy, &names, c)?;
-            if !req.dry_run {
-                match self.run_timed(&table, &cutover, report).await {
-                    Err(MigrateError::Exec(e)) if e.sqlstate() == Some(mplan::EARLY_ROWS_MOVED) && tries < 10 => {
-                        tries += 1;
-                        continue;
-                    }
-                    other => other?,
-                }
-            }
-            all.extend(cutover);
-            break;
-        }
-        self.flatten(&table, &names, &policy, &leaves, req.dry_run, report, &mut all).await?;
-        Ok(all)
-    }
-
-    /// Moves the staging parent's leaves up to the table, oldest first, a
-    /// few per short transaction (see `plan_flatten_step`), sized so that
-    /// each holds its lock about `FLATTEN_HOLD`: a step's ATTACHes cost in
-    /// proportion to the partitions there, so the count adapts to what the
-    /// last step took. Resumable: what is left is read from the catalog.
-    #[allow(clippy::too_many_arguments)]
-    async fn flatten(
-        &mut self,
-        table: &QualifiedName,
-        names: &Names,
-        policy: &Policy,
-        leaves: &[Leaf],
-        dry_run: bool,
-        report: StepReporter<'_>,
-        all: &mut Plan,
-    ) -> Result<(), MigrateError> {
-        const FLATTEN_HOLD: Duration = Duration::from_millis(200);
-        let mut per_step = 16usize;
-        loop {
-            let under: Vec<String> = if dry_run {
-                leaves.iter().map(|l| l.name.name.clone()).collect()
-            } else {
-                self.client
-                    .query(
-                        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1)",
-                        &[&names.staging.quoted()],
-                    )
-                    .await?
-                    .iter()
-                    .map(|r| r.get(0))
-                    .collect()
-            };
-            let left: Vec<&Leaf> = leaves.iter().filter(|l| under.contains(&l.name.name)).collect();
-            if left.is_empty() && !dry_run && !self.exists(&names.staging).await? {
-                return Ok(());
-            }
-            let n = per_step.min(left.len());
-            let moving: Vec<Leaf> = left[..n].iter().map(|l| (*l).clone()).collect();
-            let rest = left.get(n).map(|next| (next.from, left.last().map_or(next.to, |l| l.to)));
-            let step = mplan::plan_flatten_step(policy, names, &moving, rest)?;
-            if dry_run {
-                all.extend(step);
-                all.notes.push(format!("the leaves move up {per_step} or so per step, each step a short transaction"));
-                return Ok(());
-            }
-            let began = Instant::now();
-            self.run_timed(table, &step, report).await?;
-            let took = began.elapsed().max(Duration::from_millis(1));
-            if all.steps.iter().all(|s| !matches!(&s.kind, StepKind::Migrate { phase, .. } if phase == "flatten")) {
-                all.extend(step);
-            }
-            if rest.is_none() {
-                return Ok(());
-            }
-            let scaled = (n as f64 * FLATTEN_HOLD.as_secs_f64() / took.as_secs_f64()) as usize;
-            per_step = scaled.clamp(4, 256);
-        }
     }
 
     async fn exists(&self, table: &QualifiedName) -> Result<bool, MigrateError> {
@@ -600,6 +393,19 @@ impl Migrator {
         })?;
         let moved: i64 = row.get(5);
         let secs: Option<f64> = row.get(9);
+        // Read through jsonb: a progress row of an older schema lacks the column.
+        let max_step_locks: i64 = self
+            .client
+            .query_one(
+                &format!(
+                    "SELECT coalesce((to_jsonb(m) ->> 'max_step_locks')::int8, 0) FROM chute.migrations m WHERE {}",
+                    migration_filter(&table)
+                ),
+                &[],
+            )
+            .await?
+            .get(0);
+        let lock_budget = split::lock_table(&self.client).await?.budget();
         Ok(MigrationStatus {
             table: table.to_string(),
             key: row.get(7),
@@ -608,6 +414,8 @@ impl Migrator {
             rows_total: row.get(6),
             rate_rows_per_s: secs.filter(|s| *s > 0.0).map(|s| moved as f64 / s),
             longest_lock_ms: row.get(8),
+            max_step_locks,
+            lock_budget,
             old_partition: Names::new(&table)?.old.to_string(),
         })
     }
@@ -623,5 +431,5 @@ fn key_type(ty: &str, key: &str) -> Result<chute_core::partman::KeyType, Migrate
 
 /// The leaves a split of `table` creates, for tests and `--status`.
 pub fn leaves(policy: &Policy, from: i64, hi: i64) -> Result<Vec<Leaf>, MigrateError> {
-    Ok(mplan::split_leaves(policy, from, hi)?)
+    Ok(chute_core::migrate::split::split_leaves(policy, from, hi)?)
 }

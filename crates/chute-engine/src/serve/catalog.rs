@@ -2,6 +2,7 @@
 //! time, and what kind of value each takes.
 
 use chute_core::ident::QualifiedName;
+use tokio_postgres::Client;
 
 use super::ServeConfig;
 
@@ -30,8 +31,17 @@ pub(crate) enum LaneError {
     NoTable(String),
     #[error("table {table} has no time column: name it \"time\" (or partition the table by a timestamptz column)")]
     NoTime { table: String },
+    /// The server cannot be reached now (a lost connection, a restart), or
+    /// the service cannot take the request now: worth a retry.
     #[error("PostgreSQL is unreachable: {0}")]
     Unreachable(String),
+    /// A connection could not be made: unreachable (worth a retry) or
+    /// refused (a wrong password, a missing database: not worth one).
+    #[error(transparent)]
+    Connect(#[from] crate::ConnectError),
+    /// chute's own schema could not be made or read.
+    #[error(transparent)]
+    Schema(#[from] crate::schema::SchemaError),
     /// A statement the server refused, with its SQLSTATE and fields.
     #[error(transparent)]
     Sql(#[from] crate::error::SqlError),
@@ -41,38 +51,95 @@ pub(crate) enum LaneError {
     /// A setting chute serve was started with (checked again here).
     #[error("{0}")]
     Setting(String),
+    /// A table serve may not write to (see `guard`).
+    #[error("{0}")]
+    Refused(String),
+    /// The request names a column the table does not have.
+    #[error("{0}")]
+    NoColumn(String),
+}
+
+/// How an error should be answered: what a client should do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// Retry later (503 with Retry-After): the server is unreachable or busy.
+    Retry,
+    /// The request cannot be written as it is (4xx: not worth a retry).
+    Refuse(axum::http::StatusCode),
+    /// chute serve itself cannot do it until its operator acts (a login
+    /// refused, a privilege missing): 500, which clients retry, so nothing
+    /// is lost once it is fixed.
+    Operator,
+}
+
+impl LaneError {
+    /// The error's kind, from its variant and SQLSTATE (never its text).
+    pub(crate) fn answer(&self) -> Answer {
+        use crate::retry::Lost;
+        use axum::http::StatusCode as S;
+        match self {
+            LaneError::Unreachable(_) => Answer::Retry,
+            LaneError::Connect(e) if e.connection_lost() => Answer::Retry,
+            LaneError::Connect(_) => Answer::Operator,
+            LaneError::Schema(e) if e.connection_lost() => Answer::Retry,
+            LaneError::Schema(_) => Answer::Operator,
+            LaneError::Sql(e) if e.connection_lost() || e.code().is_some_and(busy) => Answer::Retry,
+            LaneError::Sql(_) | LaneError::Setting(_) => Answer::Operator,
+            LaneError::Create { source, .. } if source.connection_lost() => Answer::Retry,
+            LaneError::Create { .. } => Answer::Operator,
+            LaneError::NoTable(_) => Answer::Refuse(S::NOT_FOUND),
+            LaneError::Refused(_) => Answer::Refuse(S::FORBIDDEN),
+            LaneError::NoTime { .. } | LaneError::NoColumn(_) => Answer::Refuse(S::BAD_REQUEST),
+        }
+    }
+
+    /// Worth trying again within the request's time.
+    pub(crate) fn transient(&self) -> bool {
+        self.answer() == Answer::Retry
+    }
+}
+
+/// SQLSTATEs of a server that is busy, not wrong: a lock wait that timed
+/// out, a serialization failure or deadlock, resources or a shutdown.
+fn busy(code: &tokio_postgres::error::SqlState) -> bool {
+    use tokio_postgres::error::SqlState as S;
+    [S::LOCK_NOT_AVAILABLE, S::T_R_SERIALIZATION_FAILURE, S::T_R_DEADLOCK_DETECTED, S::ADMIN_SHUTDOWN, S::CANNOT_CONNECT_NOW].contains(code)
+        || code.code().starts_with("53")
+}
+
+/// A connection for reading the catalog and changing a table.
+pub(crate) async fn connect(config: &ServeConfig) -> Result<tokio_postgres::Client, LaneError> {
+    Ok(config.target.connect().await?)
+}
+
+/// A failed statement: `Unreachable` when the connection was lost.
+pub(crate) fn sql_error(context: String) -> impl FnOnce(tokio_postgres::Error) -> LaneError {
+    move |e| {
+        if crate::retry::connection_lost(&e) {
+            LaneError::Unreachable(e.to_string())
+        } else {
+            LaneError::Sql(crate::error::SqlError::new(context, e))
+        }
+    }
+}
+
+/// Every column name of `table` (those with defaults too), in order.
+pub(crate) async fn column_names(client: &Client, table: &QualifiedName) -> Result<Vec<String>, LaneError> {
+    let columns = crate::catalog::columns_of(client, table).await.map_err(sql_error(format!("reading the columns of {table}")))?;
+    Ok(columns.into_iter().map(|c| c.name).collect())
 }
 
 /// Reads the columns of `table`, time first.
-pub(crate) async fn read_columns(config: &ServeConfig, table: &QualifiedName) -> Result<Vec<LaneColumn>, LaneError> {
-    let client = config.target.connect().await.map_err(|e| LaneError::Unreachable(e.to_string()))?;
-    let rows = client
-        .query(
-            "SELECT a.attname::text, t.typname::text, t.typcategory::text, \
-                    (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''), \
-                    coalesce(a.attnum = ANY (p.partattrs::int2[]), false) \
-             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
-             LEFT JOIN pg_partitioned_table p ON p.partrelid = a.attrelid \
-             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-            &[&table.quoted()],
-        )
-        .await
-        .map_err(|e| {
-            if crate::retry::connection_lost(&e) {
-                LaneError::Unreachable(e.to_string())
-            } else {
-                LaneError::Sql(crate::error::SqlError::new(format!("reading the columns of {table}"), e))
-            }
-        })?;
-    if rows.is_empty() {
+pub(crate) async fn read_columns(client: &Client, table: &QualifiedName) -> Result<Vec<LaneColumn>, LaneError> {
+    let all = crate::catalog::columns_of(client, table).await.map_err(sql_error(format!("reading the columns of {table}")))?;
+    if all.is_empty() {
         return Err(LaneError::NoTable(table.to_string()));
     }
     let mut time = None;
     let mut key_time = None;
     let mut columns = Vec::new();
-    for r in &rows {
-        let (name, typ, category, has_default, is_key): (String, String, String, bool, bool) =
-            (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+    for c in all {
+        let (name, typ, category, has_default, is_key) = (c.name, c.typname, c.category, c.has_default, c.partition_key);
         let is_time_type = matches!(typ.as_str(), "timestamptz" | "timestamp");
         if name == "time" && is_time_type {
             time = Some(columns.len());
@@ -83,11 +150,11 @@ pub(crate) async fn read_columns(config: &ServeConfig, table: &QualifiedName) ->
             // Left to its default: serve never writes it.
             continue;
         }
-        let kind = match (typ.as_str(), category.as_str()) {
+        let kind = match (typ.as_str(), category) {
             ("bool", _) => ColKind::Bool,
             ("int2" | "int4" | "int8", _) => ColKind::Integer,
             ("float4" | "float8" | "numeric", _) => ColKind::Number,
-            (_, "S") => ColKind::Text,
+            (_, 'S') => ColKind::Text,
             _ => ColKind::Other,
         };
         columns.push(LaneColumn { name, kind, type_name: typ });

@@ -37,7 +37,9 @@ impl Wanted {
 /// Makes `table` (and its schema) for a measurement with these columns.
 pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, columns: &[(String, Wanted)]) -> Result<(), LaneError> {
     let settings = ExecSettings { lock_timeout: config.lock_timeout, retry_for: config.retry_for.min(Duration::from_secs(60)) };
-    let mut mgr = PartitionManager::connect(&config.target, settings).await.map_err(|e| LaneError::Unreachable(e.to_string()))?;
+    let mut mgr = PartitionManager::connect(&config.target, settings)
+        .await
+        .map_err(|e| LaneError::Create { table: table.to_string(), source: Box::new(e) })?;
     if let Some(schema) = &table.schema {
         mgr.client()
             .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)))
@@ -55,15 +57,21 @@ pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, co
             eprintln!("chute serve: created {table}, partitioned by time every {}", config.interval);
             Ok(())
         }
-        // Another request (or another chute) made it meanwhile: use it.
-        Err(_) if super::catalog::read_columns(config, table).await.is_ok() => Ok(()),
+        // Another chute made it meanwhile: use it.
+        Err(_) if super::catalog::read_columns(mgr.client(), table).await.is_ok() => Ok(()),
         Err(e) => Err(LaneError::Create { table: table.to_string(), source: Box::new(e) }),
     }
 }
 
-/// Adds the columns `table` lacks.
-pub(crate) async fn add_columns(config: &ServeConfig, table: &QualifiedName, columns: &[(String, Wanted)]) -> Result<(), LaneError> {
-    let client = config.target.connect().await.map_err(|e| LaneError::Unreachable(e.to_string()))?;
+/// Adds the columns `table` lacks, in one statement under `--lock-timeout`,
+/// tried again while writers hold the table, until `deadline`.
+pub(crate) async fn add_columns(
+    client: &tokio_postgres::Client,
+    config: &ServeConfig,
+    table: &QualifiedName,
+    columns: &[(String, Wanted)],
+    deadline: tokio::time::Instant,
+) -> Result<(), LaneError> {
     let adds: Vec<String> =
         columns.iter().map(|(name, w)| format!("ADD COLUMN IF NOT EXISTS {} {}", quote_ident(name), w.sql_type())).collect();
     let sql = format!(
@@ -72,7 +80,8 @@ pub(crate) async fn add_columns(config: &ServeConfig, table: &QualifiedName, col
         table.quoted(),
         adds.join(", ")
     );
-    let began = std::time::Instant::now();
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let mut backoff = crate::retry::Backoff::new(Duration::from_millis(50), Duration::from_secs(1), left);
     loop {
         match client.batch_execute(&sql).await {
             Ok(()) => {
@@ -80,13 +89,15 @@ pub(crate) async fn add_columns(config: &ServeConfig, table: &QualifiedName, col
                 eprintln!("chute serve: added to {table}: {}", names.join(", "));
                 return Ok(());
             }
-            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) && began.elapsed() < config.retry_for => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+                let _ = client.batch_execute("RESET lock_timeout").await;
+                if !backoff.wait().await {
+                    return Err(LaneError::Unreachable(format!(
+                        "cannot add columns to {table}: its lock was held longer than --lock-timeout on every try: retry"
+                    )));
+                }
             }
-            Err(e) if crate::retry::connection_lost(&e) => return Err(LaneError::Unreachable(e.to_string())),
-            Err(e) => {
-                return Err(LaneError::Sql(crate::error::SqlError::new(format!("adding columns to {table}"), e)));
-            }
+            Err(e) => return Err(super::catalog::sql_error(format!("adding columns to {table}"))(e)),
         }
     }
 }

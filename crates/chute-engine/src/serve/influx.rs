@@ -9,6 +9,14 @@
 //! into binary COPY rows without being written and parsed again as text, and
 //! landing as the same values written as CSV and loaded with `chute load …
 //! --epoch ns` would.
+//!
+//! A body is parsed a slice at a time (`SLICE` bytes, cut at a line end):
+//! what a slice's lines are parsed into is gone before the next slice, so a
+//! request holds its body and the rows it becomes, not the parse of every
+//! line at once; its memory reservation grows with them (see `memory`). A
+//! line that is not UTF-8 is rejected like any bad line. With
+//! `--create-tables`, lines that name keys their table lacks make the table
+//! gain those columns, and the body is parsed again for the new lane.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -18,16 +26,16 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chute_core::ident::QualifiedName;
-use std::borrow::Cow;
-
-use chute_core::parse::lineproto::{FieldType, FieldValue, LineAt, LineSet, Precision, parse_lines_into};
-use rustc_hash::FxHashMap;
+use chute_core::parse::lineproto::{FieldValue, LineAt, LineSet, Precision, parse_lines_into};
 
 use super::Shared;
-use super::catalog::{ColKind, LaneColumn, LaneError};
+use super::catalog::Answer;
 use super::create::Wanted;
-use super::submit::{Part, Rejected, idempotency_key, submit_and_answer};
-use crate::load::values::ValueRows;
+use super::lanes::Lane;
+use super::matcher::{Cell, Matcher, Miss, too_long};
+use super::memory::Reservation;
+use super::submit::{CHUNK_BYTES, Keyed, Part, Rejected, Rejects, idempotency_key, submit_and_answer};
+use crate::load::ValueRows;
 
 pub(crate) async fn write_v1(
     State(s): State<Arc<Shared>>,
@@ -36,7 +44,7 @@ pub(crate) async fn write_v1(
     body: axum::body::Body,
 ) -> Response {
     let started = Instant::now();
-    let r = write(&s, &q, &headers, body, q.get("db")).await;
+    let r = write(&s, &q, &headers, body, q.get("db"), "v1").await;
     s.metrics.request("v1_write", r.status().as_u16(), started.elapsed().as_secs_f64());
     r
 }
@@ -48,139 +56,323 @@ pub(crate) async fn write_v2(
     body: axum::body::Body,
 ) -> Response {
     let started = Instant::now();
-    let r = write(&s, &q, &headers, body, q.get("bucket")).await;
+    let r = write(&s, &q, &headers, body, q.get("bucket"), "v2").await;
     s.metrics.request("v2_write", r.status().as_u16(), started.elapsed().as_secs_f64());
     r
 }
 
-async fn write(s: &Shared, q: &HashMap<String, String>, headers: &HeaderMap, body: axum::body::Body, db: Option<&String>) -> Response {
+async fn write(
+    s: &Shared,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    db: Option<&String>,
+    api: &str,
+) -> Response {
     let started = Instant::now();
     if let Err(r) = super::auth::check(&s.config.tokens, headers, q) {
         return r;
     }
-    let precision = match Precision::parse(q.get("precision").map_or("", String::as_str)) {
+    let precision_text = q.get("precision").map_or("", String::as_str);
+    let precision = match Precision::parse(precision_text) {
         Ok(p) => p,
         Err(e) => return super::error(StatusCode::BAD_REQUEST, "invalid", &e),
     };
-    let body = match super::body::read(body, s.config.max_body).await {
+    let mut reserved = s.memory.reservation();
+    let body = match super::body::read(s, headers, body, &mut reserved).await {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let body = match super::body::decode(headers, body, s.config.max_body) {
+    let body = match super::body::decode(headers, body, s.config.body.max, &mut reserved) {
         Ok(b) => b,
         Err(r) => return r,
-    };
-    // The body, and its rows again as CSV, while the request is in flight.
-    let Some(_reserved) = s.reserve(body.len() * 2) else {
-        return too_busy();
-    };
-    let text = match std::str::from_utf8(&body) {
-        Ok(t) => t,
-        Err(e) => {
-            let line = body[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
-            return super::error(StatusCode::BAD_REQUEST, "invalid", &format!("line {line}: not UTF-8 text"));
-        }
     };
     let schema = s.config.schema.as_ref().or(db.filter(|d| !d.is_empty()));
-    let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
-
-    let mut rejects = Vec::new();
-    let mut total = 0usize;
-    // Every line's tags and fields in two vectors: nothing is allocated per line.
-    let mut set = LineSet::default();
-    let mut by_table: BTreeMap<String, Vec<(u64, LineAt<'_>)>> = BTreeMap::new();
-    let big = text.len() >= TURN_BYTES;
-    // Lines that can be rows: a line takes 6 bytes or more (`m f=1` and its end).
-    let line_count = (memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1).min(text.len() / 6 + 1);
-    in_turn(s, big, || {
-        parse_lines_into(text, precision, now_ns, &mut set, |n, r| {
-            total += 1;
-            match r {
-                Err(reason) => rejects.push(Rejected { line: n, reason }),
-                Ok(l) => match by_table.get_mut(l.measurement.as_ref()) {
-                    Some(lines) => lines.push((n, l)),
-                    None => {
-                        // The first measurement gets room for every line: most requests write only one.
-                        let name = l.measurement.to_string();
-                        let mut lines = Vec::with_capacity(if by_table.is_empty() { line_count } else { 0 });
-                        lines.push((n, l));
-                        by_table.insert(name, lines);
-                    }
-                },
-            }
-        })
-    })
-    .await;
-
+    let key = idempotency_key(headers).map(|key| Keyed {
+        key,
+        digest: super::keys::digest(&[api.as_bytes(), schema.map_or(&b""[..], |s| s.as_bytes()), precision_text.as_bytes(), &body]),
+    });
+    let now_ns = crate::clock::now_micros().saturating_mul(1000);
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
-    let mut parts = Vec::new();
-    let mut line_of: Vec<u64> = Vec::with_capacity(total.min(line_count));
-    for (measurement, lines) in by_table {
-        let table = match schema {
-            Some(sc) => QualifiedName::new(sc.clone(), measurement.clone()),
-            None => QualifiedName { schema: None, name: measurement.clone() },
-        };
-        // What a new table or new columns need: only with --create-tables.
-        let wanted = if s.config.create_tables { wanted_columns(&set, &lines) } else { Vec::new() };
-        let got = super::while_unreachable(deadline, || s.lanes.lines(&table, &wanted)).await;
-        let lane = match got {
-            Ok(l) => l,
-            Err(LaneError::Unreachable(e)) => return super::unavailable(&format!("PostgreSQL is unreachable: {e}")),
-            Err(e) => {
-                let reason = e.to_string();
-                rejects.extend(lines.iter().map(|(n, _)| Rejected { line: *n, reason: reason.clone() }));
-                s.metrics.rejected(&table.to_string(), lines.len() as u64);
-                continue;
+    let request = Request { s, body: &body, precision, now_ns, schema: schema.map(String::as_str), deadline };
+    // Parsed again (at most twice) when --create-tables added columns its lines needed.
+    let mut parsed = None;
+    for _ in 0..3 {
+        match request.parse(&mut reserved).await {
+            Ok(Parsed::Done(p)) => {
+                parsed = Some(p);
+                break;
             }
-        };
-        let first_line = line_of.len() as u64 + 1;
-        let mut rows_out = ValueRows::default();
-        let mut rows = 0u64;
-        in_turn(s, big, || {
-            let mut m = Matcher::new(&lane.columns);
-            for (n, l) in &lines {
-                let tags = &set.tags[l.tags.clone()];
-                let fields = &set.fields[l.fields.clone()];
-                if let Err(reason) = m.line(*n, tags, fields, &table) {
-                    rejects.push(Rejected { line: *n, reason });
-                    continue;
-                }
-                rows_out.int(l.time_ns);
-                for c in &m.cells[1..] {
-                    match *c {
-                        None => rows_out.null(),
-                        Some(Cell::Tag(i)) => rows_out.text(&tags[i].1),
-                        Some(Cell::Field(i)) => match &fields[i].1 {
-                            FieldValue::Str(t) => rows_out.text(t),
-                            FieldValue::Float(f) => rows_out.float(*f),
-                            FieldValue::Int(i) => rows_out.int(*i),
-                            FieldValue::UInt(u) => rows_out.uint(*u),
-                            FieldValue::Bool(b) => rows_out.bool(*b),
-                        },
-                    }
-                }
-                if rows == 0 {
-                    // Room for every line, if they are like the first: the rows grow once.
-                    // At most what the body's values can take encoded (9 bytes for a 2-byte `k=1`-like value).
-                    rows_out.reserve((rows_out.len() * lines.len()).min(text.len() * 5));
-                }
-                line_of.push(*n);
-                rows += 1;
-            }
-        })
-        .await;
-        s.metrics.received(&table.to_string(), lines.len() as u64, rows_out.len() as u64);
-        if rows > 0 {
-            parts.push(Part { lane, data: rows_out.into_bytes(), first_line });
+            Ok(Parsed::Again) => continue,
+            Err(r) => return r,
         }
     }
-    let lines = line_of;
+    let Some(parsed) = parsed else {
+        return super::unavailable("the table's columns kept changing while the request was parsed: retry");
+    };
+    // The body is not needed any more: only its rows are held until the answer.
+    let body_bytes = body.len();
+    drop(body);
+    let _ = reserved.resize(reserved.bytes().saturating_sub(body_bytes));
     s.metrics.stage("read_parse", started.elapsed().as_secs_f64());
-    submit_and_answer(s, parts, rejects, |row| lines.get(row as usize - 1).copied().unwrap_or(0), total, idempotency_key(headers)).await
+    let Body { parts, rejects, line_of, total } = parsed;
+    let line =
+        |row: u64| line_of.get((row >> PART_BITS) as usize).and_then(|v| v.get((row & PART_MASK) as usize - 1)).copied().unwrap_or(0);
+    submit_and_answer(s, parts, rejects, line, total, key, reserved).await
 }
+
+/// Rows of the request's `k`-th part are numbered from `k << PART_BITS` + 1.
+const PART_BITS: u32 = 40;
+const PART_MASK: u64 = (1 << PART_BITS) - 1;
+
+/// Bodies are parsed this many bytes at a time (cut at a line end).
+const SLICE: usize = 256 << 10;
 
 /// Bodies at least this large wait for a turn to be parsed.
 const TURN_BYTES: usize = 16 << 10;
+
+/// What a request is parsed with.
+struct Request<'b> {
+    s: &'b Shared,
+    body: &'b [u8],
+    precision: Precision,
+    now_ns: i64,
+    schema: Option<&'b str>,
+    deadline: tokio::time::Instant,
+}
+
+/// The body as rows per lane, what was rejected, and each part's rows' request lines.
+struct Body {
+    parts: Vec<Part>,
+    rejects: Rejects,
+    line_of: Vec<Vec<u64>>,
+    total: usize,
+}
+
+enum Parsed {
+    Done(Body),
+    /// The tables gained columns: parse the body again.
+    Again,
+}
+
+/// One table's rows of the request.
+struct TableOut {
+    table: QualifiedName,
+    /// The lane, or why the table's lines are rejected.
+    lane: Result<Arc<Lane>, String>,
+    matcher: Option<Matcher>,
+    rows: ValueRows,
+    lines: Vec<u64>,
+    cuts: Vec<(usize, u64)>,
+    /// `--create-tables`: keys of lines that have no column yet.
+    wanted: Vec<(String, Wanted)>,
+}
+
+impl TableOut {
+    /// Bytes it holds (what the request's reservation covers).
+    fn held(&self) -> usize {
+        self.rows.data.capacity() + self.lines.capacity() * 8 + self.cuts.capacity() * 16
+    }
+}
+
+impl Request<'_> {
+    async fn parse(&self, reserved: &mut Reservation) -> Result<Parsed, Response> {
+        let s = self.s;
+        let base = reserved.bytes();
+        let big = self.body.len() >= TURN_BYTES;
+        let mut tables: BTreeMap<String, TableOut> = BTreeMap::new();
+        let mut rejects = Rejects::default();
+        let (mut total, mut line_base, mut at) = (0usize, 0u64, 0usize);
+        while at < self.body.len() {
+            let end = match memchr::memchr(b'\n', &self.body[(at + SLICE).min(self.body.len())..]) {
+                Some(i) => (at + SLICE).min(self.body.len()) + i + 1,
+                None => self.body.len(),
+            };
+            let (text, bad) = text_of(&self.body[at..end]);
+            // A line that is not text ends the slice there.
+            let end = bad.as_ref().map_or(end, |(_, after)| at + after);
+            let mut set = LineSet::default();
+            let mut by_table: BTreeMap<&str, Vec<(u64, LineAt<'_>)>> = BTreeMap::new();
+            in_turn(s, big, || {
+                parse_lines_into(text, self.precision, self.now_ns, &mut set, |n, r| {
+                    total += 1;
+                    match r {
+                        Err(reason) => rejects.push(Rejected { line: line_base + n, reason }),
+                        Ok(l) => {
+                            let name: &str = match l.measurement {
+                                std::borrow::Cow::Borrowed(b) => b,
+                                // An escaped name (never empty): grouped apart, by its own text.
+                                std::borrow::Cow::Owned(_) => "",
+                            };
+                            by_table.entry(name).or_default().push((line_base + n, l));
+                        }
+                    }
+                })
+            })
+            .await;
+            // Lines of escaped measurement names, grouped by their own text.
+            if let Some(escaped) = by_table.remove("") {
+                for (n, l) in escaped {
+                    let name = l.measurement.to_string();
+                    self.match_lines(&mut tables, &name, &set, &[(n, l)], &mut rejects, big).await?;
+                }
+            }
+            for (name, lines) in &by_table {
+                self.match_lines(&mut tables, name, &set, lines, &mut rejects, big).await?;
+            }
+            if let Some((reason, _)) = bad {
+                total += 1;
+                let newlines = memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64;
+                rejects.push(Rejected { line: line_base + newlines + 1, reason });
+            }
+            line_base += memchr::memchr_iter(b'\n', &self.body[at..end]).count() as u64;
+            at = end;
+            let held: usize = tables.values().map(TableOut::held).sum::<usize>() + rejects.bytes();
+            reserved.need(base + held)?;
+        }
+        // --create-tables: the columns lines asked for, then everything again.
+        let mut changed = false;
+        for t in tables.values_mut() {
+            if !t.wanted.is_empty() && t.lane.is_ok() {
+                let wanted = std::mem::take(&mut t.wanted);
+                match super::patiently(self.deadline, || s.lanes.lines(&t.table, &wanted, self.deadline)).await {
+                    Ok(_) => changed = true,
+                    Err(e) if !matches!(e.answer(), Answer::Refuse(_)) => return Err(super::lane_error(&e)),
+                    // The lines stay rejected, each with its reason.
+                    Err(_) => {}
+                }
+            }
+        }
+        if changed {
+            let _ = reserved.resize(base);
+            return Ok(Parsed::Again);
+        }
+        let mut parts = Vec::new();
+        let mut line_of = Vec::new();
+        for t in tables.into_values() {
+            let Ok(lane) = t.lane else { continue };
+            if t.lines.is_empty() {
+                continue;
+            }
+            s.metrics.received(&t.table.to_string(), t.lines.len() as u64, t.rows.len() as u64);
+            parts.push(Part { lane, data: t.rows.into_bytes(), first_line: ((parts.len() as u64) << PART_BITS) + 1, cuts: t.cuts });
+            line_of.push(t.lines);
+        }
+        Ok(Parsed::Done(Body { parts, rejects, line_of, total }))
+    }
+
+    /// Matches lines of measurement `name` (parsed into `set`) to its
+    /// table's lane, made on first use, and appends their rows.
+    async fn match_lines<'a>(
+        &self,
+        tables: &mut BTreeMap<String, TableOut>,
+        name: &str,
+        set: &LineSet<'a>,
+        lines: &[(u64, LineAt<'a>)],
+        rejects: &mut Rejects,
+        big: bool,
+    ) -> Result<(), Response> {
+        let s = self.s;
+        if !tables.contains_key(name) {
+            let out = self.table_out(name, set, lines).await?;
+            tables.insert(name.to_owned(), out);
+        }
+        let TableOut { table, lane, matcher, rows, lines: rows_lines, cuts, wanted } = tables.get_mut(name).expect("just made");
+        let lane = match lane {
+            Ok(l) => l.clone(),
+            Err(reason) => {
+                for (n, _) in lines {
+                    rejects.push(Rejected { line: *n, reason: reason.clone() });
+                }
+                s.metrics.rejected(&table.to_string(), lines.len() as u64);
+                return Ok(());
+            }
+        };
+        let matcher = matcher.get_or_insert_with(|| Matcher::new(&lane.columns, s.config.create_tables));
+        // Room for these lines' rows, if they are like the rows so far (the vector doubles past it).
+        let per_row = if rows_lines.is_empty() { 9 * lane.columns.len() + 16 } else { rows.len() / rows_lines.len() + 1 };
+        rows.reserve(per_row * lines.len());
+        in_turn(s, big, || {
+            for (n, l) in lines {
+                let tags = &set.tags[l.tags.clone()];
+                let fields = &set.fields[l.fields.clone()];
+                if let Err(miss) = matcher.line(*n, tags, fields, table) {
+                    if let Miss::NoColumn { key, tag, .. } = &miss
+                        && s.config.create_tables
+                    {
+                        let want = if *tag {
+                            Wanted::Tag
+                        } else {
+                            fields.iter().find(|(k, _)| k == key).map_or(Wanted::Tag, |(_, v)| Wanted::Field(v.field_type()))
+                        };
+                        if !wanted.iter().any(|(k, _)| k == key) {
+                            wanted.push((key.clone(), want));
+                        }
+                    }
+                    rejects.push(Rejected { line: *n, reason: miss.reason() });
+                    continue;
+                }
+                if rows.len() - cuts.last().map_or(0, |c| c.0) >= CHUNK_BYTES {
+                    cuts.push((rows.len(), rows_lines.len() as u64));
+                }
+                rows.int(l.time_ns);
+                for c in &matcher.cells[1..] {
+                    match *c {
+                        None => rows.null(),
+                        Some(Cell::Tag(i)) => rows.text(&tags[i].1),
+                        Some(Cell::Field(i)) => match &fields[i].1 {
+                            FieldValue::Str(t) => rows.text(t),
+                            FieldValue::Float(f) => rows.float(*f),
+                            FieldValue::Int(i) => rows.int(*i),
+                            FieldValue::UInt(u) => rows.uint(*u),
+                            FieldValue::Bool(b) => rows.bool(*b),
+                        },
+                    }
+                }
+                rows_lines.push(*n);
+            }
+        })
+        .await;
+        Ok(())
+    }
+
+    /// The table of measurement `name` and its lane (or why its lines are refused).
+    async fn table_out(&self, name: &str, set: &LineSet<'_>, lines: &[(u64, LineAt<'_>)]) -> Result<TableOut, Response> {
+        let s = self.s;
+        let table = match self.schema {
+            Some(sc) => QualifiedName::new(sc.to_owned(), name.to_owned()),
+            None => QualifiedName { schema: None, name: name.to_owned() },
+        };
+        let lane = if let Some(reason) = too_long("measurement", name) {
+            Err(reason)
+        } else {
+            // What a new table needs: only with --create-tables.
+            let wanted = if s.config.create_tables { wanted_columns(set, lines) } else { Vec::new() };
+            match super::patiently(self.deadline, || s.lanes.lines(&table, &wanted, self.deadline)).await {
+                Ok(l) => Ok(l),
+                // What is wrong with this measurement rejects its lines; the rest of the request goes on.
+                Err(e) if matches!(e.answer(), Answer::Refuse(_)) => Err(e.to_string()),
+                Err(e) => return Err(super::lane_error(&e)),
+            }
+        };
+        Ok(TableOut { table, lane, matcher: None, rows: ValueRows::default(), lines: Vec::new(), cuts: vec![(0, 0)], wanted: Vec::new() })
+    }
+}
+
+/// The lines of `slice` up to the first that is not UTF-8 text and, when
+/// there is one, why it is rejected and where it ends (after its newline).
+fn text_of(slice: &[u8]) -> (&str, Option<(String, usize)>) {
+    match std::str::from_utf8(slice) {
+        Ok(t) => (t, None),
+        Err(e) => {
+            let good = e.valid_up_to();
+            let line_start = memchr::memrchr(b'\n', &slice[..good]).map_or(0, |i| i + 1);
+            let line_end = memchr::memchr(b'\n', &slice[good..]).map_or(slice.len(), |i| good + i + 1);
+            let text = std::str::from_utf8(&slice[..line_start]).expect("valid up to here");
+            (text, Some((format!("not UTF-8 text (byte {} of the line)", good - line_start + 1), line_end)))
+        }
+    }
+}
 
 /// Runs the CPU-bound part of a large request (`big`) once it has one of
 /// the turns (`Shared::parse_slots`: one fewer than the cores, at least
@@ -196,18 +388,19 @@ async fn in_turn<T>(s: &Shared, big: bool, f: impl FnOnce() -> T) -> T {
 }
 
 /// Every tag and field of a measurement's lines, in order of appearance,
-/// fields with the type they first have (a line that changes it is rejected).
+/// fields with the type they first have (a line that changes it is
+/// rejected), leaving out names PostgreSQL would cut.
 fn wanted_columns(set: &LineSet<'_>, lines: &[(u64, LineAt<'_>)]) -> Vec<(String, Wanted)> {
     let mut out: Vec<(String, Wanted)> = Vec::new();
     let mut seen = rustc_hash::FxHashSet::default();
     for (_, l) in lines {
         for (k, _) in &set.tags[l.tags.clone()] {
-            if seen.insert(k.as_ref()) {
+            if k.len() <= super::matcher::MAX_NAME && seen.insert(k.as_ref()) {
                 out.push((k.to_string(), Wanted::Tag));
             }
         }
         for (k, v) in &set.fields[l.fields.clone()] {
-            if seen.insert(k.as_ref()) {
+            if k.len() <= super::matcher::MAX_NAME && seen.insert(k.as_ref()) {
                 out.push((k.to_string(), Wanted::Field(v.field_type())));
             }
         }
@@ -215,180 +408,20 @@ fn wanted_columns(set: &LineSet<'_>, lines: &[(u64, LineAt<'_>)]) -> Vec<(String
     out
 }
 
-/// Matches lines' tags and fields to a lane's columns. Lines of one request
-/// nearly always name the same keys in the same order: a line whose keys
-/// are the previous line's reuses its column slots instead of looking each
-/// key up again.
-struct Matcher<'c> {
-    columns: &'c [LaneColumn],
-    index: FxHashMap<&'c str, usize>,
-    /// Per column: the field type the request first gave it, and in which line.
-    types: Vec<Option<(FieldType, u64)>>,
-    /// The previous line's keys (tags, then fields) and their columns.
-    keys: Vec<String>,
-    slots: Vec<usize>,
-    /// The line's values per column (the first is the time).
-    cells: Vec<Option<Cell>>,
-}
-
-impl<'c> Matcher<'c> {
-    fn new(columns: &'c [LaneColumn]) -> Self {
-        Matcher {
-            columns,
-            index: columns.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect(),
-            types: vec![None; columns.len()],
-            keys: Vec::new(),
-            slots: Vec::new(),
-            cells: vec![None; columns.len()],
-        }
-    }
-
-    /// Fills `cells` for line `n`, or says why the line cannot be written.
-    fn line(
-        &mut self,
-        n: u64,
-        tags: &[(Cow<'_, str>, Cow<'_, str>)],
-        fields: &[(Cow<'_, str>, FieldValue<'_>)],
-        table: &QualifiedName,
-    ) -> Result<(), String> {
-        let same = self.keys.len() == tags.len() + fields.len()
-            && tags.iter().map(|(k, _)| k).chain(fields.iter().map(|(k, _)| k)).zip(&self.keys).all(|(a, b)| a.as_ref() == b.as_str());
-        if !same {
-            self.keys.clear();
-            self.slots.clear();
-            for (k, what) in tags.iter().map(|(k, _)| (k, "tag")).chain(fields.iter().map(|(k, _)| (k, "field"))) {
-                let slot = self.index.get(k.as_ref()).copied().filter(|&i| self.columns[i].kind != ColKind::Time);
-                // A key with no column: the line is rejected; the next line looks its keys up again.
-                let Some(slot) = slot else { return Err(missing(table, k, what)) };
-                self.keys.push(k.to_string());
-                self.slots.push(slot);
-            }
-        }
-        // A field keeps one type within a request.
-        for (j, (k, v)) in fields.iter().enumerate() {
-            let (slot, t) = (self.slots[tags.len() + j], v.field_type());
-            match self.types[slot] {
-                Some((was, first)) if was != t => {
-                    return Err(format!("field {k:?} is {} here but {} in line {first}", article(t), article(was)));
-                }
-                Some(_) => {}
-                None => self.types[slot] = Some((t, n)),
-            }
-        }
-        self.cells.iter_mut().for_each(|c| *c = None);
-        for (j, _) in tags.iter().enumerate() {
-            self.cells[self.slots[j]] = Some(Cell::Tag(j));
-        }
-        for (j, (k, v)) in fields.iter().enumerate() {
-            let c = &self.columns[self.slots[tags.len() + j]];
-            if !fits(c.kind, v.field_type()) {
-                return Err(format!("field {k:?} is {} but column {:?} of {table} is {}", article(v.field_type()), c.name, c.type_name));
-            }
-            self.cells[self.slots[tags.len() + j]] = Some(Cell::Field(j));
-        }
-        Ok(())
-    }
-}
-
-/// Where a column's value is: the line's tag or field of that index.
-#[derive(Clone, Copy)]
-enum Cell {
-    Tag(usize),
-    Field(usize),
-}
-
-pub(crate) fn too_busy() -> Response {
-    let mut r = super::error(
-        StatusCode::TOO_MANY_REQUESTS,
-        "too many requests",
-        "the memory budget for requests in flight is full (--memory-mb): retry after a second",
-    );
-    r.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
-    r
-}
-
-fn missing(table: &QualifiedName, key: &str, what: &str) -> String {
-    format!(
-        "table {table} has no column {key:?} for {what} {key:?}: add it (ALTER TABLE {} ADD COLUMN …) or run chute serve with --create-tables",
-        table.quoted()
-    )
-}
-
-/// Whether a field of type `t` may go into a column of kind `k`.
-fn fits(k: ColKind, t: FieldType) -> bool {
-    match k {
-        ColKind::Bool => t == FieldType::Bool,
-        ColKind::Integer => matches!(t, FieldType::Int | FieldType::UInt),
-        ColKind::Number => matches!(t, FieldType::Float | FieldType::Int | FieldType::UInt),
-        ColKind::Text => t == FieldType::Str,
-        ColKind::Time => false,
-        ColKind::Other => true,
-    }
-}
-
-fn article(t: FieldType) -> String {
-    match t {
-        FieldType::Int => "an integer".into(),
-        FieldType::UInt => "an unsigned integer".into(),
-        other => format!("a {}", other.name()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use chute_core::parse::lineproto::{LineSet, Precision, parse_lines_into};
-
     use super::*;
 
-    fn col(name: &str, kind: ColKind) -> LaneColumn {
-        LaneColumn { name: name.into(), kind, type_name: format!("{kind:?}") }
-    }
-
-    /// Runs the lines through one matcher: per line, the columns its values went to, or why not.
-    fn matched(columns: &[LaneColumn], body: &str) -> Vec<Result<Vec<Option<String>>, String>> {
-        let mut set = LineSet::default();
-        let mut lines = Vec::new();
-        parse_lines_into(body, Precision::Nanoseconds, 0, &mut set, |n, r| lines.push((n, r.expect("a good line"))));
-        let table = QualifiedName { schema: None, name: "m".into() };
-        let mut m = Matcher::new(columns);
-        lines
-            .iter()
-            .map(|(n, l)| {
-                let (tags, fields) = (&set.tags[l.tags.clone()], &set.fields[l.fields.clone()]);
-                m.line(*n, tags, fields, &table).map(|()| {
-                    m.cells
-                        .iter()
-                        .map(|c| match *c {
-                            None => None,
-                            Some(Cell::Tag(i)) => Some(format!("tag {}", tags[i].0)),
-                            Some(Cell::Field(i)) => Some(format!("field {}", fields[i].0)),
-                        })
-                        .collect()
-                })
-            })
-            .collect()
-    }
-
     #[test]
-    fn lines_with_other_keys_are_matched_again_and_types_stay_per_column() {
-        let columns = [col("time", ColKind::Time), col("host", ColKind::Text), col("a", ColKind::Number), col("b", ColKind::Number)];
-        let got = matched(&columns, "m,host=x a=1 1\nm,host=x b=2 2\nm,host=x a=1i 3\nm,zz=x a=1 4\nm,host=x a=3,b=4 5\nm,host=y a=5 6\n");
-        let some = |v: &[Option<&str>]| Ok(v.iter().map(|s| s.map(str::to_owned)).collect::<Vec<_>>());
-        assert_eq!(got[0], some(&[None, Some("tag host"), Some("field a"), None]));
-        // The same number of keys, another key: not the previous line's slots.
-        assert_eq!(got[1], some(&[None, Some("tag host"), None, Some("field b")]));
-        assert!(got[2].as_ref().unwrap_err().contains("is an integer here but a float in line 1"), "{:?}", got[2]);
-        assert!(got[3].as_ref().unwrap_err().contains("no column \"zz\""), "{:?}", got[3]);
-        assert_eq!(got[4], some(&[None, Some("tag host"), Some("field a"), Some("field b")]));
-        assert_eq!(got[5], some(&[None, Some("tag host"), Some("field a"), None]));
-    }
-
-    #[test]
-    fn a_key_naming_the_time_column_or_a_field_the_column_cannot_hold_is_refused() {
-        let columns = [col("time", ColKind::Time), col("t", ColKind::Time), col("n", ColKind::Integer)];
-        let got = matched(&columns, "m t=1 1\nm n=1.5 2\nm n=2i 3\n");
-        assert!(got[0].as_ref().unwrap_err().contains("no column \"t\""), "{:?}", got[0]);
-        assert!(got[1].as_ref().unwrap_err().contains("is a float but column \"n\""), "{:?}", got[1]);
-        assert!(got[2].is_err(), "n was a float in line 2: {:?}", got[2]);
+    fn a_slice_that_is_not_utf8_rejects_its_line() {
+        assert_eq!(text_of(b"a\nb\n"), ("a\nb\n", None));
+        let (text, bad) = text_of(b"m f=1\nm,t=\xff f=2\nm f=3\n");
+        assert_eq!(text, "m f=1\n");
+        let (reason, end) = bad.unwrap();
+        assert!(reason.contains("byte 5 of the line"), "{reason}");
+        assert_eq!(end, 16, "the bad line and its newline");
+        let (text, bad) = text_of(b"\xc3");
+        assert_eq!(text, "");
+        assert_eq!(bad.unwrap().1, 1);
     }
 }

@@ -13,9 +13,20 @@
 //! the lane start a new run first. A request whose every row is committed is
 //! marked done with its answer, which a retry gets again at once.
 //!
-//! A retry must carry the same body: its rows are matched by position. Keys
-//! and journal entries older than `--idempotency-window` are forgotten
-//! when a lane starts and every ten minutes after.
+//! A key is bound to its request: its record keeps a digest of the
+//! request's target and body (`digest`), and the same key sent with another
+//! request gets 422 and writes nothing (as the IETF draft on the
+//! `Idempotency-Key` header asks), instead of being answered for rows it
+//! never wrote. A retry's rows are matched by position, so a retry must be
+//! the same request. Keys and journal entries older than
+//! `--idempotency-window` are forgotten when a lane starts and every ten
+//! minutes after.
+//!
+//! A TRUNCATE (or VACUUM FULL, CLUSTER) of a leaf changes its storage under
+//! the journal: before each run of a lane the journal's entries are moved
+//! to the leaf's storage as it is now (`repair_journal`). A key recorded
+//! before a TRUNCATE keeps its answer, and its rows are not written again:
+//! the TRUNCATE removed them, as it removes any row.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -25,6 +36,7 @@ use tokio_postgres::Client;
 use chute_core::ident::QualifiedName;
 
 use super::ServeConfig;
+use super::catalog::LaneError;
 
 /// What is known of a key in one lane.
 #[derive(Debug, Clone)]
@@ -36,24 +48,46 @@ pub(crate) enum KeyState {
     Retry { start: u64, owner: String, generation: u64 },
     /// Every row of it is committed: the answer given then.
     Done { status: u16, answer: String },
+    /// The key was used for another request (another target or body).
+    Other,
+}
+
+/// The digest a key is bound to: SHA-256 of what makes a request the same
+/// request (`parts`: its endpoint, target and parameters, its body as
+/// decompressed), each part's length before it.
+pub(crate) fn digest(parts: &[&[u8]]) -> String {
+    let mut d = ring::digest::Context::new(&ring::digest::SHA256);
+    for p in parts {
+        d.update(&(p.len() as u64).to_le_bytes());
+        d.update(p);
+    }
+    d.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The service's connection for keys, made (again) when needed.
 pub(crate) struct Keys {
-    client: tokio::sync::Mutex<Option<Client>>,
+    /// A few connections (statements of concurrent requests are pipelined
+    /// on each, and spread over them: one server process for every keyed
+    /// request was the slowest part of a request under load).
+    clients: Vec<tokio::sync::Mutex<Option<std::sync::Arc<Client>>>>,
+    /// Which connection the next statement takes.
+    next: std::sync::atomic::AtomicUsize,
     /// Keys being handled by a request now (a second one waits).
     busy: Mutex<HashSet<(String, String)>>,
     /// This process, as recorded with its keys.
     pub owner: String,
 }
 
+/// Connections for keys.
+const KEY_CONNECTIONS: usize = 4;
+
 /// A key held by one request at a time: released when dropped.
-pub(crate) struct Held<'a> {
-    keys: &'a Keys,
+pub(crate) struct Held {
+    keys: std::sync::Arc<Keys>,
     id: (String, String),
 }
 
-impl Drop for Held<'_> {
+impl Drop for Held {
     fn drop(&mut self) {
         self.keys.busy.lock().expect("busy keys").remove(&self.id);
     }
@@ -62,42 +96,58 @@ impl Drop for Held<'_> {
 impl Keys {
     pub(crate) fn new() -> Keys {
         let owner = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
-        Keys { client: tokio::sync::Mutex::new(None), busy: Mutex::new(HashSet::new()), owner }
+        Keys {
+            clients: (0..KEY_CONNECTIONS).map(|_| tokio::sync::Mutex::new(None)).collect(),
+            next: Default::default(),
+            busy: Mutex::new(HashSet::new()),
+            owner,
+        }
     }
 
-    /// Waits until no other request of this process handles `key` in `lane`, then holds it.
-    pub(crate) async fn hold(&self, lane: &str, key: &str) -> Held<'_> {
-        let id = (lane.to_owned(), key.to_owned());
+    /// Waits until no other request of this process handles `key`, then holds it.
+    pub(crate) async fn hold(self: &std::sync::Arc<Self>, key: &str) -> Held {
+        let id = (String::new(), key.to_owned());
         loop {
             if self.busy.lock().expect("busy keys").insert(id.clone()) {
-                return Held { keys: self, id };
+                return Held { keys: self.clone(), id };
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
 
+    /// Runs `f` on the service's connection for keys, made (again) when
+    /// there is none or it closed. Requests share it without waiting for
+    /// each other: their statements are pipelined on it.
     async fn with_client<T>(
         &self,
         config: &ServeConfig,
         f: impl AsyncFnOnce(&Client) -> Result<T, tokio_postgres::Error>,
-    ) -> Result<T, String> {
-        let mut c = self.client.lock().await;
-        if c.as_ref().is_none_or(Client::is_closed) {
-            let client = config.target.connect().await.map_err(|e| e.to_string())?;
-            // The schema's bootstrap makes chute.serve_requests (versions 5 and 6).
-            crate::schema::ensure(&client).await.map_err(|e| e.to_string())?;
-            *c = Some(client);
-        }
-        let client = c.as_ref().expect("connected");
-        f(client).await.map_err(|e| {
-            let text = crate::error::SqlError::new("recording an idempotency key", e).to_string();
-            *c = None;
-            text
-        })
+    ) -> Result<T, LaneError> {
+        let client = {
+            let at = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.clients.len();
+            let mut c = self.clients[at].lock().await;
+            if c.as_ref().is_none_or(|c| c.is_closed()) {
+                let client = config.target.connect().await?;
+                // The schema's bootstrap makes chute.serve_requests (versions 5 to 8).
+                crate::schema::ensure(&client).await?;
+                // A key's record is written before its rows are sent, so the commit of
+                // any of its rows (synchronous, in the lanes) makes the WAL durable past
+                // it; a record lost with the rest of an unflushed tail only makes a
+                // retry send the request again, which the journal keeps exactly once.
+                // Not waiting for a flush per record takes the disk off every request.
+                client
+                    .batch_execute("SET synchronous_commit = off")
+                    .await
+                    .map_err(super::catalog::sql_error("setting up the keys' connection".into()))?;
+                *c = Some(std::sync::Arc::new(client));
+            }
+            c.as_ref().expect("connected").clone()
+        };
+        f(&client).await.map_err(super::catalog::sql_error("recording an idempotency key".into()))
     }
 
     /// A fresh block of offsets for a lane's run: 2^40 of them, never used before.
-    pub(crate) async fn offset_block(&self, config: &ServeConfig) -> Result<u64, String> {
+    pub(crate) async fn offset_block(&self, config: &ServeConfig) -> Result<u64, LaneError> {
         self.with_client(config, async |c| {
             let v: i64 = c.query_one("SELECT nextval('chute.serve_offsets')", &[]).await?.get(0);
             Ok((v as u64) << 40)
@@ -106,42 +156,67 @@ impl Keys {
     }
 
     /// The state of `key` in the lane `id` of `table`; a new key gets `start` (and the range
-    /// of `len` offsets from it) recorded, with the oid `table` has now. A
-    /// key recorded for a table of that name that was dropped since is
-    /// forgotten first: its rows went with that table, so the request is
-    /// new to this one (as the journal forgets a dropped table's entries).
+    /// of `len` offsets from it) recorded, with the oid `table` has now and
+    /// the request's `digest`. A key recorded (in any lane, for a table that
+    /// is still there) with another digest is `Other`, and nothing is
+    /// recorded. A key recorded for a table of that name that was dropped
+    /// since is forgotten first: its rows went with that table, so the
+    /// request is new to this one (as the journal forgets a dropped table's
+    /// entries). A new key takes one statement.
     pub(crate) async fn lookup(
         &self,
         config: &ServeConfig,
         (id, table, generation): (&str, &QualifiedName, u64),
-        key: &str,
+        (key, digest): (&str, &str),
         start: u64,
         len: u64,
-    ) -> Result<KeyState, String> {
+    ) -> Result<KeyState, LaneError> {
         let owner = self.owner.clone();
         let (table, generation) = (table.quoted(), generation as i64);
         self.with_client(config, async |c| {
-            c.execute(
-                "DELETE FROM chute.serve_requests WHERE lane = $1 AND key = $2 AND rel IS DISTINCT FROM to_regclass($3)::oid",
-                &[&id, &key, &table],
-            )
-            .await?;
-            let inserted = c
-                .execute(
-                    "INSERT INTO chute.serve_requests (lane, key, start_offset, end_offset, owner, generation, rel)
-                     VALUES ($1, $2, $3, $4, $5, $6, to_regclass($7)::oid) ON CONFLICT (lane, key) DO NOTHING",
-                    &[&id, &key, &(start as i64), &((start + len) as i64), &owner, &generation, &table],
-                )
-                .await?;
-            if inserted == 1 {
-                return Ok(KeyState::New);
-            }
+            // Another request's record, a dropped table's record gone, and the new one made: one statement.
             let r = c
                 .query_one(
-                    "SELECT start_offset, owner, generation, status, answer FROM chute.serve_requests WHERE lane = $1 AND key = $2",
-                    &[&id, &key],
+                    "WITH other AS (SELECT 1 FROM chute.serve_requests r JOIN pg_class t ON t.oid = r.rel
+                                    WHERE r.key = $2 AND r.digest <> $8 LIMIT 1),
+                          gone AS (DELETE FROM chute.serve_requests WHERE lane = $1 AND key = $2
+                                   AND rel IS DISTINCT FROM to_regclass($7)::oid AND NOT EXISTS (SELECT 1 FROM other) RETURNING 1),
+                          made AS (INSERT INTO chute.serve_requests (lane, key, start_offset, end_offset, owner, generation, rel, digest)
+                                   SELECT $1, $2, $3, $4, $5, $6, to_regclass($7)::oid, $8
+                                   WHERE NOT EXISTS (SELECT 1 FROM other) AND NOT EXISTS (SELECT 1 FROM chute.serve_requests
+                                       WHERE lane = $1 AND key = $2 AND rel IS NOT DISTINCT FROM to_regclass($7)::oid)
+                                   ON CONFLICT (lane, key) DO NOTHING RETURNING 1)
+                     SELECT EXISTS (SELECT 1 FROM other), EXISTS (SELECT 1 FROM made)",
+                    &[&id, &key, &(start as i64), &((start + len) as i64), &owner, &generation, &table, &digest],
                 )
                 .await?;
+            if r.get::<_, bool>(0) {
+                return Ok(KeyState::Other);
+            }
+            if r.get::<_, bool>(1) {
+                return Ok(KeyState::New);
+            }
+            // A key of schema version 6 has no digest: it is bound to this request now.
+            let found = c
+                .query_opt(
+                    "UPDATE chute.serve_requests SET digest = coalesce(digest, $3) WHERE lane = $1 AND key = $2
+                     RETURNING start_offset, owner, generation, status, answer, digest = $3",
+                    &[&id, &key, &digest],
+                )
+                .await?;
+            let Some(r) = found else {
+                // The statement above removed a record of a dropped table, and the new one met it: made now.
+                c.execute(
+                    "INSERT INTO chute.serve_requests (lane, key, start_offset, end_offset, owner, generation, rel, digest)
+                     VALUES ($1, $2, $3, $4, $5, $6, to_regclass($7)::oid, $8)",
+                    &[&id, &key, &(start as i64), &((start + len) as i64), &owner, &generation, &table, &digest],
+                )
+                .await?;
+                return Ok(KeyState::New);
+            };
+            if !r.get::<_, bool>(5) {
+                return Ok(KeyState::Other);
+            }
             Ok(match (r.get::<_, Option<i32>>(3), r.get::<_, Option<String>>(4)) {
                 (Some(status), Some(answer)) => KeyState::Done { status: status as u16, answer },
                 _ => KeyState::Retry { start: r.get::<_, i64>(0) as u64, owner: r.get(1), generation: r.get::<_, i64>(2) as u64 },
@@ -150,10 +225,54 @@ impl Keys {
         .await
     }
 
+    /// Forgets the records of `key` made by a request that was then refused.
+    pub(crate) async fn forget(&self, config: &ServeConfig, lanes: &[String], key: &str) -> Result<(), LaneError> {
+        self.with_client(config, async |c| {
+            c.execute("DELETE FROM chute.serve_requests WHERE lane = ANY($1) AND key = $2 AND status IS NULL", &[&lanes, &key]).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Brings the journal of `lane` up to date with its leaves' storage: a
+    /// leaf truncated or rewritten since its entries were written keeps
+    /// them (TRUNCATE removed their rows on purpose; VACUUM FULL and
+    /// CLUSTER kept them), as the entries of its storage now; entries of a
+    /// partitioned parent (rows sent through it) that holds no row any more
+    /// are forgotten. Without this a lane would refuse to start, as
+    /// `chute load` does for a file.
+    pub(crate) async fn repair_journal(&self, config: &ServeConfig, lane: &str) -> Result<(), LaneError> {
+        self.with_client(config, async |c| {
+            c.execute(
+                "UPDATE chute.load_journal j SET relfilenode = c.relfilenode FROM pg_class c
+                 WHERE j.load_id = $1 AND c.oid = j.rel AND c.relkind <> 'p' AND j.relfilenode IS DISTINCT FROM c.relfilenode",
+                &[&lane],
+            )
+            .await?;
+            let parents = c
+                .query(
+                    "SELECT DISTINCT j.rel::regclass::text FROM chute.load_journal j JOIN pg_class c ON c.oid = j.rel
+                     WHERE j.load_id = $1 AND c.relkind = 'p'",
+                    &[&lane],
+                )
+                .await?;
+            for p in parents {
+                let name: String = p.get(0);
+                // (`name` is the server's own quoting of the oid.) A role that may not read it keeps the entries.
+                let Ok(row) = c.query_one(&format!("SELECT EXISTS (SELECT 1 FROM {name})"), &[]).await else { continue };
+                if !row.get::<_, bool>(0) {
+                    c.execute("DELETE FROM chute.load_journal WHERE load_id = $1 AND rel = $2::regclass", &[&lane, &name]).await?;
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
     /// Forgets what the lane's journal and keys hold from before `window`:
     /// a key is exactly once within it (offsets are never reused, so a
     /// forgotten range can never make a new row look committed).
-    pub(crate) async fn prune(&self, config: &ServeConfig, lane: &str, window: std::time::Duration) -> Result<u64, String> {
+    pub(crate) async fn prune(&self, config: &ServeConfig, lane: &str, window: std::time::Duration) -> Result<u64, LaneError> {
         let secs = window.as_secs_f64();
         self.with_client(config, async |c| {
             let journal = c
@@ -174,7 +293,7 @@ impl Keys {
     }
 
     /// A new attempt of a key in this process, in the lane's run `generation`.
-    pub(crate) async fn attempt(&self, config: &ServeConfig, lane: &str, key: &str, generation: u64) -> Result<(), String> {
+    pub(crate) async fn attempt(&self, config: &ServeConfig, lane: &str, key: &str, generation: u64) -> Result<(), LaneError> {
         let owner = self.owner.clone();
         self.with_client(config, async |c| {
             c.execute(
@@ -188,7 +307,7 @@ impl Keys {
     }
 
     /// Every row of the key's request is committed (or rejected for good): its answer.
-    pub(crate) async fn done(&self, config: &ServeConfig, lane: &str, key: &str, status: u16, answer: &str) -> Result<(), String> {
+    pub(crate) async fn done(&self, config: &ServeConfig, lane: &str, key: &str, status: u16, answer: &str) -> Result<(), LaneError> {
         self.with_client(config, async |c| {
             c.execute(
                 "UPDATE chute.serve_requests SET status = $3, answer = $4 WHERE lane = $1 AND key = $2",

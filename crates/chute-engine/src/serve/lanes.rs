@@ -1,9 +1,24 @@
 //! A lane is one long-running load per table (and input shape) that every
-//! request for that table feeds: a request's rows become a chunk on the
+//! request for that table feeds: a request's rows become chunks on the
 //! lane's feed, so rows of many requests share the lane's COPY batches per
-//! leaf, flushed when full or after `--max-delay`. A lane whose load fails
-//! (the server stayed away longer than `--retry-for`) is started again; the
-//! requests it held are answered 503.
+//! leaf, flushed when full or after `--max-delay`. Every lane's load takes
+//! its memory from one budget the lanes share (see `memory`).
+//!
+//! A lane is made on first use, after `guard` has admitted its table and,
+//! for CSV and JSON Lines, after the columns the request names are found
+//! in it (a request naming a column the table lacks gets 400 at once; its
+//! lane is never started). Making lanes and changing a table
+//! (`--create-tables`) are serialised per table by the table's `Gate`, not
+//! under the lock of every lane: requests for other tables go on meanwhile.
+//! Requests that need new columns of the same table at the same time leave
+//! them with the gate, and one `ALTER TABLE` adds them all.
+//!
+//! A lane whose load fails is closed (its requests are answered 503 with
+//! the reason) and the next request makes it again, reading the table
+//! afresh; only a server that stayed away longer than `--retry-for` makes a
+//! lane start its load again by itself. Before each start the lane's
+//! journal is brought up to date with a TRUNCATE or VACUUM FULL of its
+//! leaves (`keys::repair_journal`), so that neither stops it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,8 +33,9 @@ use super::ServeConfig;
 use super::catalog::{LaneColumn, LaneError, read_columns};
 use super::create::Wanted;
 use super::metrics::Metrics;
+use crate::load::budget::Budget;
 use crate::load::model::Chunk;
-use crate::load::{Feed, InputFormat, LoadProgress, LoadSpec, LoadStats};
+use crate::load::{Feed, InputFormat, LoadInput, LoadProgress, LoadSpec, LoadStats};
 
 /// The shape of the rows a lane takes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -39,6 +55,8 @@ pub(crate) enum TableFormat {
 pub(crate) struct Lane {
     /// The lane's load id in the journal (see `keys`).
     pub id: String,
+    /// Tells this lane from the one that replaced it.
+    serial: u64,
     /// The table it loads.
     pub table: QualifiedName,
     /// Line protocol lanes: the columns rows are written in (time first).
@@ -53,7 +71,9 @@ pub(crate) struct Lane {
     /// its number is set.
     generation: Arc<AtomicU64>,
     /// Stops the current run (the lane starts the next one).
-    cancel: Arc<std::sync::Mutex<Arc<AtomicBool>>>,
+    cancel: RunCancel,
+    /// Why the lane's load failed, for the requests it held.
+    failure: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Lane {
@@ -62,7 +82,7 @@ impl Lane {
         self.tx.send_async(chunk).await.map_err(|_| ())
     }
 
-    /// A fresh range of `len` virtual bytes for a chunk.
+    /// A fresh range of `len` virtual bytes for a request's rows.
     pub(crate) fn offsets(&self, len: u64) -> (u64, u64) {
         let start = self.next_offset.fetch_add(len.max(1), Ordering::Relaxed);
         (start, start + len.max(1))
@@ -70,6 +90,11 @@ impl Lane {
 
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Why the lane's load failed, if it did.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure.lock().expect("lane failure").clone()
     }
 
     /// Ends the current run of the lane's load (what is in flight is
@@ -80,7 +105,7 @@ impl Lane {
         self.cancel.lock().expect("lane cancel").store(true, Ordering::SeqCst);
         let began = std::time::Instant::now();
         while self.generation() == before {
-            if began.elapsed() > wait {
+            if began.elapsed() > wait || self.tx.is_disconnected() {
                 return false;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -89,181 +114,195 @@ impl Lane {
     }
 }
 
+type LaneMap = HashMap<(QualifiedName, Shape), Arc<Lane>>;
+/// Stops a lane's current run (see `Lane::cancel`).
+type RunCancel = Arc<std::sync::Mutex<Arc<AtomicBool>>>;
+
+/// Where the requests of one table meet to make its lanes and change it.
+#[derive(Default)]
+struct Gate {
+    lock: Mutex<()>,
+    /// Columns requests wait for, added together by the next `ALTER TABLE`.
+    pending: std::sync::Mutex<Vec<(String, Wanted)>>,
+}
+
 /// Every lane, by table and shape; made on first use.
 pub(crate) struct Lanes {
     config: Arc<ServeConfig>,
     metrics: Arc<Metrics>,
-    lanes: Mutex<HashMap<(QualifiedName, Shape), Arc<Lane>>>,
-    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    lanes: Arc<Mutex<LaneMap>>,
+    gates: std::sync::Mutex<HashMap<QualifiedName, Arc<Gate>>>,
+    /// Table changes running at once, all tables together (each takes a connection).
+    ddl_slots: tokio::sync::Semaphore,
+    tasks: std::sync::Mutex<Vec<(tokio::task::JoinHandle<()>, RunCancel)>>,
+    next_serial: AtomicU64,
+    /// The memory every lane's load shares.
+    budget: Arc<Budget>,
     pub stopping: Arc<AtomicBool>,
     pub keys: Arc<super::keys::Keys>,
 }
 
 impl Lanes {
-    pub(crate) fn new(config: Arc<ServeConfig>, metrics: Arc<Metrics>) -> Lanes {
+    pub(crate) fn new(config: Arc<ServeConfig>, metrics: Arc<Metrics>, lane_memory: usize) -> Lanes {
         Lanes {
             config,
             metrics,
-            lanes: Mutex::new(HashMap::new()),
+            lanes: Arc::new(Mutex::new(HashMap::new())),
+            gates: std::sync::Mutex::new(HashMap::new()),
+            ddl_slots: tokio::sync::Semaphore::new(2),
             tasks: std::sync::Mutex::new(Vec::new()),
+            next_serial: AtomicU64::new(0),
+            budget: Arc::new(Budget::new(lane_memory)),
             stopping: Arc::new(AtomicBool::new(false)),
             keys: Arc::new(super::keys::Keys::new()),
         }
     }
 
-    /// The lane of `table` for rows of `shape`, made (and its load started) on first use.
+    fn gate(&self, table: &QualifiedName) -> Arc<Gate> {
+        self.gates.lock().expect("lane gates").entry(table.clone()).or_default().clone()
+    }
+
+    async fn existing(&self, table: &QualifiedName, shape: &Shape) -> Option<Arc<Lane>> {
+        self.lanes.lock().await.get(&(table.clone(), shape.clone())).cloned()
+    }
+
+    /// The lane of `table` for CSV or JSON Lines rows of `shape`, made (and
+    /// its load started) on first use, once the table is admitted and has
+    /// every column the shape names.
     pub(crate) async fn get(&self, table: &QualifiedName, shape: &Shape) -> Result<Arc<Lane>, LaneError> {
-        let key = (table.clone(), shape.clone());
-        let mut lanes = self.lanes.lock().await;
-        if let Some(l) = lanes.get(&key) {
-            return Ok(l.clone());
+        if let Some(l) = self.existing(table, shape).await {
+            return Ok(l);
         }
-        let columns = match shape {
-            Shape::Lines => read_columns(&self.config, table).await?,
-            // The load reads the columns itself; the table must exist.
-            Shape::Table { .. } => match read_columns(&self.config, table).await {
-                Ok(_) | Err(LaneError::NoTime { .. }) => Vec::new(),
-                Err(e) => return Err(e),
-            },
-        };
-        let lane = self.start(table, shape, columns).await?;
-        lanes.insert(key, lane.clone());
-        Ok(lane)
+        let gate = self.gate(table);
+        let _turn = gate.lock.lock().await;
+        if let Some(l) = self.existing(table, shape).await {
+            return Ok(l);
+        }
+        let client = super::catalog::connect(&self.config).await?;
+        if !super::guard::check(&client, table, &self.config.allow_tables).await? {
+            return Err(LaneError::NoTable(table.to_string()));
+        }
+        if let Shape::Table { columns: Some(named), .. } = shape {
+            let have = super::catalog::column_names(&client, table).await?;
+            if let Some(missing) = named.iter().find(|c| !have.contains(c)) {
+                return Err(LaneError::NoColumn(format!(
+                    "table {table} has no column {missing:?} (it has {}): name only its columns (header=true or columns=…)",
+                    have.join(", ")
+                )));
+            }
+        }
+        drop(client);
+        self.start(table, shape, Vec::new()).await
     }
 
     /// The line-protocol lane of `table`, whose columns include `wanted`;
     /// with `--create-tables` the table or the columns are made first (and
-    /// the lane replaced by one that writes the new columns).
-    pub(crate) async fn lines(&self, table: &QualifiedName, wanted: &[(String, Wanted)]) -> Result<Arc<Lane>, LaneError> {
-        let key = (table.clone(), Shape::Lines);
-        let mut lanes = self.lanes.lock().await;
-        let existing = lanes.get(&key).cloned();
-        let lane = match existing {
-            Some(l) => l,
-            None => {
-                let columns = match read_columns(&self.config, table).await {
-                    Err(LaneError::NoTable(_)) if self.config.create_tables => {
-                        super::create::create_table(&self.config, table, wanted).await?;
-                        read_columns(&self.config, table).await?
-                    }
-                    other => other?,
-                };
-                let lane = self.start(table, &Shape::Lines, columns).await?;
-                lanes.insert(key.clone(), lane.clone());
-                lane
-            }
+    /// the lane replaced by one that writes the new columns). Waits for the
+    /// table's gate until `deadline`.
+    pub(crate) async fn lines(
+        &self,
+        table: &QualifiedName,
+        wanted: &[(String, Wanted)],
+        deadline: tokio::time::Instant,
+    ) -> Result<Arc<Lane>, LaneError> {
+        let covers = |l: &Lane| !self.config.create_tables || wanted.iter().all(|(n, _)| l.columns.iter().any(|c| &c.name == n));
+        if let Some(l) = self.existing(table, &Shape::Lines).await
+            && covers(&l)
+        {
+            return Ok(l);
+        }
+        let gate = self.gate(table);
+        gate.pending.lock().expect("pending columns").extend(wanted.iter().cloned());
+        let Ok(_turn) = tokio::time::timeout_at(deadline, gate.lock.lock()).await else {
+            return Err(LaneError::Unreachable(format!("the columns of {table} are still being changed: retry")));
         };
-        if !self.config.create_tables {
-            return Ok(lane);
+        let existing = self.existing(table, &Shape::Lines).await;
+        if let Some(l) = &existing
+            && covers(l)
+        {
+            return Ok(l.clone());
         }
-        let missing: Vec<(String, Wanted)> =
-            wanted.iter().filter(|(name, _)| name != "time" && !lane.columns.iter().any(|c| &c.name == name)).cloned().collect();
-        if missing.is_empty() {
-            return Ok(lane);
+        // Every column waiting requests asked for, in one statement.
+        let mut asked: Vec<(String, Wanted)> = std::mem::take(&mut *gate.pending.lock().expect("pending columns"));
+        asked.extend(wanted.iter().cloned());
+        let _slot = self.ddl_slots.acquire().await.map_err(|_| LaneError::Unreachable("the service is stopping".into()))?;
+        let client = super::catalog::connect(&self.config).await?;
+        let admitted = super::guard::check(&client, table, &self.config.allow_tables).await?;
+        let mut columns = match admitted {
+            true => read_columns(&client, table).await?,
+            false if self.config.create_tables => {
+                super::guard::creation_schema(&client, table).await?;
+                super::create::create_table(&self.config, table, &dedup(asked.clone())).await?;
+                read_columns(&client, table).await?
+            }
+            false => return Err(LaneError::NoTable(table.to_string())),
+        };
+        if self.config.create_tables {
+            let missing: Vec<(String, Wanted)> =
+                dedup(asked).into_iter().filter(|(name, _)| name != "time" && !columns.iter().any(|c| &c.name == name)).collect();
+            if !missing.is_empty() {
+                super::create::add_columns(&client, &self.config, table, &missing, deadline).await?;
+                columns = read_columns(&client, table).await?;
+            } else if let Some(l) = existing
+                && l.columns.len() == columns.len()
+            {
+                // Another process added them (or the lane is as good as it gets).
+                return Ok(l);
+            }
         }
-        super::create::add_columns(&self.config, table, &missing).await?;
+        drop(client);
         // The old lane finishes what it holds; new rows go to one that writes the new columns.
-        let columns = read_columns(&self.config, table).await?;
-        let lane = self.start(table, &Shape::Lines, columns).await?;
-        lanes.insert(key, lane.clone());
-        Ok(lane)
+        self.start(table, &Shape::Lines, columns).await
     }
 
     async fn start(&self, table: &QualifiedName, shape: &Shape, columns: Vec<LaneColumn>) -> Result<Arc<Lane>, LaneError> {
         let c = &self.config;
-        let base = self.keys.offset_block(c).await.map_err(LaneError::Unreachable)?;
+        let base = self.keys.offset_block(c).await?;
         let id = match shape {
             Shape::Lines => format!("serve {table}"),
             other => format!("serve {table} {:x}", crate::load::journal::stable_hash(&[&format!("{other:?}")])),
         };
         // What is older than the idempotency window is forgotten: the lane reads less when it starts.
-        self.keys.prune(c, &id, c.idempotency_window).await.map_err(LaneError::Unreachable)?;
+        self.keys.prune(c, &id, c.idempotency_window).await?;
         let (tx, feed) = Feed::bounded(c.queue_depth);
-        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), Vec::new());
-        spec.feed = Some(feed.clone());
-        // Journaled: a keyed request's retry skips what its earlier attempts committed.
-        spec.load_id = Some(id.clone());
-        spec.wait = true;
-        spec.workers = c.workers;
-        spec.parse_threads = c.parse_threads;
-        spec.batch_bytes = c.batch_bytes;
-        spec.batch_rows = c.batch_rows;
-        spec.memory_budget = c.lane_memory;
-        spec.flush_every = Some(c.max_delay);
-        spec.flush_when_idle = true;
-        spec.retry_for = c.retry_for;
-        spec.no_create_partitions = c.no_create_partitions;
-        match shape {
-            Shape::Lines => {
-                spec.format = InputFormat::Values;
-                spec.columns = Some(columns.iter().map(|c| c.name.clone()).collect());
-                spec.epoch = Some(EpochUnit::Nanos);
-            }
-            Shape::Table { format, columns, delimiter, null, epoch } => {
-                spec.format = match format {
-                    TableFormat::Csv => InputFormat::Csv,
-                    TableFormat::Jsonl => InputFormat::Jsonl,
-                };
-                spec.columns = columns.clone();
-                spec.delimiter = *delimiter;
-                spec.null = null.clone();
-                spec.epoch = epoch.map(|e| match e {
-                    's' => EpochUnit::Seconds,
-                    'm' => EpochUnit::Millis,
-                    'u' => EpochUnit::Micros,
-                    _ => EpochUnit::Nanos,
-                });
-            }
-        }
-        let up = Arc::new(AtomicBool::new(false));
-        let generation = Arc::new(AtomicU64::new(0));
-        let cancel = Arc::new(std::sync::Mutex::new(Arc::new(AtomicBool::new(false))));
+        let spec = self.spec(table, shape, &columns, &id, feed.clone());
+        let serial = self.next_serial.fetch_add(1, Ordering::Relaxed);
         let lane = Arc::new(Lane {
             id,
+            serial,
             table: table.clone(),
             columns,
             tx,
             next_offset: AtomicU64::new(base),
-            up: up.clone(),
-            generation: generation.clone(),
-            cancel: cancel.clone(),
+            up: Arc::new(AtomicBool::new(false)),
+            generation: Arc::new(AtomicU64::new(0)),
+            cancel: Arc::new(std::sync::Mutex::new(Arc::new(AtomicBool::new(false)))),
+            failure: Arc::default(),
         });
-        let (metrics, stopping, name) = (self.metrics.clone(), self.stopping.clone(), table.to_string());
-        let task = tokio::spawn(async move {
-            loop {
-                let mut progress = LaneProgress {
-                    table: name.clone(),
-                    metrics: metrics.clone(),
-                    last: LoadStats::default(),
-                    up: up.clone(),
-                    feed: feed.clone(),
-                };
-                up.store(true, Ordering::Relaxed);
-                let stop = Arc::new(AtomicBool::new(false));
-                *cancel.lock().expect("lane cancel") = stop.clone();
-                let mut spec = spec.clone();
-                spec.cancel = stop.clone();
-                generation.fetch_add(1, Ordering::SeqCst);
-                let result = crate::load::run(spec, &mut progress).await;
-                up.store(false, Ordering::Relaxed);
-                if let Err(e) = &result {
-                    metrics.lane_failed(&name);
-                    eprintln!("chute serve: the load into {name} failed: {e}; starting it again");
-                }
-                // Every sender is gone (the lane was replaced or the service stops).
-                if feed.0.is_disconnected() && feed.0.is_empty() {
-                    return;
-                }
-                if stopping.load(Ordering::Relaxed) && result.is_ok() {
-                    return;
-                }
-                // Asked to start again (see `Lane::restart`): at once.
-                if !stop.load(Ordering::SeqCst) {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-            }
-        });
-        self.tasks.lock().expect("lane tasks").push(task);
+        let run = LaneRun {
+            name: table.to_string(),
+            key: (table.clone(), shape.clone()),
+            serial,
+            id: lane.id.clone(),
+            config: self.config.clone(),
+            metrics: self.metrics.clone(),
+            stopping: self.stopping.clone(),
+            keys: self.keys.clone(),
+            lanes: self.lanes.clone(),
+            up: lane.up.clone(),
+            generation: lane.generation.clone(),
+            cancel: lane.cancel.clone(),
+            failure: lane.failure.clone(),
+            feed,
+        };
+        let cancel = lane.cancel.clone();
+        let task = tokio::spawn(run.run(spec));
+        {
+            let mut tasks = self.tasks.lock().expect("lane tasks");
+            tasks.retain(|(t, _)| !t.is_finished());
+            tasks.push((task, cancel));
+        }
+        self.lanes.lock().await.insert((table.clone(), shape.clone()), lane.clone());
         // Every ten minutes, while the lane is in use.
         let (keys, config, weak, id) = (self.keys.clone(), self.config.clone(), Arc::downgrade(&lane), lane.id.clone());
         tokio::spawn(async move {
@@ -280,13 +319,61 @@ impl Lanes {
         Ok(lane)
     }
 
-    /// Closes every lane and waits for their loads to commit what they hold.
-    pub(crate) async fn close(&self) {
+    /// The load of a lane.
+    fn spec(&self, table: &QualifiedName, shape: &Shape, columns: &[LaneColumn], id: &str, feed: Feed) -> LoadSpec {
+        let c = &self.config;
+        let format = match shape {
+            Shape::Lines => InputFormat::Values,
+            Shape::Table { format: TableFormat::Csv, .. } => InputFormat::Csv,
+            Shape::Table { format: TableFormat::Jsonl, .. } => InputFormat::Jsonl,
+        };
+        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), LoadInput::Feed { feed, format });
+        // Journaled: a keyed request's retry skips what its earlier attempts committed.
+        spec.load_id = Some(id.to_owned());
+        spec.wait = true;
+        spec.workers = c.workers;
+        spec.parse_threads = c.parse_threads;
+        spec.batch_bytes = c.batch_bytes;
+        spec.batch_rows = c.batch_rows;
+        spec.memory_budget = self.budget.limit;
+        spec.shared_budget = Some(self.budget.clone());
+        spec.flush_every = Some(c.max_delay);
+        spec.flush_when_idle = true;
+        spec.retry_for = c.retry_for;
+        spec.no_create_partitions = c.no_create_partitions;
+        match shape {
+            Shape::Lines => {
+                spec.columns = Some(columns.iter().map(|c| c.name.clone()).collect());
+                spec.epoch = Some(EpochUnit::Nanos);
+            }
+            Shape::Table { columns, delimiter, null, epoch, .. } => {
+                spec.columns = columns.clone();
+                spec.delimiter = *delimiter;
+                spec.null = null.clone();
+                spec.epoch = epoch.map(|e| match e {
+                    's' => EpochUnit::Seconds,
+                    'm' => EpochUnit::Millis,
+                    'u' => EpochUnit::Micros,
+                    _ => EpochUnit::Nanos,
+                });
+            }
+        }
+        spec
+    }
+
+    /// Closes every lane and waits until `deadline` for their loads to
+    /// commit what they hold; a load still running then is stopped (what it
+    /// holds was answered 503 or is dropped unanswered with the process).
+    pub(crate) async fn close(&self, deadline: tokio::time::Instant) {
         self.stopping.store(true, Ordering::Relaxed);
         self.lanes.lock().await.clear();
         let tasks = std::mem::take(&mut *self.tasks.lock().expect("lane tasks"));
-        for t in tasks {
-            let _ = t.await;
+        for (t, cancel) in tasks {
+            let abort = t.abort_handle();
+            if tokio::time::timeout_at(deadline, t).await.is_err() {
+                cancel.lock().expect("lane cancel").store(true, Ordering::SeqCst);
+                abort.abort();
+            }
         }
     }
 
@@ -296,18 +383,95 @@ impl Lanes {
     }
 }
 
+/// Columns asked for twice (by several requests): the first asking decides the type.
+fn dedup(columns: Vec<(String, Wanted)>) -> Vec<(String, Wanted)> {
+    let mut seen = std::collections::HashSet::new();
+    columns.into_iter().filter(|(n, _)| seen.insert(n.clone())).collect()
+}
+
+/// What runs a lane's load, and starts it again while the server stays away.
+struct LaneRun {
+    name: String,
+    key: (QualifiedName, Shape),
+    serial: u64,
+    id: String,
+    config: Arc<ServeConfig>,
+    metrics: Arc<Metrics>,
+    stopping: Arc<AtomicBool>,
+    keys: Arc<super::keys::Keys>,
+    lanes: Arc<Mutex<LaneMap>>,
+    up: Arc<AtomicBool>,
+    generation: Arc<AtomicU64>,
+    cancel: RunCancel,
+    failure: Arc<std::sync::Mutex<Option<String>>>,
+    feed: Feed,
+}
+
+impl LaneRun {
+    async fn run(self, spec: LoadSpec) {
+        // Pauses between runs after the server went away; never gives up (the
+        // service runs until stopped), and starts over after a run that worked.
+        let backoff = || crate::retry::Backoff::new(Duration::from_millis(500), Duration::from_secs(5), Duration::MAX);
+        let mut pauses = backoff();
+        loop {
+            let mut progress = LaneProgress {
+                table: self.name.clone(),
+                metrics: self.metrics.clone(),
+                last: LoadStats::default(),
+                feed: self.feed.clone(),
+            };
+            let stop = Arc::new(AtomicBool::new(false));
+            *self.cancel.lock().expect("lane cancel") = stop.clone();
+            let mut spec = spec.clone();
+            spec.cancel = stop.clone();
+            // A TRUNCATE or VACUUM FULL of a leaf since the journal was written does not stop the lane.
+            if let Err(e) = self.keys.repair_journal(&self.config, &self.id).await {
+                eprintln!("chute serve: {}: cannot bring the journal up to date: {e}", self.name);
+            }
+            self.generation.fetch_add(1, Ordering::SeqCst);
+            self.up.store(true, Ordering::Relaxed);
+            let result = crate::load::run(spec, &mut progress).await;
+            self.up.store(false, Ordering::Relaxed);
+            match &result {
+                Ok(_) if self.stopping.load(Ordering::Relaxed) => return,
+                // Every sender is gone (the lane was replaced or the service stops).
+                _ if self.feed.0.is_disconnected() && self.feed.0.is_empty() => return,
+                // Asked to start again (see `Lane::restart`): at once.
+                Ok(_) if stop.load(Ordering::SeqCst) => continue,
+                Ok(_) => pauses = backoff(),
+                Err(e) if crate::retry::Lost::connection_lost(e) && !self.stopping.load(Ordering::Relaxed) => {
+                    self.metrics.lane_failed(&self.name);
+                    eprintln!("chute serve: the load into {} failed: {e}; starting it again", self.name);
+                }
+                Err(e) => {
+                    // Not the server gone: closed, and made again (reading the table afresh) by the next request.
+                    self.metrics.lane_failed(&self.name);
+                    eprintln!("chute serve: the load into {} failed: {e}; the next request starts it again", self.name);
+                    *self.failure.lock().expect("lane failure") = Some(e.to_string());
+                    let mut lanes = self.lanes.lock().await;
+                    if lanes.get(&self.key).is_some_and(|l| l.serial == self.serial) {
+                        lanes.remove(&self.key);
+                    }
+                    // The chunks still queued are dropped: their requests are answered 503 (see `submit`).
+                    while self.feed.0.try_recv().is_ok() {}
+                    return;
+                }
+            }
+            pauses.wait().await;
+        }
+    }
+}
+
 /// Turns a lane's load progress into metrics and log lines.
 struct LaneProgress {
     table: String,
     metrics: Arc<Metrics>,
     last: LoadStats,
-    up: Arc<AtomicBool>,
     feed: Feed,
 }
 
 impl LoadProgress for LaneProgress {
     fn update(&mut self, stats: &LoadStats) {
-        self.up.store(true, Ordering::Relaxed);
         self.metrics.lane_progress(&self.table, &self.last, stats);
         self.metrics.queued(&self.table, self.feed.0.len());
         self.last = stats.clone();

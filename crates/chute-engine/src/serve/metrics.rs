@@ -67,9 +67,11 @@ impl Metrics {
     }
 
     /// Where a request's time went: `read_parse` (body read, decoded and
-    /// parsed, lanes found), `enqueue` (its chunks handed to their lanes,
-    /// waiting while a lane's queue is full), `commit` (from then until
-    /// every row is committed: parse thread, batch, COPY and commit).
+    /// parsed, lanes found), `key` (its Idempotency-Key checked and
+    /// recorded), `enqueue` (its chunks handed to their lanes, waiting while
+    /// a lane's queue is full), `commit` (from then until every row is
+    /// committed: parse thread, batch, COPY and commit), `answer` (the
+    /// answer recorded with its key).
     pub(crate) fn stage(&self, stage: &'static str, seconds: f64) {
         histogram!("chute_request_stage_seconds", "stage" => stage).record(seconds);
     }

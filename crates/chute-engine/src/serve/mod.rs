@@ -17,18 +17,23 @@
 mod auth;
 mod body;
 mod catalog;
+mod check;
 mod create;
+mod guard;
+mod http;
 mod influx;
 mod keys;
 mod lanes;
+mod matcher;
+mod memory;
 mod metrics;
+mod query;
 mod submit;
 mod tables;
 mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -38,6 +43,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::ConnectOptions;
+
+pub use check::{CheckLevel, CheckLine, check};
 
 /// Everything the service needs, validated by the CLI.
 #[derive(Debug, Clone)]
@@ -55,13 +62,12 @@ pub struct ServeConfig {
     pub batch_rows: Option<usize>,
     /// Send a partial batch once its oldest row has waited this long.
     pub max_delay: Duration,
-    /// The budget for request bytes in flight, all requests together:
-    /// beyond it new requests get 429 with Retry-After.
+    /// The whole memory budget (see `memory`): three quarters for requests
+    /// in flight (bodies, decompressed, parsed), a quarter for the lanes.
     pub memory_budget: usize,
-    /// The budget of each table's load (its queues and batches).
-    pub lane_memory: usize,
-    /// The largest request body, decompressed.
-    pub max_body: usize,
+    /// How a request body must arrive: its largest size (as sent and
+    /// decompressed), how long it may stall, how slowly it may come.
+    body: body::BodyLimits,
     /// How long a request waits for its rows to commit before 503.
     pub request_timeout: Duration,
     /// How long a table's load keeps retrying an unreachable server.
@@ -81,6 +87,16 @@ pub struct ServeConfig {
     pub interval: String,
     /// The longest an `ALTER TABLE … ADD COLUMN` waits for its lock (retried).
     pub lock_timeout: Duration,
+    /// Patterns of tables serve may write besides those with a chute policy (see `guard`).
+    pub allow_tables: Vec<String>,
+    /// Connections open at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// From a request's first byte to its complete headers (and a TLS handshake).
+    pub header_timeout: Duration,
+    /// A connection idle this long between requests is closed.
+    pub idle_timeout: Duration,
+    /// After SIGTERM: how long requests in flight get before they are answered 503.
+    pub shutdown_timeout: Duration,
 }
 
 impl ServeConfig {
@@ -95,8 +111,7 @@ impl ServeConfig {
             batch_rows: None,
             max_delay: Duration::from_millis(100),
             memory_budget: 256 << 20,
-            lane_memory: 128 << 20,
-            max_body: 64 << 20,
+            body: body::BodyLimits { max: 64 << 20, stall: Duration::from_secs(10), min_rate: 8 << 10 },
             request_timeout: Duration::from_secs(60),
             retry_for: Duration::from_secs(300),
             queue_depth: 64,
@@ -107,7 +122,29 @@ impl ServeConfig {
             create_tables: false,
             interval: "1d".into(),
             lock_timeout: Duration::from_secs(2),
+            allow_tables: Vec::new(),
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            shutdown_timeout: Duration::from_secs(20),
         }
+    }
+
+    /// The largest request body, as sent and decompressed.
+    pub fn set_max_body(&mut self, bytes: usize) {
+        self.body.max = bytes;
+    }
+
+    /// How long a body may stall, and the average rate it must come at
+    /// (bytes a second) once that long has passed.
+    pub fn set_body_pace(&mut self, stall: Duration, min_rate: usize) {
+        self.body.stall = stall;
+        self.body.min_rate = min_rate;
+    }
+
+    /// The part of `memory_budget` every lane's load shares; requests get the rest.
+    fn lane_memory(&self) -> usize {
+        (self.memory_budget / 4).max(2 << 20)
     }
 }
 
@@ -126,112 +163,83 @@ pub(crate) struct Shared {
     pub config: Arc<ServeConfig>,
     pub lanes: lanes::Lanes,
     pub metrics: Arc<metrics::Metrics>,
-    /// Request bytes in flight, against `memory_budget`.
-    pub in_flight: AtomicUsize,
-    pub waiting: AtomicUsize,
+    /// The requests' part of the memory budget.
+    pub memory: Arc<memory::Pool>,
     pub next_request: std::sync::atomic::AtomicU64,
     pub ready: tokio::sync::Mutex<(Instant, bool)>,
     /// Large requests parse so many at a time (one fewer than the cores,
     /// at least one): the rest wait their turn (see `influx::in_turn`).
     pub parse_slots: tokio::sync::Semaphore,
-}
-
-/// A request's share of the memory budget, given back when it is answered.
-pub(crate) struct Reserved<'a> {
-    shared: &'a Shared,
-    bytes: usize,
-}
-
-impl Shared {
-    /// Takes `bytes` of the budget, or `None` when it is full.
-    pub(crate) fn reserve(&self, bytes: usize) -> Option<Reserved<'_>> {
-        let limit = self.config.memory_budget;
-        let mut used = self.in_flight.load(Ordering::Relaxed);
-        loop {
-            // A request larger than the whole budget still goes through alone.
-            if used > 0 && used + bytes > limit {
-                return None;
-            }
-            match self.in_flight.compare_exchange_weak(used, used + bytes, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(now) => used = now,
-            }
-        }
-        let waiting = self.waiting.fetch_add(1, Ordering::Relaxed) + 1;
-        self.metrics.in_flight(used + bytes, waiting);
-        Some(Reserved { shared: self, bytes })
-    }
-}
-
-impl Drop for Reserved<'_> {
-    fn drop(&mut self) {
-        let used = self.shared.in_flight.fetch_sub(self.bytes, Ordering::AcqRel) - self.bytes;
-        let waiting = self.shared.waiting.fetch_sub(1, Ordering::Relaxed) - 1;
-        self.shared.metrics.in_flight(used, waiting);
-    }
+    /// Where the service is in its life (see `http::Stage`).
+    pub stage: tokio::sync::watch::Receiver<http::Stage>,
 }
 
 /// Runs the service until `shutdown` completes: then it stops accepting,
-/// answers the requests in flight once their rows are committed, and
-/// returns. `bound` is told the address listened on (port 0 picks one)
-/// and whether it speaks TLS.
+/// answers the requests in flight once their rows are committed (those
+/// still waiting after `--shutdown-timeout` get 503), and returns. `bound`
+/// is told the address listened on (port 0 picks one) and whether it speaks
+/// TLS.
 pub async fn serve(
     config: ServeConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     bound: impl FnOnce(SocketAddr, bool),
 ) -> Result<(), ServeError> {
+    http::raise_open_files();
+    memory::tune_allocator();
     let config = Arc::new(config);
     let metrics = Arc::new(metrics::Metrics::new());
+    let (stage_tx, stage) = tokio::sync::watch::channel(http::Stage::Running);
+    let lane_memory = config.lane_memory();
     let shared = Arc::new(Shared {
-        lanes: lanes::Lanes::new(config.clone(), metrics.clone()),
+        lanes: lanes::Lanes::new(config.clone(), metrics.clone(), lane_memory),
+        memory: memory::Pool::new(config.memory_budget.saturating_sub(lane_memory).max(1 << 20), metrics.clone()),
         config: config.clone(),
         metrics,
-        in_flight: AtomicUsize::new(0),
-        waiting: AtomicUsize::new(0),
         next_request: Default::default(),
         ready: tokio::sync::Mutex::new((Instant::now() - Duration::from_secs(60), false)),
         parse_slots: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()).saturating_sub(1).max(1)),
+        stage,
     });
     let app = Router::new()
         .route("/write", post(influx::write_v1))
         .route("/api/v2/write", post(influx::write_v2))
         .route("/v1/tables/{table}", post(tables::write_table))
-        .route("/ping", get(ping).head(ping))
-        .route("/health", get(health))
+        .route("/query", get(query::query).post(query::query))
+        .route("/ping", get(query::ping).head(query::ping))
+        .route("/api/v2/ping", get(query::ping).head(query::ping))
+        .route("/health", get(query::health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics_text))
         // Bodies are read and limited by `body::read`.
         .layer(DefaultBodyLimit::disable())
         .with_state(shared.clone());
     let tls = match &config.tls {
-        Some((cert, key)) => Some(tls::server_config(cert, key).map_err(ServeError::Tls)?),
+        Some((cert, key)) => Some(tokio_rustls::TlsAcceptor::from(tls::server_config(cert, key).map_err(ServeError::Tls)?)),
         None => None,
     };
     let listener =
         tokio::net::TcpListener::bind(config.listen).await.map_err(|source| ServeError::Listen { addr: config.listen, source })?;
     let addr = listener.local_addr().map_err(ServeError::Http)?;
-    let served = match tls {
-        Some(tls) => {
-            let listener = tls::TlsListener::new(listener, tls).map_err(ServeError::Http)?;
-            bound(addr, true);
-            axum::serve(listener, app).with_graceful_shutdown(shutdown).await
-        }
-        None => {
-            bound(addr, false);
-            axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    bound(addr, tls.is_some());
+    let limits = http::Limits {
+        max_connections: config.max_connections,
+        header_timeout: config.header_timeout,
+        idle_timeout: config.idle_timeout,
+        shutdown_timeout: config.shutdown_timeout,
+    };
+    let began = std::sync::Arc::new(std::sync::Mutex::new(None::<tokio::time::Instant>));
+    let shutdown = {
+        let began = began.clone();
+        async move {
+            shutdown.await;
+            *began.lock().expect("shutdown clock") = Some(tokio::time::Instant::now());
         }
     };
-    // Every request is answered: the lanes commit what they still hold.
-    shared.lanes.close().await;
-    served.map_err(ServeError::Http)
-}
-
-async fn ping() -> StatusCode {
-    StatusCode::NO_CONTENT
-}
-
-async fn health() -> &'static str {
-    "ok\n"
+    http::serve_until(listener, tls, app, limits, stage_tx, shutdown).await;
+    // The lanes commit what they still hold, within what is left of the deadline (and a few seconds).
+    let since = began.lock().expect("shutdown clock").unwrap_or_else(tokio::time::Instant::now);
+    shared.lanes.close(since + config.shutdown_timeout + Duration::from_secs(3)).await;
+    Ok(())
 }
 
 /// Ready while PostgreSQL answers (checked at most once a second) and every
@@ -255,18 +263,42 @@ async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {
 }
 
 /// 503 with Retry-After and a JSON error body both InfluxDB clients read.
-/// Runs `get` again every 250 ms while PostgreSQL is unreachable (it may be
-/// restarting), until the request's `deadline`; any other outcome at once.
-pub(crate) async fn while_unreachable<T, Fut>(deadline: tokio::time::Instant, mut get: impl FnMut() -> Fut) -> Result<T, catalog::LaneError>
+/// Runs `get` again while its error is worth a retry (PostgreSQL may be
+/// restarting, a lock may be held), until the request's `deadline`; any
+/// other outcome at once.
+pub(crate) async fn patiently<T, Fut>(deadline: tokio::time::Instant, mut get: impl FnMut() -> Fut) -> Result<T, catalog::LaneError>
 where
     Fut: std::future::Future<Output = Result<T, catalog::LaneError>>,
 {
-    const PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let mut backoff = crate::retry::Backoff::new(std::time::Duration::from_millis(100), std::time::Duration::from_millis(500), left);
     loop {
         match get().await {
-            Err(catalog::LaneError::Unreachable(_)) if tokio::time::Instant::now() + PAUSE < deadline => tokio::time::sleep(PAUSE).await,
+            Err(e) if e.transient() && backoff.wait().await => {}
             other => return other,
         }
+    }
+}
+
+/// The answer to a request that failed with `e` before any row moved.
+pub(crate) fn lane_error(e: &catalog::LaneError) -> Response {
+    match e.answer() {
+        catalog::Answer::Retry => unavailable(&e.to_string()),
+        catalog::Answer::Refuse(status) => {
+            let code = if status == StatusCode::NOT_FOUND {
+                "not found"
+            } else if status == StatusCode::FORBIDDEN {
+                "forbidden"
+            } else {
+                "invalid"
+            };
+            error(status, code, &e.to_string())
+        }
+        catalog::Answer::Operator => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal error",
+            &format!("{e} (chute serve's operator must act: see chute serve --check)"),
+        ),
     }
 }
 
@@ -276,10 +308,13 @@ pub(crate) fn unavailable(message: &str) -> Response {
     r
 }
 
-/// An error answer: `{"code", "message", "error"}` (v2 clients read the
-/// first two, v1 clients `error`).
+/// An error answer with the fields of every answer (see `submit`):
+/// `code`, `message` and `error` (v2 clients read the first two, v1 clients
+/// `error`), and no line of the request written.
 pub(crate) fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = serde_json::json!({ "code": code, "message": message, "error": message });
+    let body = serde_json::json!({
+        "code": code, "message": message, "error": message, "line": null, "rejected": [], "rows_committed": 0,
+    });
     json(status, body)
 }
 

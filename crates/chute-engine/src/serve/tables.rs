@@ -13,9 +13,8 @@ use axum::response::{IntoResponse, Response};
 use chute_core::ident::QualifiedName;
 
 use super::Shared;
-use super::catalog::LaneError;
 use super::lanes::{Shape, TableFormat};
-use super::submit::{Part, idempotency_key, submit_and_answer};
+use super::submit::{Keyed, Part, idempotency_key, submit_and_answer};
 
 pub(crate) async fn write_table(
     State(s): State<Arc<Shared>>,
@@ -58,21 +57,39 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
             );
         }
     };
-    let body = match super::body::read(body, s.config.max_body).await {
+    let delimiter = match q.get("delimiter").map(|d| d.as_bytes()) {
+        None => None,
+        Some([b]) => Some(*b),
+        Some(_) => return bad("delimiter must be one ASCII character"),
+    };
+    let epoch = match q.get("epoch").map(String::as_str) {
+        None => None,
+        Some("s") => Some('s'),
+        Some("ms") => Some('m'),
+        Some("us") => Some('u'),
+        Some("ns") => Some('n'),
+        Some(e) => return bad(&format!("unknown epoch unit {e:?}: use s, ms, us or ns")),
+    };
+    let mut reserved = s.memory.reservation();
+    let body = match super::body::read(s, headers, body, &mut reserved).await {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let mut data: Vec<u8> = match super::body::decode(headers, body, s.config.max_body) {
+    let mut data: Vec<u8> = match super::body::decode(headers, body, s.config.body.max, &mut reserved) {
         Ok(b) => b.into(),
         Err(r) => return r,
     };
-    let Some(_reserved) = s.reserve(data.len()) else {
-        return super::influx::too_busy();
-    };
+    // The request as its key binds it: the table, how its rows are read, and the rows.
+    let key = idempotency_key(headers).map(|key| {
+        let mut params: Vec<(&String, &String)> = q.iter().filter(|(k, _)| !["u", "p"].contains(&k.as_str())).collect();
+        params.sort();
+        let params = format!("{table} {format:?} {params:?}");
+        Keyed { key, digest: super::keys::digest(&[b"table", params.as_bytes(), &data]) }
+    });
     let mut columns: Option<Vec<String>> = q.get("columns").map(|c| c.split(',').map(|c| c.trim().to_owned()).collect());
     let mut first_line = 1;
     if q.get("header").is_some_and(|h| h == "true" || h == "1") {
-        let end = memchr_newline(&data).map_or(data.len(), |i| i + 1);
+        let end = memchr::memchr(b'\n', &data).map_or(data.len(), |i| i + 1);
         let head = String::from_utf8_lossy(&data[..end]).trim_end().to_owned();
         data.drain(..end);
         first_line = 2;
@@ -87,33 +104,49 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
     if data.last() != Some(&b'\n') {
         data.push(b'\n');
     }
-    let delimiter = match q.get("delimiter").map(|d| d.as_bytes()) {
-        None => None,
-        Some([b]) => Some(*b),
-        Some(_) => return bad("delimiter must be one ASCII character"),
-    };
-    let epoch = match q.get("epoch").map(String::as_str) {
-        None => None,
-        Some("s") => Some('s'),
-        Some("ms") => Some('m'),
-        Some("us") => Some('u'),
-        Some("ns") => Some('n'),
-        Some(e) => return bad(&format!("unknown epoch unit {e:?}: use s, ms, us or ns")),
-    };
     let shape = Shape::Table { format, columns, delimiter, null: q.get("null").cloned(), epoch };
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
-    let got = super::while_unreachable(deadline, || s.lanes.get(&table, &shape)).await;
-    let lane = match got {
+    let lane = match super::patiently(deadline, || s.lanes.get(&table, &shape)).await {
         Ok(l) => l,
-        Err(LaneError::Unreachable(e)) => return super::unavailable(&format!("PostgreSQL is unreachable: {e}")),
-        Err(e) => return super::error(StatusCode::NOT_FOUND, "not found", &e.to_string()),
+        Err(e) => return super::lane_error(&e),
     };
     let lines = chute_core::parse::count_lines(&data) as usize;
     s.metrics.received(&table.to_string(), lines as u64, data.len() as u64);
-    let part = Part { lane, data, first_line };
-    submit_and_answer(s, vec![part], Vec::new(), |l| l, lines, idempotency_key(headers)).await
+    let cuts = record_cuts(&data, format, super::submit::CHUNK_BYTES);
+    let part = Part { lane, data, first_line, cuts };
+    submit_and_answer(s, vec![part], Default::default(), |l| l, lines, key, reserved).await
 }
 
-fn memchr_newline(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&c| c == b'\n')
+/// Where to cut CSV or JSON Lines rows into chunks of about `every` bytes:
+/// (byte offset, lines before it), at a line end that ends a record (for
+/// CSV, one outside double quotes, which may hold line ends).
+fn record_cuts(data: &[u8], format: TableFormat, every: usize) -> Vec<(usize, u64)> {
+    let mut cuts = vec![(0, 0)];
+    let (mut lines, mut quoted, mut last) = (0u64, false, 0usize);
+    for i in memchr::memchr2_iter(b'\n', b'"', data) {
+        if data[i] == b'"' {
+            quoted ^= format == TableFormat::Csv;
+            continue;
+        }
+        lines += 1;
+        if !quoted && i + 1 - last >= every && i + 1 < data.len() {
+            cuts.push((i + 1, lines));
+            last = i + 1;
+        }
+    }
+    cuts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_is_cut_at_record_ends_only() {
+        let data = b"1,\"a\nb\"\n2,c\n3,\"d\"\n4,e\n";
+        // Every line end that ends a record, past 1 byte: not the one inside quotes.
+        assert_eq!(record_cuts(data, TableFormat::Csv, 1), vec![(0, 0), (8, 2), (12, 3), (18, 4)]);
+        assert_eq!(record_cuts(data, TableFormat::Csv, 100), vec![(0, 0)]);
+        assert_eq!(record_cuts(b"{}\n{}\n", TableFormat::Jsonl, 1), vec![(0, 0), (3, 1)]);
+    }
 }

@@ -16,17 +16,17 @@
 //! partition later take the normal path into it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chute_core::partman::backfill;
 
 use super::super::model::Target;
 use super::super::routing::LeafRef;
-use super::super::sink::backfill::{LeafMsg, SessionSpec};
-use super::super::sink::{BatchPart, CopyOutcome, WorkerCtx};
+use super::super::sink::backfill::{Filler, LeafMsg, SessionSpec};
+use super::super::sink::{BatchPart, CopyOutcome};
 use super::super::{Backfill, LoadError};
 use super::Coordinator;
+use crate::setting::Setting;
 
 /// A backfill with no new rows for this long is closed once a backfill
 /// opened after it has taken rows since (sorted input moved on)…
@@ -37,11 +37,9 @@ const LONG_IDLE: Duration = Duration::from_secs(5);
 
 pub(crate) struct Backfills {
     pub mode: Backfill,
-    /// What sessions need; `None` where backfill cannot apply (data nodes).
-    pub ctx: Option<Arc<WorkerCtx>>,
-    /// Given up when the load's sink closes, so the outcome queue can end.
-    pub outcomes: Option<flume::Sender<CopyOutcome>>,
-    pub index_memory: String,
+    /// The sink's backfill mode, or why it has none (data nodes); given up
+    /// when the load's sink closes, so the outcome queue can end.
+    filler: Result<Filler, String>,
     pub max_open: usize,
     /// See [`LONG_IDLE`].
     pub long_idle: Duration,
@@ -86,18 +84,10 @@ enum State {
 }
 
 impl Backfills {
-    pub(crate) fn new(
-        mode: Backfill,
-        ctx: Option<Arc<WorkerCtx>>,
-        outcomes: flume::Sender<CopyOutcome>,
-        index_memory: String,
-        max_open: usize,
-    ) -> Self {
+    pub(crate) fn new(mode: Backfill, filler: Result<Filler, String>, max_open: usize) -> Self {
         Backfills {
             mode,
-            ctx,
-            outcomes: Some(outcomes),
-            index_memory,
+            filler,
             max_open: max_open.max(1),
             long_idle: LONG_IDLE,
             open: Vec::new(),
@@ -137,7 +127,7 @@ impl Backfills {
     /// Gives up the outcome sender and ends every open session uncommitted
     /// (a stopped or failed load).
     pub(crate) fn shut(&mut self) {
-        self.outcomes = None;
+        self.filler = Err("the load is ending".into());
         self.open.clear();
     }
 
@@ -154,12 +144,12 @@ impl Coordinator {
     fn backfill_refusal(&self, table: u16, start: i64, text: bool) -> Result<Option<String>, LoadError> {
         let b = &self.backfill;
         if b.mode == Backfill::Off {
-            return Ok(Some("--backfill off".into()));
+            return Ok(Some(format!("{}", Setting::Backfill.with("off"))));
         }
         let routing = &self.tables[usize::from(table)];
         let Some(j) = routing.jit() else { return Ok(Some("the table has no partition policy".into())) };
-        let layout = if b.ctx.is_none() {
-            Some("the table's partitions live on data nodes".to_owned())
+        let layout = if let Err(why) = &b.filler {
+            Some(why.clone())
         } else if text {
             Some("its rows are parsed by the server (they go through the parent)".to_owned())
         } else if routing.insert.is_some() {
@@ -170,8 +160,10 @@ impl Coordinator {
         if let Some(why) = layout {
             if b.mode == Backfill::On {
                 return Err(LoadError::Setup(format!(
-                    "--backfill on: the partitions of {} cannot be backfilled ({why}); run with --backfill auto (or off) to load them the normal way",
-                    routing.parent
+                    "{}: the partitions of {} cannot be backfilled ({why}); run with {} (or off) to load them the normal way",
+                    Setting::Backfill.with("on"),
+                    routing.parent,
+                    Setting::Backfill.with("auto")
                 )));
             }
             return Ok(Some(why));
@@ -180,7 +172,10 @@ impl Coordinator {
             let tz = j.policy.zone().map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", routing.parent)))?;
             let end = j.policy.interval.next(start, &tz).map_err(|e| LoadError::Setup(format!("the policy of {}: {e}", routing.parent)))?;
             if end > j.limits().now {
-                return Ok(Some("its interval reaches the present (rows may still arrive; --backfill on forces it)".into()));
+                return Ok(Some(format!(
+                    "its interval reaches the present (rows may still arrive; {} forces it)",
+                    Setting::Backfill.with("on")
+                )));
             }
         }
         Ok(None)
@@ -217,7 +212,9 @@ impl Coordinator {
     }
 
     async fn open_backfill(&mut self, table: u16, start: i64) -> Result<(), LoadError> {
-        let (Some(ctx), Some(outcomes)) = (self.backfill.ctx.clone(), self.backfill.outcomes.clone()) else { return Ok(()) };
+        if self.backfill.filler.is_err() {
+            return Ok(());
+        }
         while self.backfill.open.len() >= self.backfill.max_open {
             self.close_backfill(0).await;
         }
@@ -228,8 +225,9 @@ impl Coordinator {
         let end = j.policy.interval.next(start, &tz).map_err(|e| policy_error(&e))?;
         let plan = backfill::plan_backfill_leaf(&j.policy, &j.info.grants, start, end).map_err(|e| policy_error(&e))?;
         let leaf = routing.open_virtual(&plan.name, start, end);
-        let spec = SessionSpec { table, leaf, plan, parent_oid: j.info.oid, index_memory: self.backfill.index_memory.clone() };
-        let tx = super::super::sink::backfill::start(ctx, spec, outcomes);
+        let spec = SessionSpec { table, leaf, plan, parent_oid: j.info.oid, index_memory: 0 };
+        let Ok(filler) = &self.backfill.filler else { return Ok(()) };
+        let tx = filler.open(spec);
         self.backfill.states.insert((table, leaf), Leaf { start, state: State::Filling });
         self.backfill.leaves.insert((table, start), leaf);
         self.backfill.open.push(Open { table, leaf, tx, last_rows: Instant::now() });
@@ -379,10 +377,6 @@ impl Coordinator {
         for (_, _, part) in ready {
             self.reroute(part).await;
         }
-    }
-
-    pub(crate) fn finish_backfill_stats(&mut self) {
-        self.stats.backfill_skipped = self.backfill.skipped_lines();
     }
 }
 

@@ -9,15 +9,20 @@ use std::time::{Duration, Instant};
 
 use chute_core::ident::QualifiedName;
 
+pub(crate) use run::{CoordinatorReport, Wiring};
+
 use super::budget::Budget;
+use super::control::Control;
 use super::model::{ChunkOut, Filed, PendingPart, Reject, Segment, Target, TargetMap};
 use super::rejects::RejectWriter;
 use super::routing::{JitCreator, Routed, Routing};
+use super::setup::Delivery;
 use super::sink::{Batch, BatchPart, CopyOutcome};
 use super::{LoadError, LoadStats};
 
 pub(crate) mod backfill;
-pub(super) mod recover;
+mod recover;
+mod run;
 #[cfg(test)]
 mod tests;
 
@@ -30,61 +35,166 @@ pub(crate) struct Accum {
     since: Option<Instant>,
 }
 
+/// The load's one coordinating task: between the parse threads and the sink.
+///
+/// Contract. Made once per load (`new`) from its [`Parts`] and driven by
+/// [`Coordinator::run`] on the load's tokio runtime, which returns when the
+/// load is over. It consumes what the parse threads made of each chunk
+/// (`ChunkOut`, in any order), the sink's answers (`CopyOutcome`: every
+/// batch it sent is answered once, loaded or failed, and backfills report
+/// how they ended), and the source's acknowledgements (how far each input
+/// is committed). It delivers batches to the sink: rows of one target (a
+/// leaf, or the parent) gathered up to `batch_bytes`/`batch_rows`, each
+/// holding whole chunks' rows for its target (what the journal's ranges
+/// need), sent on a bounded queue so a slow server slows it down. It writes
+/// rejects, holds rows whose partition does not exist until it is made
+/// just in time (or opens a backfill for it), makes partitions ahead of
+/// sorted input, and routes again rows whose leaf vanished.
+///
+/// Nothing else runs inside it concurrently: just-in-time creation runs as
+/// a task of its own and reports back on a channel the coordinator owns;
+/// the sink's workers and backfill sessions share only the budget and the
+/// reject file with it. It gives budget back for rows it drops or rejects,
+/// and every row it holds keeps its share of its chunk's acknowledgement
+/// until it is handed on.
+///
+/// Shutdown: once the parse threads are done and no row waits for a
+/// partition, it sends what is left and closes the sink's queue; it
+/// returns when the sink's answer channel closes (every worker and session
+/// has ended). A stop (`Wiring::stop`) drops what is not sent yet (a resume
+/// makes it again), halts the reader and the parse threads and lets the
+/// batches in flight finish. A failure (a batch that failed for good, a
+/// creation that failed, the reject limit) halts the input the same way;
+/// the errors are gathered, the first deciding how the load ends, and
+/// returned in the report, never raised from inside the loop.
 pub(crate) struct Coordinator {
-    pub(crate) tables: Vec<Arc<Routing>>,
-    pub(crate) batch_bytes: usize,
-    /// `--batch-rows`: a batch also leaves at this many rows.
-    pub(crate) batch_rows: usize,
-    pub(crate) accum: TargetMap<Accum>,
-    pub(crate) accum_bytes: usize,
-    pub(crate) batch_tx: Option<flume::Sender<Batch>>,
-    pub(crate) budget: Arc<Budget>,
-    pub(crate) stats: LoadStats,
-    pub(crate) touched: HashSet<QualifiedName>,
-    pub(crate) rejects: Arc<std::sync::Mutex<RejectWriter>>,
-    pub(crate) max_rejects: Option<u64>,
-    pub(crate) limit_hit: bool,
-    pub(crate) tags: Option<super::tsbs::tags::TagResolver>,
-    pub(crate) control: tokio_postgres::Client,
+    tables: Vec<Arc<Routing>>,
+    batching: Batching,
+    accum: TargetMap<Accum>,
+    accum_bytes: usize,
+    /// The sink's queue; `None` once it is closed (the end of the load, or a stop).
+    batch_tx: Option<flume::Sender<Batch>>,
+    budget: Arc<Budget>,
+    stats: LoadStats,
+    touched: HashSet<QualifiedName>,
+    /// Shared with the sink's workers, who write the rows the server refuses.
+    rejects: Arc<std::sync::Mutex<RejectWriter>>,
+    limit_hit: bool,
+    tags: Option<super::kind::tsbs::tags::TagResolver>,
+    control: Control,
     /// The partition creator; `None` while a creation task has it.
-    pub(crate) jit: Option<JitCreator>,
-    pub(crate) jit_done: flume::Sender<JitDone>,
+    jit: Option<JitCreator>,
+    /// Where creation tasks report, and where the loop hears them.
+    jit_done: flume::Sender<JitDone>,
+    jit_rx: flume::Receiver<JitDone>,
     /// Rows whose partition is being (or is about to be) created.
-    pub(crate) waiting: Vec<PendingPart>,
+    waiting: Vec<PendingPart>,
     /// Partitions to make ahead of the rows: the policy's premake intervals
     /// past the newest one rows needed or reached, made one at a time while
     /// no row waits, so sorted input finds the next interval ready instead
     /// of waiting for it (each creation takes a few hundred milliseconds on
     /// a busy server: an hour of rows at a million rows a second).
-    pub(crate) ahead: Vec<(u16, i64)>,
+    ahead: Vec<(u16, i64)>,
     /// Starts already asked for ahead (not asked again).
-    pub(crate) made_ahead: HashSet<(u16, i64)>,
+    made_ahead: HashSet<(u16, i64)>,
     /// Partitions made ahead that no batch has gone to yet: the first batch
     /// into one moves the frontier on.
-    pub(crate) ahead_leaves: HashMap<QualifiedName, (u16, i64)>,
+    ahead_leaves: HashMap<QualifiedName, (u16, i64)>,
     /// Every chunk is in: nothing more is made ahead.
-    pub(crate) input_done: bool,
+    input_done: bool,
     /// Rows keep their records by position (see `Filed::by_ref`).
-    pub(crate) by_ref: bool,
-    pub(crate) target: crate::ConnectOptions,
+    by_ref: bool,
+    target: crate::ConnectOptions,
     /// Makes batch ids unique across runs.
-    pub(crate) batch_prefix: String,
-    /// Messages for the user, shown by the main loop.
-    pub(crate) notices: Vec<String>,
-    /// How long lost connections are retried (`--retry-for`).
-    pub(crate) retry_for: Duration,
+    batch_prefix: String,
+    /// Messages for the user, shown by the loop.
+    notices: Vec<String>,
+    /// How long lost connections are retried.
+    retry_for: Duration,
     /// Batches sent to the workers and not answered yet.
-    pub(crate) in_flight: usize,
+    in_flight: usize,
     /// Batch parts whose leaf vanished, waiting to be routed again.
-    pub(crate) vanished: Vec<BatchPart>,
-    /// A service's load (a feed): its rows' acknowledgements answer callers,
-    /// who can send a row again, where a file load's user runs the command
-    /// again (see `reroute`).
-    pub(crate) service: bool,
-    /// The journaled load whose lock the control connection holds (see `claim`).
-    pub(crate) load_id: Option<String>,
+    vanished: Vec<BatchPart>,
+    /// Who answers for rows that cannot be delivered (see `reroute`).
+    delivery: Delivery,
     /// Partitions filled before they are attached (see `backfill`).
-    pub(crate) backfill: backfill::Backfills,
+    backfill: backfill::Backfills,
+}
+
+/// How rows are gathered into batches and when they leave.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Batching {
+    pub batch_bytes: usize,
+    /// A batch also leaves at this many rows.
+    pub batch_rows: usize,
+    /// The load stops once more rows than this were rejected.
+    pub max_rejects: Option<u64>,
+    /// Rows that have waited this long leave in a partial batch (live streams).
+    pub flush_every: Option<Duration>,
+    /// Send what is gathered whenever a worker is idle (group commit).
+    pub flush_when_idle: bool,
+    /// The sink's workers (for `flush_when_idle`).
+    pub workers: usize,
+}
+
+/// What a coordinator is made of.
+pub(crate) struct Parts {
+    pub tables: Vec<Arc<Routing>>,
+    pub control: Control,
+    pub target: crate::ConnectOptions,
+    pub retry_for: Duration,
+    pub budget: Arc<Budget>,
+    pub rejects: Arc<std::sync::Mutex<RejectWriter>>,
+    pub tags: Option<super::kind::tsbs::tags::TagResolver>,
+    pub by_ref: bool,
+    pub delivery: Delivery,
+    /// The sink's batch queue.
+    pub batches: flume::Sender<Batch>,
+    pub backfill: backfill::Backfills,
+    pub batching: Batching,
+    pub batch_prefix: String,
+    pub bytes_total: Option<u64>,
+}
+
+impl Coordinator {
+    pub(crate) fn new(p: Parts) -> Self {
+        let (jit_done, jit_rx) = flume::unbounded();
+        let mut backfill = p.backfill;
+        if let Some(every) = p.batching.flush_every {
+            backfill.long_idle = every;
+        }
+        Coordinator {
+            tables: p.tables,
+            batching: p.batching,
+            accum: TargetMap::default(),
+            accum_bytes: 0,
+            batch_tx: Some(p.batches),
+            budget: p.budget,
+            stats: LoadStats { bytes_total: p.bytes_total, ..LoadStats::default() },
+            touched: HashSet::new(),
+            rejects: p.rejects,
+            limit_hit: false,
+            tags: p.tags,
+            control: p.control,
+            jit: Some(JitCreator::new(p.retry_for)),
+            jit_done,
+            jit_rx,
+            waiting: Vec::new(),
+            ahead: Vec::new(),
+            made_ahead: HashSet::new(),
+            ahead_leaves: HashMap::new(),
+            input_done: false,
+            by_ref: p.by_ref,
+            target: p.target,
+            batch_prefix: p.batch_prefix,
+            notices: Vec::new(),
+            retry_for: p.retry_for,
+            in_flight: 0,
+            vanished: Vec::new(),
+            delivery: p.delivery,
+            backfill,
+        }
+    }
 }
 
 /// One segment per target (a chunk may have produced several).
@@ -169,7 +279,7 @@ impl Coordinator {
         }
         if !out.server_keys.is_empty() {
             let mut filed = Filed::default();
-            super::text_route::resolve(&self.control, &self.tables[0], std::mem::take(&mut out.server_keys), &mut filed).await;
+            super::text_route::resolve(self.control.current(), &self.tables[0], std::mem::take(&mut out.server_keys), &mut filed).await;
             share_ack(out.ack.as_ref(), &mut filed);
             out.pending_parts.extend(filed.pending);
             for r in filed.rejects {
@@ -212,7 +322,7 @@ impl Coordinator {
             self.accum_bytes += seg.data.len();
             append(&mut a.seg, &mut seg);
             a.budget += per_segment;
-            if a.seg.data.len() >= self.batch_bytes || a.seg.row_ends.len() >= self.batch_rows {
+            if a.seg.data.len() >= self.batching.batch_bytes || a.seg.row_ends.len() >= self.batching.batch_rows {
                 full.push(target);
             }
         }
@@ -424,7 +534,7 @@ impl Coordinator {
             return;
         }
         self.stats.rows_rejected += 1;
-        if self.max_rejects.is_some_and(|m| self.stats.rows_rejected > m) {
+        if self.batching.max_rejects.is_some_and(|m| self.stats.rows_rejected > m) {
             self.limit_hit = true;
         }
     }
@@ -496,7 +606,7 @@ impl Coordinator {
             bytes += part.body.len();
             budget += b;
             parts.push(part);
-            if bytes >= self.batch_bytes {
+            if bytes >= self.batching.batch_bytes {
                 self.send(std::mem::take(&mut parts), std::mem::take(&mut budget)).await;
                 bytes = 0;
             }
@@ -543,7 +653,7 @@ impl Coordinator {
             }
             CopyOutcome::Rejected { new } => {
                 self.stats.rows_rejected += new;
-                if self.max_rejects.is_some_and(|m| self.stats.rows_rejected > m) {
+                if self.batching.max_rejects.is_some_and(|m| self.stats.rows_rejected > m) {
                     self.limit_hit = true;
                 }
             }

@@ -1,101 +1,20 @@
-//! What a load does when the server goes away or the partition tree changes
-//! under it: the set-up, the journal and the control connection's reads are
-//! retried on a new connection under `--retry-for` (the COPY workers and
+//! What the coordinator does when the server goes away or the partition
+//! tree changes under it while rows flow: the control connection's reads
+//! are retried on a new connection within `retry_for` (the sinks and
 //! just-in-time creation retry their own statements the same way, with the
 //! same [`Backoff`]), and rows whose leaf vanished before their COPY are
 //! routed again against the tree as it is now.
 
-use tokio_postgres::Client;
-
-use super::super::format::Prepared;
-use super::super::journal::{self, Committed};
+use super::super::LoadError;
 use super::super::model::{Filed, Reject, Segment, Target, TargetMap};
 use super::super::routing::Routed;
 use super::super::routing::reread_tree;
+use super::super::setup::Delivery;
 use super::super::sink::BatchPart;
-use super::super::{InputFormat, LoadError, LoadProgress, LoadSpec};
 use super::Coordinator;
-use crate::retry::{self, Backoff, Lost};
-
-/// Connects and prepares the load (tables, columns, routing, policies),
-/// starting over on a new connection while the server is unreachable or
-/// restarting: preparing only reads, or creates with `IF NOT EXISTS`.
-pub(crate) async fn set_up(spec: &LoadSpec, progress: &mut dyn LoadProgress) -> Result<(Client, Prepared), LoadError> {
-    let mut backoff = Backoff::reconnect(spec.retry_for);
-    loop {
-        let attempt = async {
-            let control = spec.target.connect().await?;
-            let prepared = match (&spec.generator, spec.format) {
-                (Some((workload, _)), _) => super::super::gen_source::prepare(spec, workload.clone(), &control, progress).await?,
-                (None, InputFormat::Tsbs) => super::super::tsbs::prepare(spec, &control, progress).await?,
-                (None, _) => super::super::format::prepare_single(spec, &control, progress).await?,
-            };
-            Ok::<_, LoadError>((control, prepared))
-        };
-        match attempt.await {
-            Ok(v) => return Ok(v),
-            Err(e) if e.connection_lost() => wait_or_fail(&mut backoff, e, spec, progress).await?,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Takes the load's lock (see `claim`), registers the load in the journal
-/// and reads what earlier runs committed, reconnecting `control` when the
-/// connection is lost.
-pub(crate) async fn open_journal(
-    spec: &LoadSpec,
-    control: &mut Client,
-    id: &str,
-    table: &str,
-    inputs: &str,
-    owner: &str,
-    progress: &mut dyn LoadProgress,
-) -> Result<Committed, LoadError> {
-    let mut backoff = Backoff::reconnect(spec.retry_for);
-    loop {
-        if control.is_closed() {
-            *control = retry::connect(&spec.target, spec.retry_for, |_| {}).await?;
-        }
-        // The load's lock goes with the connection: taken on each new one.
-        let opened = match super::super::claim::acquire(control, id, spec.wait, progress).await {
-            Ok(()) => journal::open(control, id, table, inputs, spec.inputs.len().max(1), owner).await,
-            Err(e) => Err(e),
-        };
-        match opened {
-            Ok(c) => return Ok(c),
-            Err(e) if e.connection_lost() || control.is_closed() => {
-                wait_or_fail(&mut backoff, e, spec, progress).await?;
-                *control = retry::connect(&spec.target, spec.retry_for, |_| {}).await?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Says (once) that the server is being waited for, then pauses; the error
-/// itself once `--retry-for` is over.
-async fn wait_or_fail(backoff: &mut Backoff, e: LoadError, spec: &LoadSpec, progress: &mut dyn LoadProgress) -> Result<(), LoadError> {
-    if backoff.attempts() == 0 {
-        progress.notice(&format!("{e}; retrying for up to {:?} (--retry-for)", spec.retry_for));
-    }
-    if backoff.wait().await { Ok(()) } else { Err(e) }
-}
+use crate::retry::{Backoff, Lost};
 
 impl Coordinator {
-    /// The control connection, made again if the server dropped it.
-    /// The load's lock went with the old connection: taken again on the new
-    /// one, or this run stops if another run holds it now.
-    pub(crate) async fn control(&mut self) -> Result<&Client, LoadError> {
-        if self.control.is_closed() {
-            self.control = retry::connect(&self.target, self.retry_for, |_| {}).await?;
-            if let Some(id) = &self.load_id {
-                super::super::claim::retake(&self.control, id).await?;
-            }
-        }
-        Ok(&self.control)
-    }
-
     /// Gives rows of new tag sets their tag ids (tsbs), on a new control
     /// connection if the server dropped it; rows done before a lost
     /// connection are not done again.
@@ -104,32 +23,12 @@ impl Coordinator {
         let mut filed = Filed::default();
         let mut backoff = Backoff::reconnect(self.retry_for);
         loop {
-            self.control().await?;
+            let control = self.control.client().await?;
             let resolver = self.tags.as_mut().ok_or_else(|| LoadError::Setup("rows wait for tags, but no tag table is set up".into()))?;
-            match resolver.resolve(&self.control, &mut pending, &self.tables, &mut filed).await {
+            match resolver.resolve(control, &mut pending, &self.tables, &mut filed).await {
                 Ok(()) => return Ok(filed),
                 Err(e) if e.connection_lost() && backoff.wait().await => {}
                 Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Marks the load finished (or how it ended) in the journal.
-    pub(crate) async fn close_journal(
-        &mut self,
-        id: &str,
-        status: &str,
-        through: &[super::super::CommittedThrough],
-    ) -> Result<(), LoadError> {
-        let mut backoff = Backoff::reconnect(self.retry_for);
-        loop {
-            let result = match self.control().await {
-                Ok(c) => journal::close(c, id, status, through).await,
-                Err(e) => Err(e),
-            };
-            match result {
-                Err(e) if e.connection_lost() && backoff.wait().await => {}
-                other => return other,
             }
         }
     }
@@ -152,7 +51,7 @@ impl Coordinator {
             let routing = self.tables[usize::from(t)].clone();
             let mut backoff = Backoff::reconnect(self.retry_for);
             loop {
-                match reread_tree(self.control().await?, &routing).await {
+                match reread_tree(self.control.client().await?, &routing).await {
                     Ok(()) => break,
                     Err(e) if e.connection_lost() && backoff.wait().await => {}
                     Err(e) => return Err(e),
@@ -192,7 +91,7 @@ impl Coordinator {
                     }
                 }
                 // Its share is dropped unsettled: the acknowledgement fails.
-                Routed::Missing { .. } if self.service && ack.is_some() => drop(ack),
+                Routed::Missing { .. } if self.delivery == Delivery::Callers && ack.is_some() => drop(ack),
                 Routed::Missing { .. } => self.reject(Reject {
                     input,
                     line,

@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio_postgres::Client;
 
 use super::{AttemptError, Committed, CopyOutcome, Written, commit_batch};
-use super::{WorkerCtx, nodes::Job};
+use super::{Job, WorkerCtx};
 use crate::ConnectOptions;
 use crate::load::LoadError;
 
@@ -56,7 +56,7 @@ pub(crate) async fn worker(
     while let Ok(job) = rx.recv_async().await {
         if failed.load(Ordering::Relaxed) {
             let _ =
-                job.done.send((job.batch, Err(LoadError::Setup("--atomic: another part of the load failed; nothing is committed".into()))));
+                job.done.send((job.batch, Err(LoadError::Setup("another part of the atomic load failed; nothing is committed".into()))));
             continue;
         }
         worked = true;
@@ -64,7 +64,7 @@ pub(crate) async fn worker(
         let result = match commit_batch(&mut txn, &job.batch, &tx, &ctx, false, &mut written).await {
             Ok((rows, bytes, vanished)) => Ok(Committed { rows, bytes, vanished, rejected: written.rows }),
             Err(AttemptError::Pg(e)) => {
-                Err(LoadError::sql(format!("COPY into {} (--atomic: the whole load rolls back; run it again)", job.batch.label()), e))
+                Err(LoadError::sql(format!("COPY into {} (an atomic load: the whole load rolls back; run it again)", job.batch.label()), e))
             }
             Err(AttemptError::Rejects(e) | AttemptError::Stop(e)) => Err(e),
         };
@@ -197,7 +197,8 @@ pub(crate) async fn check_prepared_allowed(label: &str, c: &Client) -> Result<()
         .get(0);
     if n == 0 {
         return Err(LoadError::Setup(format!(
-            "--atomic needs two-phase commit, and {label} has max_prepared_transactions = 0: set it (e.g. max_prepared_transactions = 10) in its postgresql.conf and restart it, or load without --atomic"
+            "{atomic} needs two-phase commit, and {label} has max_prepared_transactions = 0: set it (e.g. max_prepared_transactions = 10) in its postgresql.conf and restart it, or load without {atomic}",
+            atomic = crate::setting::Setting::Atomic
         )));
     }
     Ok(())

@@ -45,16 +45,32 @@ pub(crate) struct SessionSpec {
     /// The parent's oid: its partition manager lock is held shared while
     /// the partition is being filled (see `attempt`).
     pub parent_oid: u32,
-    /// `maintenance_work_mem` for the index builds of the ATTACH.
-    pub index_memory: String,
+    /// `maintenance_work_mem` for the index builds, in bytes (set by the [`Filler`]).
+    pub index_memory: u64,
 }
 
-/// Starts a session; it ends after `Close` (committed or failed) or when
-/// the sender is dropped (rolled back: a stopped load).
-pub(crate) fn start(ctx: Arc<WorkerCtx>, spec: SessionSpec, outcomes: flume::Sender<CopyOutcome>) -> flume::Sender<LeafMsg> {
-    let (tx, rx) = flume::unbounded();
-    tokio::spawn(session(ctx, spec, rx, outcomes));
-    tx
+/// Opens backfill sessions on the sink's server; their answers go to the
+/// sink's outcome queue, which stays open while the filler lives.
+pub(crate) struct Filler {
+    ctx: Arc<WorkerCtx>,
+    outcomes: flume::Sender<CopyOutcome>,
+    /// `maintenance_work_mem` for the index builds, in bytes.
+    index_memory: u64,
+}
+
+impl Filler {
+    pub(crate) fn new(ctx: Arc<WorkerCtx>, outcomes: flume::Sender<CopyOutcome>, index_memory: u64) -> Self {
+        Filler { ctx, outcomes, index_memory }
+    }
+
+    /// Starts a session; it ends after `Close` (committed or failed) or when
+    /// the sender is dropped (rolled back: a stopped load).
+    pub(crate) fn open(&self, mut spec: SessionSpec) -> flume::Sender<LeafMsg> {
+        spec.index_memory = self.index_memory;
+        let (tx, rx) = flume::unbounded();
+        tokio::spawn(session(self.ctx.clone(), spec, rx, self.outcomes.clone()));
+        tx
+    }
 }
 
 /// How one attempt at the session ended.
@@ -123,7 +139,27 @@ enum Failure {
 
 impl From<tokio_postgres::Error> for Failure {
     fn from(e: tokio_postgres::Error) -> Self {
-        if retry::transient(&e) { Failure::Transient(e) } else { Failure::Refused(crate::exec::describe(&e).to_string()) }
+        if retry::transient(&e) {
+            Failure::Transient(e)
+        } else if name_taken(&e) {
+            Failure::Refused("another session made a table of that name first".into())
+        } else {
+            Failure::Refused(crate::exec::describe(&e).to_string())
+        }
+    }
+}
+
+/// The partition's name was taken by another session: a table that exists
+/// (42P07), or one being made at the same moment, which the server reports
+/// as a unique violation in its own catalogs once the other one commits.
+fn name_taken(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    match e.as_db_error() {
+        Some(db) if *db.code() == SqlState::DUPLICATE_TABLE => true,
+        Some(db) if *db.code() == SqlState::UNIQUE_VIOLATION => {
+            matches!(db.constraint(), Some("pg_type_typname_nsp_index" | "pg_class_relname_nsp_index"))
+        }
+        _ => false,
     }
 }
 
@@ -155,7 +191,10 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
                 let message = crate::exec::describe(&e).to_string();
                 let _ = outcomes.send(CopyOutcome::Retrying { message: format!("backfill of {}: {message}; retrying", spec.plan.name) });
                 if !backoff.wait().await {
-                    break Err(format!("the connection was lost and not regained within --retry-for (last error: {message})"));
+                    break Err(format!(
+                        "the connection was lost and not regained within {} (last error: {message})",
+                        crate::setting::Setting::RetryFor
+                    ));
                 }
             }
             Err(Failure::Refused(why)) => break Err(why),
@@ -209,10 +248,7 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
 /// After a lost connection: whether the session's transaction committed.
 async fn landed(client: &Client, ctx: &WorkerCtx, spec: &SessionSpec, parts: &[Kept]) -> Result<bool, tokio_postgres::Error> {
     if let (Some(load_id), Some(Kept { batch_id, .. })) = (&ctx.load_id, parts.first()) {
-        return client
-            .query_one("SELECT EXISTS (SELECT 1 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2)", &[load_id, batch_id])
-            .await
-            .map(|r| r.get(0));
+        return super::super::journal::landed(client, load_id, batch_id).await.map(|rows| rows.is_some());
     }
     // Not journaled: the partition exists attached only if this session's commit landed.
     client
@@ -281,8 +317,8 @@ async fn attempt(
     }
     // The ATTACH waits for other ATTACHes of the parent (each builds indexes); longer than for the create.
     txn.batch_execute(&format!(
-        "SET LOCAL maintenance_work_mem = {}; SET LOCAL lock_timeout = '60s'",
-        chute_core::ident::quote_literal(&spec.index_memory)
+        "SET LOCAL maintenance_work_mem = '{}kB'; SET LOCAL lock_timeout = '60s'",
+        (spec.index_memory / 1024).max(1024)
     ))
     .await?;
     // The parent's plain indexes, built here in one sorted pass each while
@@ -327,7 +363,7 @@ async fn plain_indexes(txn: &Transaction<'_>, parent: u32) -> Result<Vec<String>
 async fn copy_part(txn: &Transaction<'_>, ctx: &WorkerCtx, part: &BatchPart, batch_id: &str) -> Result<(), tokio_postgres::Error> {
     let rows = super::copy_once(txn, part, 0, part.seg.row_ends.len()).await?;
     if let Some(load_id) = &ctx.load_id {
-        super::journal_part(txn, load_id, batch_id, part, rows).await?;
+        super::super::journal::record(txn, load_id, batch_id, part.claim(rows)).await?;
     }
     Ok(())
 }

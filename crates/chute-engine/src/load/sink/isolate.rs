@@ -29,6 +29,19 @@ impl From<tokio_postgres::Error> for PartError {
     }
 }
 
+/// The savepoints the rows and the probes are tried under.
+const SAVEPOINT: &str = "chute_rows";
+const PROBE: &str = "chute_probe";
+
+/// Releases a savepoint just rolled back to. `ROLLBACK TO` alone keeps the
+/// savepoint, so the next one would be made inside it: a batch with many
+/// refused rows nested a subtransaction per refused row, and ran the
+/// server out of lock memory ("out of shared memory", 53200) on default
+/// settings after some ten thousand of them.
+async fn release(txn: &Transaction<'_>, name: &str) -> Result<(), tokio_postgres::Error> {
+    txn.batch_execute(&format!("RELEASE SAVEPOINT {name}")).await
+}
+
 /// Rows per COPY after an error, until the batch is through.
 const AFTER_ERROR_WINDOW: usize = 1024;
 
@@ -50,7 +63,7 @@ pub(crate) async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejec
             let cap = suspect.filter(|s| *s > pos).unwrap_or(n);
             (pos + window.max(1)).min(n).min(cap)
         };
-        let sp = txn.savepoint("chute_rows").await?;
+        let sp = txn.savepoint(SAVEPOINT).await?;
         match copy_once(&sp, part, pos, end).await {
             Ok(rows) => {
                 sp.commit().await?;
@@ -64,6 +77,7 @@ pub(crate) async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejec
             }
             Err(e) if is_data_error(&e) || refused_by_policy(part, &e) => {
                 sp.rollback().await?;
+                release(txn, SAVEPOINT).await?;
                 if end - pos == 1 {
                     rejected.push(reject_row(part, pos, crate::exec::describe(&e)));
                     pos += 1;
@@ -172,9 +186,10 @@ async fn batch_wide(txn: &mut Transaction<'_>, part: &BatchPart, e: &tokio_postg
     let (code, col) = (e.code().cloned(), column(e));
     let n = part.seg.row_ends.len();
     for row in [0, n - 1] {
-        let sp = txn.savepoint("chute_probe").await?;
+        let sp = txn.savepoint(PROBE).await?;
         let alone = copy_once(&sp, part, row, row + 1).await;
         sp.rollback().await?;
+        release(txn, PROBE).await?;
         match alone {
             Err(a) if a.code().cloned() == code && column(&a) == col => {}
             Err(a) if !is_data_error(&a) => return Err(a.into()),

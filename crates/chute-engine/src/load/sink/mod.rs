@@ -67,6 +67,13 @@ pub(crate) struct BatchPart {
     pub seg: Segment,
 }
 
+impl BatchPart {
+    /// What committing `rows` of this part claims in the journal.
+    pub(crate) fn claim(&self, rows: u64) -> super::journal::Claim<'_> {
+        super::journal::Claim { ranges: &self.seg.ranges, target: &self.journal_target, relation: &self.target_name, rows }
+    }
+}
+
 impl Batch {
     pub(crate) fn label(&self) -> String {
         match self.parts.as_slice() {
@@ -160,27 +167,47 @@ impl From<tokio_postgres::Error> for AttemptError {
 }
 
 /// Where the coordinator's batches go: PostgreSQL, through one or more
-/// connections (the COPY sink below), or later several servers at once.
+/// connections to one server ([`CopySink`]) or to several ([`nodes::NodeSink`]).
 ///
 /// Contract. `pipeline::run` calls `start` once per load, on the tokio
 /// runtime, before any batch exists. `start` opens what the sink needs
-/// (failing the load if it cannot, after retrying as `--retry-for` allows)
+/// (failing the load if it cannot, after retrying as `retry_for` allows)
 /// and spawns its workers. Workers pull batches from `batches`, a bounded
 /// queue the coordinator fills, so a slow server slows the coordinator
 /// instead of growing memory; they run until the coordinator drops its
-/// sender (the end of the load, or a stop). Every batch is answered on
-/// `outcomes`: any number of `Retrying`, `Rejected` or `Vanished`, then
-/// exactly one `Loaded` (its rows are committed, with their journal entries
-/// in the same transaction) or `Failed` (nothing of it is committed; the
-/// worker stops). A worker gives the batch's bytes back to the load's
-/// budget once the batch is done either way. The handles end when the
-/// workers do; an `Err` from one is reported with the load's other errors.
+/// sender (the end of the load, or a stop). Batches may be committed
+/// concurrently and in any order (each is one transaction of its own), but
+/// every batch is answered on `outcomes`: any number of `Retrying`,
+/// `Rejected` or `Vanished`, then exactly one `Loaded` (its rows are
+/// committed, with their journal entries in the same transaction) or
+/// `Failed` (nothing of it is committed; the worker stops). A worker gives
+/// the batch's bytes back to the load's budget once the batch is done
+/// either way. The handles end when the workers do; an `Err` from one is
+/// reported with the load's other errors.
+///
+/// Backfill is a mode of the sink, not a second destination: a sink that
+/// can fill partitions before they are attached returns a
+/// [`backfill::Filler`] from `start`; the coordinator decides which
+/// partitions are filled that way and sends their rows to the sessions the
+/// filler opens, whose answers (`Backfilled`, `BackfillFailed`) come on the
+/// same `outcomes`. The outcome queue closes when every worker, session and
+/// the filler itself are gone.
 pub(crate) trait Sink {
-    async fn start(
-        &self,
-        batches: flume::Receiver<Batch>,
-        outcomes: flume::Sender<CopyOutcome>,
-    ) -> Result<Vec<tokio::task::JoinHandle<Result<(), LoadError>>>, LoadError>;
+    async fn start(self, batches: flume::Receiver<Batch>, outcomes: flume::Sender<CopyOutcome>) -> Result<Started, LoadError>;
+}
+
+/// A started sink.
+pub(crate) struct Started {
+    pub workers: Vec<tokio::task::JoinHandle<Result<(), LoadError>>>,
+    /// Opens backfill sessions, or why this sink cannot fill partitions.
+    pub backfill: Result<backfill::Filler, String>,
+}
+
+/// One server's share of a batch, and where its answer goes (a sink that
+/// splits batches over servers, see `nodes`).
+pub(crate) struct Job {
+    pub batch: Batch,
+    pub done: tokio::sync::oneshot::Sender<(Batch, Result<Committed, LoadError>)>,
 }
 
 /// The sink of a load into one server: `workers` connections, each COPYing
@@ -190,20 +217,20 @@ pub(crate) struct CopySink {
     pub ctx: Arc<WorkerCtx>,
     pub workers: usize,
     pub retry_for: Duration,
+    /// `maintenance_work_mem` for a backfilled partition's index builds, in bytes.
+    pub index_memory: u64,
 }
 
 impl Sink for CopySink {
-    async fn start(
-        &self,
-        batches: flume::Receiver<Batch>,
-        outcomes: flume::Sender<CopyOutcome>,
-    ) -> Result<Vec<tokio::task::JoinHandle<Result<(), LoadError>>>, LoadError> {
+    async fn start(self, batches: flume::Receiver<Batch>, outcomes: flume::Sender<CopyOutcome>) -> Result<Started, LoadError> {
         let mut handles = Vec::with_capacity(self.workers);
         for _ in 0..self.workers {
             let client = crate::retry::connect(&self.ctx.target, self.retry_for, |_| {}).await?;
             handles.push(tokio::spawn(worker(client, batches.clone(), outcomes.clone(), self.ctx.clone())));
         }
-        Ok(handles)
+        // Backfill sessions are connections of their own to the one server.
+        let filler = backfill::Filler::new(self.ctx, outcomes, self.index_memory);
+        Ok(Started { workers: handles, backfill: Ok(filler) })
     }
 }
 
@@ -290,20 +317,14 @@ pub(crate) async fn commit_with_retries(
 
 /// Connects again, pausing as `backoff` says, until its `retry_for` is over.
 async fn reconnect(ctx: &WorkerCtx, backoff: &mut Backoff) -> Result<Client, LoadError> {
-    let mut last = None;
-    loop {
-        if !backoff.wait().await {
-            return Err(LoadError::Setup(format!(
-                "the server could not be reached again within --retry-for {:?}{}: check it is up, then run the same command again to load the rest",
-                ctx.retry_for,
-                last.map(|e: crate::ConnectError| format!(" (last error: {e})")).unwrap_or_default()
-            )));
-        }
-        match ctx.target.connect().await {
-            Ok(c) => return Ok(c),
-            Err(e) if e.connection_lost() => last = Some(e),
-            Err(e) => return Err(e.into()),
-        }
+    match retry::connect_with(&ctx.target, backoff, |_| {}).await {
+        Ok(c) => Ok(c),
+        Err(e) if e.connection_lost() => Err(LoadError::Setup(format!(
+            "the server could not be reached again within {} {:?} (last error: {e}): check it is up, then run the same command again to load the rest",
+            crate::setting::Setting::RetryFor,
+            ctx.retry_for,
+        ))),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -353,22 +374,12 @@ pub(crate) async fn commit_batch<C: Begin>(
         // Another run of the load took it over: this run stops.
         return Err(AttemptError::Stop(e));
     }
-    if retry && let Some(load_id) = &ctx.load_id {
-        let done: bool = txn
-            .query_one("SELECT EXISTS (SELECT 1 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2)", &[load_id, &batch.batch_id])
-            .await?
-            .get(0);
-        if done {
-            // The commit landed before the connection was lost.
-            let rows = txn
-                .query_one(
-                    "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal WHERE load_id = $1 AND batch_id = $2",
-                    &[load_id, &batch.batch_id],
-                )
-                .await?
-                .get::<_, i64>(0);
-            return Ok((rows as u64, batch.bytes(), Vec::new()));
-        }
+    if retry
+        && let Some(load_id) = &ctx.load_id
+        && let Some(rows) = super::journal::landed(&txn, load_id, &batch.batch_id).await?
+    {
+        // The commit landed before the connection was lost.
+        return Ok((rows, batch.bytes(), Vec::new()));
     }
     let mut loaded = 0u64;
     let mut rejected = Vec::new();
@@ -386,7 +397,7 @@ pub(crate) async fn commit_batch<C: Begin>(
         loaded += rows;
         rejected[before..].iter_mut().for_each(|r| r.part = index);
         if let Some(load_id) = &ctx.load_id {
-            journal_part(&txn, load_id, &batch.batch_id, part, rows).await?;
+            super::journal::record(&txn, load_id, &batch.batch_id, part.claim(rows)).await?;
         }
     }
     if !rejected.is_empty() {
@@ -416,29 +427,6 @@ pub(crate) async fn commit_batch<C: Begin>(
     txn.commit().await?;
     let sent = batch.parts.iter().enumerate().filter(|(i, _)| !vanished.contains(i)).map(|(_, p)| p.body.len() as u64).sum();
     Ok((loaded, sent, vanished))
-}
-
-/// Records in the journal, in the transaction that loads them, which input
-/// ranges `part`'s leaf now holds.
-pub(crate) async fn journal_part(
-    txn: &Transaction<'_>,
-    load_id: &str,
-    batch_id: &str,
-    part: &BatchPart,
-    rows: u64,
-) -> Result<(), tokio_postgres::Error> {
-    for (i, (input, starts, ends)) in super::journal::journal_rows(&part.seg.ranges).into_iter().enumerate() {
-        // The rows count goes on the first entry only, so sums stay right.
-        let rows = if i == 0 { rows as i64 } else { 0 };
-        // The physical table the rows are in: its oid and relfilenode now (see `journal::open`).
-        txn.execute(
-            "INSERT INTO chute.load_journal (load_id, batch_id, target, input, starts, ends, rows, rel, relfilenode)
-             SELECT $1, $2, $3, $4, $5, $6, $7, c.oid, c.relfilenode FROM pg_class c WHERE c.oid = $8::text::regclass",
-            &[&load_id, &batch_id, &part.journal_target, &input, &starts, &ends, &rows, &part.target_name],
-        )
-        .await?;
-    }
-    Ok(())
 }
 
 /// Locks every target of the batch as its COPY would (ROW EXCLUSIVE), so

@@ -24,15 +24,9 @@ use std::sync::Arc;
 
 use tokio_postgres::Client;
 
-use super::{Batch, BatchPart, CopyOutcome, Sink, WorkerCtx};
+use super::{Batch, BatchPart, CopyOutcome, Job, Sink, Started, WorkerCtx};
 use crate::ConnectOptions;
 use crate::load::{LoadError, LoadProgress};
-
-/// One server's share of a batch, and where its answer goes.
-pub(crate) struct Job {
-    pub batch: Batch,
-    pub done: tokio::sync::oneshot::Sender<(Batch, Result<super::Committed, LoadError>)>,
-}
 
 /// A data node as the load sees it.
 pub(crate) struct LoadNode {
@@ -110,8 +104,7 @@ impl Distributed {
         &mut self,
         control: &Client,
         spec: &crate::load::LoadSpec,
-        id: &str,
-        (table, inputs, owner): (&str, &str, &str),
+        entry: crate::load::journal::Entry<'_>,
         committed: &mut crate::load::journal::Committed,
         progress: &mut dyn LoadProgress,
     ) -> Result<(), LoadError> {
@@ -122,7 +115,7 @@ impl Distributed {
         servers.extend(self.nodes.iter().map(|n| (format!("data node {}", n.name), n.options.clone())));
         for r in super::atomic::recover(control, &servers).await? {
             let what = if r.committed { "committed" } else { "rolled back" };
-            progress.notice(&format!("{what} the transaction {} an interrupted --atomic load left on {}", r.gid, r.server));
+            progress.notice(&format!("{what} the transaction {} an interrupted atomic load left on {}", r.gid, r.server));
         }
         for node in &self.nodes {
             let client = crate::retry::connect(&node.options, spec.retry_for, |e| {
@@ -130,7 +123,7 @@ impl Distributed {
             })
             .await
             .map_err(|e| LoadError::Setup(format!("data node {} ({}) is not reachable: {e}", node.name, node.options.display_url())))?;
-            let c = crate::load::journal::open(&client, id, table, inputs, spec.inputs.len().max(1), owner)
+            let c = crate::load::journal::open(&client, &entry)
                 .await
                 .map_err(|e| LoadError::Setup(format!("on data node {}: {e}", node.name)))?;
             committed.rows += c.rows;
@@ -168,11 +161,7 @@ pub(crate) struct NodeSink {
 }
 
 impl Sink for NodeSink {
-    async fn start(
-        &self,
-        batches: flume::Receiver<Batch>,
-        outcomes: flume::Sender<CopyOutcome>,
-    ) -> Result<Vec<tokio::task::JoinHandle<Result<(), LoadError>>>, LoadError> {
+    async fn start(self, batches: flume::Receiver<Batch>, outcomes: flume::Sender<CopyOutcome>) -> Result<Started, LoadError> {
         let mut handles = Vec::new();
         // Pool 0 is the coordinator; pool i + 1 is node i.
         let mut pools = Vec::new();
@@ -229,7 +218,7 @@ impl Sink for NodeSink {
                                 first.get_or_insert(e);
                             }
                             Err(e) => {
-                                first.get_or_insert(LoadError::Setup(format!("an --atomic COPY worker failed: {e}")));
+                                first.get_or_insert(LoadError::Setup(format!("a COPY worker of the atomic load failed: {e}")));
                             }
                         }
                     }
@@ -240,7 +229,7 @@ impl Sink for NodeSink {
                 }));
             }
         }
-        Ok(handles)
+        Ok(Started { workers: handles, backfill: Err("the table's partitions live on data nodes".into()) })
     }
 }
 

@@ -26,11 +26,12 @@ use chute_core::parse::{Fields, RecordError, RecordPos};
 use chute_core::value::{EncodeContext, PgType, ValueError, encode_text};
 use tokio_postgres::Client;
 
-use super::format::Prepared;
-use super::model::{Chunk, ChunkOut, ChunkProcessor, Filed, PendingRow, Reject, RowPos};
-use super::routing::Routing;
-use super::source::{self, InputSpec};
-use super::{LoadError, LoadProgress, LoadSpec};
+use super::super::input::{self, InputSpec};
+use super::super::model::{Chunk, ChunkOut, Filed, PendingRow, Reject, RowPos};
+use super::super::routing::Routing;
+use super::super::target;
+use super::super::{LoadError, LoadProgress, LoadSpec};
+use super::{Kind, Prepared};
 
 pub(crate) mod tags;
 
@@ -42,7 +43,7 @@ pub(crate) const TAGS_ID_AT: usize = 2 + 12 + 4;
 
 /// Reads the header of a tsbs file.
 fn read_header(spec: &InputSpec) -> Result<TsbsHeader, LoadError> {
-    let mut input = source::open(spec, 64 << 20)?;
+    let mut input = input::open(spec, 64 << 20)?;
     let mut buf = Vec::new();
     let mut piece = vec![0u8; 64 << 10];
     loop {
@@ -66,32 +67,81 @@ fn skip_header(buf: &[u8]) -> Result<Option<(usize, u64)>, String> {
     parse_tsbs_header(buf).map(|h| h.map(|(_, bytes, lines)| (bytes, lines))).map_err(|e| e.to_string())
 }
 
-/// Creates or reuses the tables and builds the processor.
-pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dyn LoadProgress) -> Result<Prepared, LoadError> {
-    if spec.inputs.contains(&InputSpec::Stdin) {
-        return Err(LoadError::Setup("--format tsbs reads files (their headers name the tables), not stdin".into()));
+/// Creates or reuses the tables and builds the kind.
+pub(crate) async fn prepare(
+    spec: &LoadSpec,
+    inputs: &[InputSpec],
+    control: &Client,
+    progress: &mut dyn LoadProgress,
+) -> Result<Prepared, LoadError> {
+    let header = one_header(inputs)?;
+    let schema = tables_schema(spec, control).await?;
+    let tags = tags_table(control, &schema, &header).await?;
+    let first_tag = header.tags.first().map(|(n, _)| n.clone()).ok_or_else(|| LoadError::Setup("the tsbs header lists no tags".into()))?;
+    let mut tables = Vec::new();
+    let mut types = Vec::new();
+    for (index, (m, fields)) in header.measurements.iter().enumerate() {
+        let name = QualifiedName::new(schema.clone(), m.clone());
+        make_measurement_table(spec, control, progress, &header, index, &name).await?;
+        let mut cols = vec!["time".to_owned(), "tags_id".to_owned(), first_tag.clone()];
+        cols.extend(fields.iter().cloned());
+        cols.push("additional_tags".into());
+        let info = target::resolve(control, &name).await?;
+        let columns = target::table_columns(control, info.oid).await?;
+        let plan = target::plan_columns(&info.name, &columns, Some(&cols))?;
+        types.push(column_types(&info.name, &plan)?);
+        let (routing, _) = super::super::routing::build(spec, control, &info, &plan, progress).await?;
+        tables.push(Arc::new(routing));
     }
-    let header = read_header(&spec.inputs[0])?;
-    for other in &spec.inputs[1..] {
+    let cache: TagCache = Arc::default();
+    let kind = Arc::new(TsbsProcessor { parser: TsbsParser::new(header.clone()), cache: cache.clone(), tables: tables.clone(), types });
+    Ok(Prepared {
+        boundary: Some(Arc::new(TsbsParser::new(header.clone()))),
+        tables,
+        kind,
+        skip: Some(skip_header),
+        tags: Some(TagResolver { cache, sql: tags.sql, lock_key: tags.lock_key as i32 }),
+        via_parent_reason: None,
+        // Schema-qualified: the same file loaded into two schemas is two loads in `chute load --status`.
+        summary_table: header
+            .measurements
+            .iter()
+            .map(|(m, _)| QualifiedName::new(schema.clone(), m.clone()).to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        by_ref: false,
+    })
+}
+
+/// The header every input shares (their tables must be the same).
+fn one_header(inputs: &[InputSpec]) -> Result<TsbsHeader, LoadError> {
+    if inputs.contains(&InputSpec::Stdin) {
+        return Err(LoadError::Setup("tsbs input is read from files (their headers name the tables), not stdin".into()));
+    }
+    let first = inputs.first().ok_or_else(|| LoadError::Setup("tsbs input needs a file".into()))?;
+    let header = read_header(first)?;
+    for other in &inputs[1..] {
         if read_header(other)? != header {
             return Err(LoadError::Setup(format!(
                 "{} has a different tsbs header than {}: load them separately",
                 other.display_name(),
-                spec.inputs[0].display_name()
+                first.display_name()
             )));
         }
     }
-    let interval = match &spec.tsbs_interval {
-        Some(i) => Some(chute_core::partman::Span::parse(i).map_err(|e| LoadError::Setup(format!("--interval: {e}")))?),
-        None => None,
-    };
-    let schema: String = match &spec.tsbs_schema {
+    Ok(header)
+}
+
+/// The schema the tables go in: the load's (made if missing), or the
+/// connection's current schema.
+async fn tables_schema(spec: &LoadSpec, control: &Client) -> Result<String, LoadError> {
+    match &spec.tsbs_schema {
         Some(schema) => {
             control
                 .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)))
                 .await
                 .map_err(|e| LoadError::sql(format!("creating schema {schema}"), e))?;
-            schema.clone()
+            Ok(schema.clone())
         }
         None => control
             .query_one("SELECT current_schema()::text", &[])
@@ -99,10 +149,20 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
             .map_err(|e| LoadError::sql("reading the schema", e))?
             .try_get::<_, Option<String>>(0)
             .map_err(|e| LoadError::sql("reading the schema", e))?
-            .ok_or_else(|| LoadError::Setup("no schema on the search_path to create the tsbs tables in: give one with --schema".into()))?,
-    };
+            .ok_or_else(|| LoadError::Setup("no schema on the search_path to create the tsbs tables in: name one for the tables".into())),
+    }
+}
+
+/// The tags table, as found or made: the statement that finds or inserts a
+/// tag set's id, and the advisory lock key it runs under.
+struct Tags {
+    sql: String,
+    lock_key: u32,
+}
+
+async fn tags_table(control: &Client, schema: &str, header: &TsbsHeader) -> Result<Tags, LoadError> {
     let tag_cols: Vec<String> = header.tags.iter().map(|(n, _)| quote_ident(n)).collect();
-    let tags_table = QualifiedName::new(schema.clone(), "tags");
+    let tags_table = QualifiedName::new(schema.to_owned(), "tags");
     let defs: Vec<String> = header.tags.iter().map(|(n, t)| format!("{} {}", quote_ident(n), tag_sql_type(t))).collect();
     // NULLS NOT DISTINCT needs PostgreSQL 15; on 14 the tag-set lookup
     // (IS NOT DISTINCT FROM, under the tags table's advisory lock) alone keeps
@@ -120,16 +180,11 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
         tag_cols.join(", ")
     );
     control.batch_execute(&ddl).await.map_err(|e| LoadError::sql("creating the tags table", e))?;
-    let have_typed: Vec<(String, String)> = control
-        .query(
-            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
-             WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped",
-            &[&tags_table.quoted()],
-        )
+    let have_typed: Vec<(String, String)> = crate::catalog::columns_of(control, &tags_table)
         .await
         .map_err(|e| LoadError::sql("reading the tags table", e))?
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
+        .into_iter()
+        .map(|c| (c.name, c.type_name))
         .collect();
     let have: Vec<String> = have_typed.iter().map(|(n, _)| n.clone()).collect();
     let missing: Vec<&str> = header.tags.iter().map(|(n, _)| n.as_str()).filter(|n| !have.iter().any(|h| h == n)).collect();
@@ -169,71 +224,51 @@ pub(crate) async fn prepare(spec: &LoadSpec, control: &Client, progress: &mut dy
         .await
         .map_err(|e| LoadError::sql("reading the tags table", e))?
         .get(0);
+    Ok(Tags { sql, lock_key })
+}
 
-    let first_tag = header.tags.first().map(|(n, _)| n.clone()).ok_or_else(|| LoadError::Setup("the tsbs header lists no tags".into()))?;
-    let mut tables = Vec::new();
-    let mut types = Vec::new();
-    for (index, (m, fields)) in header.measurements.iter().enumerate() {
-        let name = QualifiedName::new(schema.clone(), m.clone());
-        let exists: bool = control
-            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&name.quoted()])
-            .await
-            .map_err(|e| LoadError::sql("looking for a table", e))?
-            .get(0);
-        let mut cols = vec!["time".to_owned(), "tags_id".to_owned(), first_tag.clone()];
-        cols.extend(fields.iter().cloned());
-        cols.push("additional_tags".into());
-        if !exists {
-            let defs = header.measurement_columns_sql(index).expect("a measurement of this header, which has tags");
-            let q = name.quoted();
-            match interval {
-                Some(interval) => {
-                    // Partitioned by time; partitions appear just in time as rows need them.
-                    let policy = chute_core::partman::Policy {
-                        max_future: Some(chute_core::partman::Span::parse("1d").expect("static")),
-                        ..chute_core::partman::Policy::new(name.clone(), "time", chute_core::partman::KeyType::Timestamptz, interval)
-                    };
-                    let req = crate::partman::CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
-                    let mut mgr = crate::partman::PartitionManager::connect(&spec.target, Default::default()).await?;
-                    mgr.create(req, jiff::Timestamp::now().as_microsecond(), false, &mut crate::exec::quiet).await?;
-                }
-                None => control
-                    .batch_execute(&format!("CREATE TABLE {q} ({})", defs.join(", ")))
-                    .await
-                    .map_err(|e| LoadError::sql(format!("creating {name}"), e))?,
-            }
-            control
-                .batch_execute(&format!("CREATE INDEX ON {q} (tags_id, time DESC); CREATE INDEX ON {q} (time DESC)"))
-                .await
-                .map_err(|e| LoadError::sql(format!("indexing {name}"), e))?;
-            progress.notice(&format!("created {name}"));
-        }
-        let info = super::target::resolve(control, &name).await?;
-        let columns = super::target::table_columns(control, info.oid).await?;
-        let plan = super::target::plan_columns(&info.name, &columns, Some(&cols))?;
-        types.push(column_types(&info.name, &plan)?);
-        let (routing, _) = super::routing::build(spec, control, &info, &plan, progress).await?;
-        tables.push(Arc::new(routing));
+/// Makes a measurement's table when it does not exist, with the indexes of
+/// the published runs (partitioned by time when the load has an interval).
+async fn make_measurement_table(
+    spec: &LoadSpec,
+    control: &Client,
+    progress: &mut dyn LoadProgress,
+    header: &TsbsHeader,
+    index: usize,
+    name: &QualifiedName,
+) -> Result<(), LoadError> {
+    let exists: bool = control
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&name.quoted()])
+        .await
+        .map_err(|e| LoadError::sql("looking for a table", e))?
+        .get(0);
+    if exists {
+        return Ok(());
     }
-    let cache: TagCache = Arc::default();
-    let processor =
-        Arc::new(TsbsProcessor { parser: TsbsParser::new(header.clone()), cache: cache.clone(), tables: tables.clone(), types });
-    Ok(Prepared {
-        boundary: Some(Arc::new(TsbsParser::new(header.clone()))),
-        tables,
-        processor,
-        skip: Some(skip_header),
-        tags: Some(TagResolver { cache, sql, lock_key: lock_key as i32 }),
-        via_parent_reason: None,
-        // Schema-qualified: the same file loaded into two schemas is two loads in `chute load --status`.
-        summary_table: header
-            .measurements
-            .iter()
-            .map(|(m, _)| QualifiedName::new(schema.clone(), m.clone()).to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
-        by_ref: false,
-    })
+    let defs = header.measurement_columns_sql(index).expect("a measurement of this header, which has tags");
+    let q = name.quoted();
+    match spec.tsbs_interval {
+        Some(interval) => {
+            // Partitioned by time; partitions appear just in time as rows need them.
+            let policy = chute_core::partman::Policy {
+                max_future: Some(chute_core::partman::Span::parse("1d").expect("static")),
+                ..chute_core::partman::Policy::new(name.clone(), "time", chute_core::partman::KeyType::Timestamptz, interval)
+            };
+            let req = crate::partman::CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
+            let mut mgr = crate::partman::PartitionManager::connect(&spec.target, Default::default()).await?;
+            mgr.create(req, crate::clock::now_micros(), false, &mut crate::exec::quiet).await?;
+        }
+        None => control
+            .batch_execute(&format!("CREATE TABLE {q} ({})", defs.join(", ")))
+            .await
+            .map_err(|e| LoadError::sql(format!("creating {name}"), e))?,
+    }
+    control
+        .batch_execute(&format!("CREATE INDEX ON {q} (tags_id, time DESC); CREATE INDEX ON {q} (time DESC)"))
+        .await
+        .map_err(|e| LoadError::sql(format!("indexing {name}"), e))?;
+    progress.notice(&format!("created {name}"));
+    Ok(())
 }
 
 struct TsbsProcessor {
@@ -248,7 +283,7 @@ struct TsbsProcessor {
 /// The types a measurement table's columns are encoded to, checked once:
 /// `time` a timestamp, `tags_id` an integer (its id is patched into the
 /// encoded row), every other column a type chute encodes.
-fn column_types(table: &QualifiedName, plan: &super::target::ColumnPlan) -> Result<Vec<PgType>, LoadError> {
+fn column_types(table: &QualifiedName, plan: &target::ColumnPlan) -> Result<Vec<PgType>, LoadError> {
     let mut types = Vec::with_capacity(plan.targets.len());
     for (i, t) in plan.targets.iter().enumerate() {
         let ty = match (i, t.ty) {
@@ -330,7 +365,7 @@ fn put(row: &mut Vec<u8>, ty: PgType, v: &[u8], ctx: &EncodeContext) -> Result<(
     }
 }
 
-impl ChunkProcessor for TsbsProcessor {
+impl Kind for TsbsProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
         let range = (chunk.input as u32, chunk.base_offset, chunk.base_offset + chunk.data.len() as u64);
         let mut filed = Filed::default();

@@ -10,9 +10,9 @@ use std::sync::{Arc, RwLock};
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
-use super::super::LoadError;
-use super::super::model::{Filed, PendingRow};
-use super::super::routing::Routing;
+use super::super::super::LoadError;
+use super::super::super::model::{Filed, PendingRow};
+use super::super::super::routing::Routing;
 use super::TAGS_ID_AT;
 
 /// Tag set ids, shared copy-on-write: a parse thread takes the current map

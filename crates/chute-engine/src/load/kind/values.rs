@@ -25,8 +25,10 @@ use chute_core::parse::Fields;
 use chute_core::rowenc::{RowEncoder, RowOutcome, write_text_row};
 use chute_core::value::PgType;
 
-use super::model::{Chunk, ChunkOut, ChunkProcessor, Filed, Reject, RowPos};
-use super::routing::Routing;
+use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
+use super::super::routing::Routing;
+use super::super::{LoadError, LoadProgress, LoadSpec};
+use super::{Kind, Prepared};
 
 const NULL: u8 = 0;
 const FLOAT: u8 = 1;
@@ -139,6 +141,28 @@ fn read<'a>(data: &'a [u8], at: &mut usize) -> Option<Value<'a>> {
 }
 
 /// Encodes and routes rows of parsed values into one table.
+/// Prepares a service's load of parsed values into one table: the feed's
+/// rows hold one value per column of `spec.columns`, in that order.
+pub(crate) async fn prepare(
+    spec: &LoadSpec,
+    control: &tokio_postgres::Client,
+    progress: &mut dyn LoadProgress,
+) -> Result<Prepared, LoadError> {
+    let t = super::one_table(spec, control, progress, None, spec.columns.as_deref()).await?;
+    // Parsed already: no format cuts or parses the chunks.
+    let kind = Arc::new(ValuesProcessor { encoder: RowEncoder::new(t.plan.targets.clone(), t.ctx), routing: t.routing.clone() });
+    Ok(Prepared {
+        tables: vec![t.routing],
+        kind,
+        boundary: None,
+        skip: None,
+        tags: None,
+        via_parent_reason: t.via_parent_reason,
+        summary_table: t.info.name.to_string(),
+        by_ref: false,
+    })
+}
+
 pub(crate) struct ValuesProcessor {
     pub(crate) encoder: RowEncoder,
     pub(crate) routing: Arc<Routing>,
@@ -217,7 +241,7 @@ impl ValuesProcessor {
 /// 2000-01-01 (PostgreSQL's epoch) in Unix microseconds.
 const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
 
-impl ChunkProcessor for ValuesProcessor {
+impl Kind for ValuesProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
         let (encoder, routing) = (&self.encoder, &self.routing);
         let data = &chunk.data;
@@ -272,7 +296,7 @@ impl ChunkProcessor for ValuesProcessor {
                 }
                 RowOutcome::NeedsServer { .. } => {
                     write_text_row(&fields, &mut row);
-                    super::text_route::file_text_row(encoder, routing, &rc, &fields, &row, &[], pos, &mut filed);
+                    super::super::text_route::file_text_row(encoder, routing, &rc, &fields, &row, &[], pos, &mut filed);
                 }
                 RowOutcome::Invalid { column, reason } => {
                     let reason = format!("column {}: {reason}", encoder.columns[column].name);

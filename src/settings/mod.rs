@@ -13,6 +13,9 @@ use chute_engine::local::{LocalServer, StartOutcome};
 
 use crate::args::ConnArgs;
 
+pub mod generate;
+pub mod load;
+
 /// Resolves the server to use, starting the embedded one when none is named.
 pub fn target(conn: &ConnArgs) -> anyhow::Result<ConnectOptions> {
     if conn.url.is_some() || env_names_a_server(&ProcessEnv) {
@@ -48,4 +51,28 @@ pub fn check_interval(flag: &str, value: &str) -> anyhow::Result<()> {
 pub fn check_zone(flag: &str, value: &str) -> anyhow::Result<()> {
     chute_core::partman::interval::zone(value).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
     Ok(())
+}
+
+/// How the CLI names the engine's settings in its messages: as the flag a
+/// user types (see `chute_engine::setting`).
+pub fn flag(setting: chute_engine::setting::Setting, value: Option<&str>) -> String {
+    use chute_engine::setting::Setting as S;
+    let flag = match setting {
+        S::MemoryBudget => "--memory-mb",
+        S::Backfill => "--backfill",
+        S::RetryFor => "--retry-for",
+        S::Atomic => "--atomic",
+        S::Wait => "--wait",
+        S::LoadId => "--load-id",
+        S::Columns => "--columns",
+        S::Format => "--format",
+        S::ViaParent => "--via-parent",
+        S::NoCreatePartitions => "--no-create-partitions",
+        S::Schema => "--schema",
+        S::MaxFuture => "--max-future",
+    };
+    match value {
+        Some(v) => format!("{flag} {v}"),
+        None => flag.to_owned(),
+    }
 }

@@ -1,0 +1,186 @@
+//! What PostgreSQL's two line formats share: the record loop of
+//! `COPY … (FORMAT csv)` and `COPY … (FORMAT text)`.
+//!
+//! Both read a record as a line (which a quote or a backslash may stretch
+//! over several), report a header line's flaws without splitting it, split
+//! a record without quotes or escapes at every delimiter and one with them
+//! their own way, check the field count, count the lines a record spans and
+//! stop at the end-of-data marker `\.`. [`parse_lines`] is that loop, once;
+//! a format says what differs through [`LineFormat`]: how a record is
+//! scanned, how a record with quotes or escapes is split, and what its
+//! flaws are called. The loop is generic, so each format gets its own copy
+//! from the compiler with its scan inlined, as when each wrote it out.
+
+use super::{ChunkEnd, Cursor, Fields, MAX_RECORD_BYTES, RecordError, RecordPos, TOO_LONG};
+
+/// What scanning one record from its start found.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LineScan {
+    /// End of the record's content (before its `\n`, `\r\n` or end marker).
+    pub content_end: usize,
+    /// Start of the next record.
+    pub next: usize,
+    /// The record holds the format's special byte (a quote in CSV, a
+    /// backslash in text): its fields need [`LineFormat::split_special`], and
+    /// newlines inside it may be data.
+    pub special: bool,
+    /// A carriage return that does not end the line (outside quotes).
+    pub bare_cr: bool,
+    /// The format's own flaw ([`LineFormat::BROKEN`]): an unterminated quote
+    /// in CSV, `\.` followed by something other than a line end in text.
+    pub broken: bool,
+    /// The record ends with the end-of-data marker, which starts at
+    /// `content_end` (at the record's start: no record, only the marker).
+    pub end_marker: bool,
+}
+
+impl LineScan {
+    /// A record that runs to `end` (the end of the buffer) with nothing
+    /// found yet: what a scan starts from.
+    #[inline]
+    pub fn to_end(end: usize) -> Self {
+        LineScan { content_end: end, next: end, special: false, bare_cr: false, broken: false, end_marker: false }
+    }
+}
+
+/// What a line format does its own way inside [`parse_lines`].
+pub(super) trait LineFormat {
+    /// Why a record whose scan is `broken` is bad.
+    const BROKEN: &'static str;
+    /// Why a record with a bare carriage return is bad.
+    const BARE_CR: &'static str;
+    /// Whether a broken header line is reported. PostgreSQL reads a CSV
+    /// header as one record without splitting it, so an unterminated quote
+    /// there just swallows the rest of the input; a text header with a
+    /// corrupt marker is an error.
+    const BROKEN_HEADER_IS_ERROR: bool;
+
+    fn delimiter(&self) -> u8;
+    /// The NULL string, compared with a field's raw bytes.
+    fn null(&self) -> &[u8];
+    /// Whether the record at input offset 0 is a header line.
+    fn header(&self) -> bool;
+    fn expected_fields(&self) -> Option<usize>;
+
+    /// Scans the record starting at `start`, or the end marker there.
+    fn scan(&self, chunk: &[u8], start: usize) -> LineScan;
+
+    /// Splits a record's content that holds the special byte into `fields`.
+    fn split_special(&self, content: &[u8], fields: &mut Fields);
+}
+
+/// The record loop of a line format: see [`RecordParser`](super::RecordParser)
+/// for the contract.
+#[inline]
+pub(super) fn parse_lines<F: LineFormat>(
+    format: &F,
+    chunk: &[u8],
+    first_line: u64,
+    base_offset: u64,
+    on_record: &mut dyn FnMut(&Fields, RecordPos),
+    on_error: &mut dyn FnMut(RecordError),
+) -> ChunkEnd {
+    let mut cursor = Cursor::new(first_line, base_offset);
+    let mut fields = Fields::new();
+    let mut header = format.header() && base_offset == 0;
+    let mut start = 0;
+    while start < chunk.len() {
+        let scan = format.scan(chunk, start);
+        let pos = cursor.pos(start, scan.next);
+        if header {
+            // A header line's fields are not looked at, but a broken line is
+            // an error: a `\r`-only file would otherwise vanish silently into
+            // its "header". If it holds the end marker, the data ends there.
+            header = false;
+            if (F::BROKEN_HEADER_IS_ERROR || !scan.broken)
+                && let Some(problem) = line_problem::<F>(start, &scan)
+            {
+                on_error(RecordError { pos, reason: problem.into() });
+            }
+        } else if !(scan.end_marker && scan.content_end == start) {
+            // (A marker alone on its line is no record; one after data ends
+            // a last record, which PostgreSQL still loads.)
+            match fields_of(format, chunk, start, &scan, &mut fields) {
+                Ok(()) => on_record(&fields, pos),
+                Err(reason) => on_error(RecordError { pos, reason }),
+            }
+        }
+        if scan.end_marker {
+            let line = cursor.line + super::count_lines(&chunk[start..scan.content_end]);
+            return ChunkEnd::EndOfData { line, offset: base_offset + scan.content_end as u64 };
+        }
+        cursor.line += if scan.special { super::count_lines(&chunk[start..scan.next]) } else { u64::from(scan.next > scan.content_end) };
+        start = scan.next;
+    }
+    ChunkEnd::Complete
+}
+
+/// What is wrong with a scanned record as a line, before its fields are
+/// looked at. PostgreSQL finds these while reading a header line too.
+#[inline]
+fn line_problem<F: LineFormat>(start: usize, scan: &LineScan) -> Option<&'static str> {
+    if scan.next - start > MAX_RECORD_BYTES {
+        Some(TOO_LONG)
+    } else if scan.broken {
+        Some(F::BROKEN)
+    } else if scan.bare_cr {
+        Some(F::BARE_CR)
+    } else {
+        None
+    }
+}
+
+/// Splits one scanned record into `fields`, or says why it is bad.
+#[inline]
+fn fields_of<F: LineFormat>(format: &F, chunk: &[u8], start: usize, scan: &LineScan, fields: &mut Fields) -> Result<(), String> {
+    if let Some(problem) = line_problem::<F>(start, scan) {
+        return Err(problem.into());
+    }
+    fields.clear();
+    let content = &chunk[start..scan.content_end];
+    if scan.special {
+        format.split_special(content, fields);
+    } else {
+        split_plain(content, format.delimiter(), format.null(), fields);
+    }
+    check_field_count(format.expected_fields(), fields.len())
+}
+
+/// Checks a record's field count against the configured column count, with
+/// PostgreSQL's messages (columns are numbered from 1; chute's engine knows
+/// their names and may add them).
+fn check_field_count(expected: Option<usize>, found: usize) -> Result<(), String> {
+    match expected {
+        Some(n) if found > n => Err("extra data after last expected column".into()),
+        Some(n) if found < n => Err(format!("missing data for column {}", found + 1)),
+        _ => Ok(()),
+    }
+}
+
+/// Splits `content` (no quotes, no escapes) at every `delimiter` into
+/// `fields`, treating a field equal to `null` as NULL.
+#[inline]
+fn split_plain(content: &[u8], delimiter: u8, null: &[u8], fields: &mut Fields) {
+    let mut start = 0;
+    for end in memchr::memchr_iter(delimiter, content).chain(std::iter::once(content.len())) {
+        let value = &content[start..end];
+        if value == null {
+            fields.push_null();
+        } else {
+            fields.push(value);
+        }
+        start = end + 1;
+    }
+}
+
+/// Whether `rest` (the bytes after a record start) is PostgreSQL's
+/// end-of-data marker line `\.`, and if so its length with its terminator.
+/// `\n` and `\r\n` both end it, as they end any line here.
+#[inline]
+pub(super) fn end_marker_len(rest: &[u8]) -> Option<usize> {
+    match rest {
+        [b'\\', b'.', b'\n', ..] => Some(3),
+        [b'\\', b'.', b'\r', b'\n', ..] => Some(4),
+        _ => None,
+    }
+}

@@ -1,0 +1,60 @@
+//! The load's control connection. It holds the load's lock (see `claim`)
+//! for as long as the load runs, reads what the coordinator needs from the
+//! server while rows flow (tag ids, keys only the server parses, partition
+//! trees after a leaf vanished) and closes the journal at the end. When the
+//! server drops it, it is made again on the next use and the lock taken
+//! again with it; if another run holds the lock by then, this run stops.
+
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use super::LoadError;
+use crate::ConnectOptions;
+use crate::retry::{self, Backoff, Lost};
+
+pub(crate) struct Control {
+    client: Client,
+    target: ConnectOptions,
+    retry_for: Duration,
+    /// The journaled load whose lock the connection holds.
+    load_id: Option<String>,
+}
+
+impl Control {
+    pub(crate) fn new(client: Client, target: ConnectOptions, retry_for: Duration, load_id: Option<String>) -> Self {
+        Control { client, target, retry_for, load_id }
+    }
+
+    /// The connection, made again (with the load's lock) if the server dropped it.
+    pub(crate) async fn client(&mut self) -> Result<&Client, LoadError> {
+        if self.client.is_closed() {
+            self.client = retry::connect(&self.target, self.retry_for, |_| {}).await?;
+            if let Some(id) = &self.load_id {
+                super::claim::retake(&self.client, id).await?;
+            }
+        }
+        Ok(&self.client)
+    }
+
+    /// The connection as it is, for a statement that copes with its loss itself.
+    pub(crate) fn current(&self) -> &Client {
+        &self.client
+    }
+
+    /// Marks the load finished (or how it ended) in the journal, retrying a lost connection.
+    pub(crate) async fn close_journal(&mut self, status: &str, through: &[super::CommittedThrough]) -> Result<(), LoadError> {
+        let Some(id) = self.load_id.clone() else { return Ok(()) };
+        let mut backoff = Backoff::reconnect(self.retry_for);
+        loop {
+            let result = match self.client().await {
+                Ok(c) => super::journal::close(c, &id, status, through).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Err(e) if e.connection_lost() && backoff.wait().await => {}
+                other => return other,
+            }
+        }
+    }
+}

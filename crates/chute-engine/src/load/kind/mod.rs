@@ -1,0 +1,121 @@
+//! Kinds: the format-specific part of a load. A kind turns a chunk of input
+//! into rows for targets (parse, encode, route) on the parse threads; it is
+//! made once per load, before any row moves, from the load's
+//! [`LoadInput`] (see [`prepare`], the one place that asks which kind a
+//! load has). Delimited text (CSV, text, JSON lines), tsbs files, rows a
+//! service parsed itself (`values`) and rows a workload makes (`generated`)
+//! are the kinds today; a new format is a new module here and one arm of
+//! `prepare`, and touches neither the coordinator nor the sinks.
+
+use std::sync::Arc;
+
+use chute_core::parse::Format;
+use chute_core::value::EncodeContext;
+
+use super::model::{Chunk, ChunkOut};
+use super::routing::Routing;
+use super::target::{self, ColumnPlan};
+use super::{InputFormat, LoadError, LoadInput, LoadProgress, LoadSpec};
+use crate::catalog::TableInfo;
+
+pub(crate) mod delimited;
+pub(crate) mod generated;
+pub(crate) mod tsbs;
+pub(crate) mod values;
+
+/// Turns a chunk of input into rows for targets.
+///
+/// Contract. `process` is called from several parse threads at once, on
+/// chunks in any order, and never blocks on I/O: a row that needs the
+/// database before it can be routed (a tsbs tag set without an id, a key
+/// only the server can parse) goes to the coordinator in the result
+/// (`pending_tags`, `server_keys`). Every row of the chunk is filed exactly
+/// once: into the segment of its target, among the rows waiting for their
+/// partition, among the rejects (with its line and the reason), or counted
+/// as skipped (an earlier run of the load committed it). That is what lets
+/// the chunk's acknowledgement be shared out to the holders of its rows
+/// (`ChunkOut::attach`): a row filed nowhere would let the acknowledgement
+/// fire before that row is committed. The result's `budget` counts every
+/// byte it holds (`Filed::finish` computes it): the parse thread takes that
+/// much of the load's memory budget before handing the result on, and each
+/// holder gives its share back when its rows are done. A record the kind
+/// cannot read is a reject with its reason, never an error: nothing in a
+/// chunk fails the load.
+pub(crate) trait Kind: Send + Sync {
+    fn process(&self, chunk: &Chunk) -> ChunkOut;
+}
+
+/// Finds a header to skip at the start of an input: `Some((bytes, lines))`,
+/// or `None` when more bytes are needed.
+pub(crate) type SkipHeader = fn(&[u8]) -> Result<Option<(usize, u64)>, String>;
+
+/// Everything kind-specific a load needs, made before any row moves.
+pub(crate) struct Prepared {
+    pub tables: Vec<Arc<Routing>>,
+    pub kind: Arc<dyn Kind>,
+    /// Cuts read input into chunks (the format's boundary finder); none
+    /// where chunks come whole (generated rows, a service's requests).
+    pub boundary: Option<Arc<dyn Format>>,
+    /// Bytes and lines to skip at the start of every input (a tsbs header).
+    pub skip: Option<SkipHeader>,
+    pub tags: Option<tsbs::tags::TagResolver>,
+    pub via_parent_reason: Option<String>,
+    pub summary_table: String,
+    /// Rows keep their records by position, not as copies (see `Filed::by_ref`).
+    pub by_ref: bool,
+}
+
+/// Makes the kind of the load's input: the tables it writes, how rows are
+/// routed to their leaves, and how chunks become rows.
+pub(crate) async fn prepare(
+    spec: &LoadSpec,
+    control: &tokio_postgres::Client,
+    progress: &mut dyn LoadProgress,
+) -> Result<Prepared, LoadError> {
+    match &spec.input {
+        LoadInput::Generated { workload, .. } => generated::prepare(spec, workload.clone(), control, progress).await,
+        LoadInput::Read { inputs, format: InputFormat::Tsbs } => tsbs::prepare(spec, inputs, control, progress).await,
+        LoadInput::Read { inputs, format } => delimited::prepare(spec, *format, inputs, control, progress).await,
+        LoadInput::Feed { format: InputFormat::Values, .. } => values::prepare(spec, control, progress).await,
+        LoadInput::Feed { format: InputFormat::Tsbs, .. } => {
+            Err(LoadError::Setup("tsbs input names its tables in a header: it is read from files, not fed".into()))
+        }
+        LoadInput::Feed { format, .. } => delimited::prepare(spec, *format, &[], control, progress).await,
+    }
+}
+
+/// The one table of a load into one table, with its columns planned and
+/// its routing built.
+pub(crate) struct OneTable {
+    pub info: TableInfo,
+    /// Every column of the table.
+    pub columns: Vec<target::TableColumn>,
+    pub plan: ColumnPlan,
+    pub routing: Arc<Routing>,
+    pub via_parent_reason: Option<String>,
+    pub ctx: EncodeContext,
+}
+
+/// Resolves the load's table (made from `workload` when it is missing and
+/// the load makes it), plans its `columns` (all, in table order, when
+/// `None`) and builds its routing.
+pub(crate) async fn one_table(
+    spec: &LoadSpec,
+    control: &tokio_postgres::Client,
+    progress: &mut dyn LoadProgress,
+    workload: Option<&dyn chute_core::generate::Workload>,
+    columns: Option<&[String]>,
+) -> Result<OneTable, LoadError> {
+    let info = target::resolve_load_table(control, spec, workload).await?;
+    let all = target::table_columns(control, info.oid).await?;
+    let plan = target::plan_columns(&info.name, &all, columns)?;
+    let ctx = EncodeContext { session_tz: session_zone(control).await, epoch: spec.epoch };
+    let (routing, via_parent_reason) = super::routing::build(spec, control, &info, &plan, progress).await?;
+    Ok(OneTable { info, columns: all, plan, routing: Arc::new(routing), via_parent_reason, ctx })
+}
+
+/// The session TimeZone, which text COPY uses for timestamps without an offset.
+pub(crate) async fn session_zone(client: &tokio_postgres::Client) -> Option<jiff::tz::TimeZone> {
+    let name: String = client.query_one("SHOW TimeZone", &[]).await.ok()?.get(0);
+    chute_core::partman::interval::zone(&name).ok()
+}

@@ -1,0 +1,142 @@
+//! `chute load`'s arguments become a validated [`LoadSpec`]: the input
+//! chosen once (files, stdin, a tsbs file, generated rows), and every
+//! combination of flags checked before a server is chosen, started or
+//! connected to. Flag values arrive typed (see `args::values`); what is
+//! checked here is what no single flag can know.
+
+use chute_core::ident::QualifiedName;
+use chute_core::value::EpochUnit;
+use chute_engine::ConnectOptions;
+use chute_engine::load::{Backfill, GeneratedInput, InputFormat, InputSpec, LoadInput, LoadSpec};
+
+use super::generate;
+use crate::args::{BackfillArg, EpochArg, FormatArg, GenArg, LoadArgs};
+
+/// The load the arguments describe, without a server yet.
+pub struct LoadPlan {
+    table: QualifiedName,
+    input: LoadInput,
+}
+
+/// Checks the arguments and chooses the input.
+pub fn plan(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
+    let tsbs = a.format == FormatArg::Tsbs;
+    let stream_gen = matches!(a.generate, Some(GenArg::Iot | GenArg::Devops));
+    anyhow::ensure!(
+        tsbs || stream_gen || a.interval.is_none(),
+        "--interval goes with --format tsbs and --gen iot|devops; for other formats make the table with chute partition create"
+    );
+    anyhow::ensure!(
+        tsbs || stream_gen || a.schema.is_none(),
+        "--schema goes with --format tsbs and --gen iot|devops, whose files name their own tables"
+    );
+    match a.generate {
+        None => read(a, tsbs),
+        Some(g) => generated(a, g),
+    }
+}
+
+/// Files or stdin.
+fn read(a: &LoadArgs, tsbs: bool) -> anyhow::Result<LoadPlan> {
+    let given = a.gen_options.given();
+    anyhow::ensure!(given.is_empty(), "{} go{} with --gen", given.join(", "), if given.len() == 1 { "es" } else { "" });
+    let table_arg = a.table.clone().expect("clap requires TABLE without --gen, --status or --forget");
+    // With tsbs the tables come from the file, so every argument is a file.
+    let (table, files) = if tsbs {
+        (QualifiedName::parse("tsbs")?, std::iter::once(table_arg).chain(a.files.iter().cloned()).collect::<Vec<_>>())
+    } else {
+        (QualifiedName::parse(&table_arg)?, a.files.clone())
+    };
+    let inputs: Vec<InputSpec> =
+        if files.is_empty() { vec![InputSpec::Stdin] } else { files.iter().map(|f| InputSpec::parse(f)).collect() };
+    anyhow::ensure!(inputs.iter().filter(|i| **i == InputSpec::Stdin).count() <= 1, "stdin (-) can be read only once");
+    anyhow::ensure!(!(tsbs && inputs.contains(&InputSpec::Stdin)), "--format tsbs reads files (their headers name the tables), not stdin");
+    let format = match a.format {
+        FormatArg::Csv => InputFormat::Csv,
+        FormatArg::Text => InputFormat::Text,
+        FormatArg::Jsonl => InputFormat::Jsonl,
+        FormatArg::Tsbs => InputFormat::Tsbs,
+    };
+    Ok(LoadPlan { table, input: LoadInput::Read { inputs, format } })
+}
+
+/// Generated data: rows of TABLE, or a tsbs stream that names its own tables.
+fn generated(a: &LoadArgs, g: GenArg) -> anyhow::Result<LoadPlan> {
+    let name = generate::workload_name(g);
+    generate::check_options(&a.gen_options, g, None)?;
+    let stream = matches!(g, GenArg::Iot | GenArg::Devops);
+    let rows = generate::rows(&a.gen_options, stream);
+    let params = generate::params(&a.gen_options, None)?;
+    match chute_core::generate::workload(name, rows, &params).map_err(anyhow::Error::msg)? {
+        chute_core::generate::AnyWorkload::Rows(workload) => {
+            let table = a.table.as_deref().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{name} makes rows of one table: name it, e.g. chute gen {name} --create | psql && chute load {table} --gen {name}",
+                    table = generate::default_table(g)
+                )
+            })?;
+            Ok(LoadPlan { table: QualifiedName::parse(table)?, input: LoadInput::Generated { workload, rows } })
+        }
+        chute_core::generate::AnyWorkload::Stream(_) => {
+            let tables = if g == GenArg::Iot { "tags, readings and diagnostics" } else { "tags and cpu" };
+            anyhow::ensure!(
+                a.table.is_none(),
+                "{name} makes its own tables ({tables}): leave out {}; --schema NAME puts them in a schema of their own",
+                a.table.as_deref().unwrap_or_default()
+            );
+            let input = GeneratedInput::stream(name, rows, &params).map_err(anyhow::Error::msg)?;
+            let input = LoadInput::Read { inputs: vec![InputSpec::Generated(input)], format: InputFormat::Tsbs };
+            Ok(LoadPlan { table: QualifiedName::parse("tsbs")?, input })
+        }
+    }
+}
+
+impl LoadPlan {
+    /// The engine's spec for the load on `target`.
+    pub fn spec(self, target: ConnectOptions, a: &LoadArgs) -> LoadSpec {
+        let reads_stdin = matches!(&self.input, LoadInput::Read { inputs, .. } if inputs.contains(&InputSpec::Stdin));
+        let mut spec = LoadSpec::new(target, self.table, self.input);
+        spec.tsbs_interval = a.interval;
+        spec.tsbs_schema = a.schema.clone();
+        spec.header = a.header;
+        spec.delimiter = a.delimiter;
+        spec.null = a.null.clone();
+        spec.columns = a.columns.clone();
+        spec.epoch = a.epoch.map(|e| match e {
+            EpochArg::S => EpochUnit::Seconds,
+            EpochArg::Ms => EpochUnit::Millis,
+            EpochArg::Us => EpochUnit::Micros,
+            EpochArg::Ns => EpochUnit::Nanos,
+        });
+        if let Some(w) = a.workers {
+            spec.workers = w;
+        }
+        if let Some(p) = a.parse_threads {
+            spec.parse_threads = p;
+        }
+        spec.memory_budget = (a.memory_mb as usize) << 20;
+        spec.batch_bytes = (a.batch_mb << 20).min(spec.memory_budget / 4);
+        spec.via_parent = a.via_parent;
+        spec.no_create_partitions = a.no_create_partitions;
+        spec.backfill = match a.backfill {
+            BackfillArg::Auto => Backfill::Auto,
+            BackfillArg::On => Backfill::On,
+            BackfillArg::Off => Backfill::Off,
+        };
+        spec.backfill_index_memory = a.backfill_index_memory;
+        spec.reject_file = a.reject_file.clone();
+        spec.max_rejects = a.max_rejects;
+        spec.report_every = a.report_every;
+        spec.load_id = a.load_id.clone();
+        spec.wait = a.wait;
+        spec.retry_for = a.retry_for;
+        spec.atomic = a.atomic;
+        // A live stream's rows reach the table while it waits for more; files wait for full batches.
+        spec.flush_every = match a.flush_every {
+            Some(f) => f.duration(),
+            None if reads_stdin => Some(std::time::Duration::from_secs(1)),
+            None => None,
+        };
+        spec
+    }
+}

@@ -1,0 +1,117 @@
+//! The live migration on a server with PostgreSQL's default lock settings
+//! (`max_locks_per_transaction` 64, 100 connections, no prepared
+//! transactions): `chute simulate --during-migrate` runs the orders
+//! workload while `chute migrate` swaps and splits a year of daily
+//! history. No application statement may fail (the split used to exhaust
+//! the lock table: "out of shared memory" for the copy and for the
+//! application's own updates, inserts and reads), and no write may wait
+//! longer than `--lock-timeout`.
+//!
+//! The history is small (20,000 orders, about 55 a day): what costs locks
+//! is the number of leaves, 367 here as with any row count, and the test
+//! must stay fast on two shared cores. `scripts/bench-simulate` runs the
+//! same with a million orders.
+
+use std::collections::HashMap;
+
+use chute_testkit::{ClusterSetup, TestCluster};
+
+use crate::common::{chute, open_tempdir, read_csv, run_expect};
+
+/// Per kind of operation in one phase: done, failed, the slowest (ms).
+type PhaseFigures<'a> = HashMap<&'a str, (i64, i64, f64)>;
+
+/// The lock settings the test fixture raises for its shared clusters, at
+/// PostgreSQL's defaults.
+const DEFAULT_LOCKS: &[(&str, &str)] =
+    &[("max_locks_per_transaction", "64"), ("max_connections", "100"), ("max_prepared_transactions", "0")];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_year_of_daily_history_is_split_under_the_workload_on_default_lock_settings() {
+    let cluster = TestCluster::start_with(&ClusterSetup { settings: DEFAULT_LOCKS, ..ClusterSetup::default() });
+    let db = cluster.fresh_db("cli_migrate_live").await;
+    let url = db.url();
+    let c = db.client().await;
+    let lock_table: i64 = c
+        .query_one(
+            "SELECT current_setting('max_locks_per_transaction')::int8 * (current_setting('max_connections')::int8
+                    + current_setting('autovacuum_max_workers')::int8 + 1 + current_setting('max_worker_processes')::int8
+                    + current_setting('max_wal_senders')::int8 + current_setting('max_prepared_transactions')::int8)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(lock_table, 64 * (100 + 3 + 1 + 8 + 10), "the server's lock table is not the default one");
+    run_expect(
+        chute().args(["--url", &url, "simulate", "--create", "--rows", "20000", "--history", "365d", "--columns", "2", "--duration", "0"]),
+        0,
+    );
+    let dir = open_tempdir();
+    let out = dir.path().join("live");
+    let (stdout, stderr) = run_expect(
+        chute()
+            .args(["--url", &url, "simulate", "--during-migrate", "--migrate-after", "2s", "--duration", "2s", "--lock-timeout", "1s"])
+            .args(["--writes-per-s", "1000", "--reads-per-s", "1000", "--update-after", "300ms", "--connections", "40"])
+            .args(["--out", out.to_str().unwrap(), "--json"]),
+        0,
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert!(json["migration_error"].is_null(), "the migration failed: {json}");
+    let phases: Vec<&str> = json["markers"].as_array().unwrap().iter().map(|m| m["phase"].as_str().unwrap()).collect();
+    assert!(phases.contains(&"cutover") && phases.contains(&"flatten") && phases.last() == Some(&"migrated"), "{phases:?}");
+
+    let kinds = ["insert", "update", "read_id", "read_customer", "read_count"];
+    let all = &json["periods"][0];
+    assert_eq!(all["period"], "all");
+    for k in kinds {
+        assert_eq!(all["ops"][k]["errors"], 0, "{k} statements failed: {}", json["notes"]);
+        assert!(all["ops"][k]["done"].as_i64().unwrap() > 0, "{k}: none ran");
+    }
+    // The workload's figures, per phase: operations done, failed, and the
+    // slowest of each kind (what a stall cost the application).
+    let samples = read_csv(&out.join("samples.csv"));
+    let mut by_phase: Vec<(String, PhaseFigures<'_>)> = Vec::new();
+    for s in &samples {
+        let phase = s["phase"].clone();
+        if by_phase.last().is_none_or(|(p, _)| *p != phase) {
+            by_phase.push((phase, HashMap::new()));
+        }
+        let m = &mut by_phase.last_mut().unwrap().1;
+        for k in kinds {
+            let e = m.entry(k).or_insert((0, 0, 0.0));
+            e.0 += s[&format!("{k}_done")].parse::<i64>().unwrap();
+            e.1 += s[&format!("{k}_errors")].parse::<i64>().unwrap();
+            e.2 = e.2.max(s[&format!("{k}_max_ms")].parse::<f64>().unwrap());
+        }
+    }
+    for (phase, m) in &by_phase {
+        let line: Vec<String> = kinds.iter().map(|k| format!("{k} {} done, {} failed, max {:.0} ms", m[k].0, m[k].1, m[k].2)).collect();
+        println!("{phase:<20} {}", line.join("; "));
+    }
+    let (st, _) = run_expect(chute().args(["--url", &url, "migrate", "--status", "orders", "--json"]), 0);
+    println!("{st}");
+    let status: serde_json::Value = serde_json::from_str(&st).unwrap();
+
+    for k in ["insert", "update"] {
+        let max = all["ops"][k]["max_ms"].as_f64().unwrap();
+        assert!(max < 1000.0, "the slowest {k} took {max:.0} ms, past --lock-timeout 1s: {by_phase:?}");
+    }
+    // The split's largest transaction fitted its share of the lock table.
+    assert_eq!(status["phase"], "done", "{st}");
+    let most = status["max_step_locks"].as_i64().unwrap();
+    assert!(most > 367 && most <= lock_table / 4, "{st}");
+    // A year of daily partitions, every order in the table.
+    let r = c
+        .query_one(
+            "SELECT (SELECT count(*) FROM pg_partition_tree('orders') WHERE isleaf), (SELECT count(*) FROM orders),
+                    (SELECT count(*) FROM pg_class WHERE relname LIKE 'orders\\_chute\\_%' AND relkind IN ('r', 'p'))",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (leaves, rows, left): (i64, i64, i64) = (r.get(0), r.get(1), r.get(2));
+    assert!(leaves >= 367, "{leaves} leaves");
+    assert_eq!(rows, 20_000 + all["ops"]["insert"]["done"].as_i64().unwrap());
+    assert_eq!(left, 0);
+}
