@@ -239,3 +239,73 @@ fn no_chart_or_run_output_in_the_docs_holds_a_machine_path() {
     assert!(checked > 20, "only {checked} files checked");
     assert!(found.is_empty(), "machine paths in the docs (regenerate with the script that made them):\n{}", found.join("\n"));
 }
+
+/// Where the code sends a reader must exist: every `docs/….md` a source
+/// file names (help texts, error messages, comments) is a page of the book,
+/// and every "the README's X section" is a heading of README.md (the
+/// README is short now; an error that sends a user to a section it lost
+/// would send them nowhere).
+#[test]
+fn every_page_and_readme_section_the_code_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let headings: Vec<String> =
+        readme.lines().filter(|l| l.starts_with('#')).map(|l| l.trim_start_matches('#').trim().to_lowercase()).collect();
+    let mut todo = vec![root.join("src")];
+    todo.extend(std::fs::read_dir(root.join("crates")).unwrap().map(|e| e.unwrap().path().join("src")));
+    let (mut wrong, mut named) = (Vec::new(), 0);
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+                continue;
+            }
+            if path.extension().and_then(|x| x.to_str()) != Some("rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let file = path.strip_prefix(root).unwrap().display().to_string();
+            for page in docs_paths(&text) {
+                named += 1;
+                if !root.join(&page).is_file() {
+                    wrong.push(format!("{file} names {page}, which does not exist"));
+                }
+            }
+            for section in readme_sections(&text) {
+                if !headings.iter().any(|h| h.contains(&section.to_lowercase())) {
+                    wrong.push(format!("{file} sends the reader to the README's {section} section, which README.md does not have"));
+                }
+            }
+        }
+    }
+    assert!(named > 10, "only {named} book pages named in the code: is the scan looking in the right place?");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every `docs/….md` in a text.
+fn docs_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("docs/") {
+        let tail = &rest[at..];
+        let len = tail.find(|c: char| !(c.is_ascii_alphanumeric() || "/-_.".contains(c))).unwrap_or(tail.len());
+        let candidate = tail[..len].trim_end_matches('.');
+        if candidate.ends_with(".md") {
+            out.push(candidate.to_owned());
+        }
+        rest = &tail[len.max(5)..];
+    }
+    out
+}
+
+/// X of every "README's X section" in a text.
+fn readme_sections(text: &str) -> Vec<String> {
+    text.match_indices("README's ")
+        .filter_map(|(at, m)| {
+            let tail = &text[at + m.len()..];
+            let end = tail.find(" section")?;
+            Some(tail[..end].trim_matches(|c| c == '"' || c == '`').to_owned()).filter(|s| s.len() < 40)
+        })
+        .collect()
+}
