@@ -315,6 +315,8 @@ impl LoadError {
             LoadError::Several { first, .. } => first.code(),
             LoadError::Catalog(crate::catalog::CatalogError::Sql(e)) => e.code(),
             LoadError::Schema(crate::schema::SchemaError::Sql(e)) => e.code(),
+            LoadError::Partition(crate::partman::PartmanError::Catalog(crate::catalog::CatalogError::Sql(e))) => e.code(),
+            LoadError::Partition(crate::partman::PartmanError::Sql(e)) => e.code(),
             _ => None,
         }
     }

@@ -619,6 +619,18 @@ pub(crate) async fn reread_tree(client: &tokio_postgres::Client, routing: &Routi
     Ok(())
 }
 
+/// The server could not reach another one (SQLSTATE class 08 on a
+/// connection that is itself fine): postgres_fdw on the coordinator
+/// reading a data node that is down. Retried like a lost connection.
+fn a_node_unreachable(e: &LoadError) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.code().is_some_and(|c| {
+        *c == SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
+            || *c == SqlState::CONNECTION_FAILURE
+            || *c == SqlState::CONNECTION_EXCEPTION
+    })
+}
+
 /// Keeps one partition manager connection for just-in-time creation.
 pub(crate) struct JitCreator {
     mgr: Option<PartitionManager>,
@@ -646,10 +658,17 @@ impl JitCreator {
         loop {
             match self.attempt(spec_target, routing, j, starts).await {
                 Ok(created) => return Ok(created),
-                Err(e) if e.connection_lost() => {
-                    self.mgr = None;
+                Err(e) if e.connection_lost() || a_node_unreachable(&e) => {
+                    if e.connection_lost() {
+                        self.mgr = None;
+                    }
                     if !backoff.wait().await {
-                        return Err(e);
+                        return Err(LoadError::Setup(format!(
+                            "making new partitions of {}: {e}; it was retried for {} {:?}: check that the server and every data node are up (chute cluster status shows a node that is down), then run the same command again: the rows committed so far are skipped",
+                            routing.parent,
+                            crate::setting::Setting::RetryFor,
+                            self.retry_for
+                        )));
                     }
                 }
                 Err(e) => return Err(e),

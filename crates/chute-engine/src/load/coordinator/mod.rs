@@ -89,6 +89,9 @@ pub(crate) struct Coordinator {
     jit_rx: flume::Receiver<JitDone>,
     /// Rows whose partition is being (or is about to be) created.
     waiting: Vec<PendingPart>,
+    /// Since when rows wait for a creation, and when the user was last
+    /// told (see `tell_of_long_waits`).
+    waiting_since: Option<(Instant, Instant)>,
     /// Partitions to make ahead of the rows: the policy's premake intervals
     /// past the newest one rows needed or reached, made one at a time while
     /// no row waits, so sorted input finds the next interval ready instead
@@ -180,6 +183,7 @@ impl Coordinator {
             jit_done,
             jit_rx,
             waiting: Vec::new(),
+            waiting_since: None,
             ahead: Vec::new(),
             made_ahead: HashSet::new(),
             ahead_leaves: HashMap::new(),
@@ -360,6 +364,10 @@ impl Coordinator {
         for (table, start) in wanted {
             by_table.entry(table).or_default().push(start);
         }
+        if !ahead && self.waiting_since.is_none() {
+            let now = Instant::now();
+            self.waiting_since = Some((now, now));
+        }
         let mut creator = self.jit.take().expect("checked above");
         let (tables, target, done) = (self.tables.clone(), self.target.clone(), self.jit_done.clone());
         tokio::spawn(async move {
@@ -388,6 +396,30 @@ impl Coordinator {
             }
             let _ = done.send((creator, result));
         });
+    }
+
+    /// Rows that wait long for their partitions: making them is retrying
+    /// (the server, or a data node that holds a shard of every new
+    /// partition, is unreachable) or waits for a lock. Said after 5 s and
+    /// every 10 s after that, so a load that makes no progress says why.
+    pub(crate) fn tell_of_long_waits(&mut self) {
+        let Some((since, told)) = self.waiting_since else { return };
+        let waited = since.elapsed();
+        if waited < Duration::from_secs(5) || (told != since && told.elapsed() < Duration::from_secs(10)) {
+            return;
+        }
+        self.waiting_since = Some((since, Instant::now()));
+        let mut tables: Vec<String> = self.waiting.iter().map(|p| self.tables[usize::from(p.table)].parent.to_string()).collect();
+        tables.sort();
+        tables.dedup();
+        self.notices.push(format!(
+            "{} rows have waited {} s for new partitions of {} to be made: the server or a data node may be unreachable, or a lock held; chute keeps trying for up to {} {:?}",
+            self.waiting.len(),
+            waited.as_secs(),
+            tables.join(", "),
+            crate::setting::Setting::RetryFor,
+            self.retry_for
+        ));
     }
 
     /// Queues the partitions of the policy's premake intervals after the
@@ -424,6 +456,7 @@ impl Coordinator {
     /// A creation finished: route the rows that waited for it.
     pub(crate) async fn jit_finished(&mut self, creator: JitCreator, result: Result<JitMade, LoadError>) -> Result<(), LoadError> {
         self.jit = Some(creator);
+        self.waiting_since = None;
         let JitMade { created, asked, ahead } = match result {
             Ok(r) => r,
             Err(e) => {

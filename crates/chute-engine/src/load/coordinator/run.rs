@@ -144,6 +144,7 @@ impl Coordinator {
     /// rejects written, batches sent early (memory pressure, idle workers,
     /// rows that waited long enough) and backfills closed.
     async fn upkeep(&mut self, errors: &mut Errors, parsing_done: bool) {
+        self.tell_of_long_waits();
         if !self.vanished.is_empty()
             && let Err(e) = self.reroute_vanished().await
         {
