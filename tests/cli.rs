@@ -83,6 +83,8 @@ mod serve_limits;
 mod serve_once;
 #[path = "cli/serve_prometheus.rs"]
 mod serve_prometheus;
+#[path = "cli/serve_prometheus_real.rs"]
+mod serve_prometheus_real;
 #[path = "cli/serve_values.rs"]
 mod serve_values;
 #[path = "cli/settings.rs"]

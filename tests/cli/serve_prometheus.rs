@@ -1,6 +1,6 @@
 //! `chute serve --prometheus`: remote write and remote read, spoken by a
 //! client here (the `prost` messages of `chute_engine::serve::prom::wire`,
-//! snappy) and by real Prometheus servers (`prometheus_real.rs`).
+//! snappy) and by real Prometheus servers (`serve_prometheus_real.rs`).
 
 use std::time::Duration;
 

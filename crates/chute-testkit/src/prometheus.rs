@@ -81,6 +81,25 @@ impl Prometheus {
         p
     }
 
+    /// Takes `config` (as [`Prometheus::start`] does) with SIGHUP, and
+    /// waits until it runs it: its configuration, as it shows it, changed.
+    pub fn reload(&self, config: &str) {
+        let before = self.get("/api/v1/status/config").map(|(_, b)| b);
+        std::fs::write(self.root.join("prometheus.yml"), config.replace("{self}", &self.addr))
+            .expect("test fixture: cannot write prometheus.yml");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGHUP) };
+        let began = Instant::now();
+        while self.get("/api/v1/status/config").map(|(_, b)| b) == before {
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "test fixture: prometheus did not take its new configuration:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// What it logged.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.root.join("prometheus.log")).unwrap_or_default()
