@@ -71,7 +71,7 @@ impl Prometheus {
         let child = cmd.spawn().unwrap_or_else(|e| panic!("test fixture: cannot start prometheus: {e}"));
         let mut p = Prometheus { child, root, addr };
         let began = Instant::now();
-        while !p.get("/-/ready").is_some_and(|(status, _)| status == 200) {
+        while p.get("/-/ready").is_none_or(|(status, _)| status != 200) {
             if let Ok(Some(status)) = p.child.try_wait() {
                 panic!("test fixture: prometheus exited ({status}):\n{}", p.log());
             }

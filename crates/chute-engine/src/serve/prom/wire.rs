@@ -387,7 +387,10 @@ mod tests {
     use super::*;
     use prost::Message;
 
-    fn decode_all(body: &[u8]) -> Result<(Vec<(Vec<(String, String)>, Vec<(i64, u64)>)>, Vec<MetricMetadata>, WriteCounts), WireError> {
+    /// A series as decoded: its labels and (time, value bits) samples.
+    type Decoded = (Vec<(String, String)>, Vec<(i64, u64)>);
+
+    fn decode_all(body: &[u8]) -> Result<(Vec<Decoded>, Vec<MetricMetadata>, WriteCounts), WireError> {
         let mut got = Vec::new();
         let mut meta = Vec::new();
         let mut scratch = SeriesRef::default();

@@ -269,7 +269,7 @@ fn rows(batch: &Batch, ids: &[i64]) -> (Vec<u8>, Vec<(usize, u64)>) {
         let id = ids[i].to_le_bytes();
         for (t, bits) in &batch.samples[from..*end] {
             let n = data.len() / ROW;
-            if n > 0 && n % per_chunk == 0 {
+            if n > 0 && n.is_multiple_of(per_chunk) {
                 cuts.push((data.len(), n as u64));
             }
             data.extend_from_slice(&id);
