@@ -308,3 +308,47 @@ async fn bad_remote_writes_get_a_4xx_naming_the_cause_and_write_nothing() {
     let plain = Server::start(&url, &[]);
     expect(post_snappy(&format!("{}/api/v1/write", plain.base), &request(good.clone()), &[]), 404, "--prometheus");
 }
+
+#[tokio::test]
+async fn while_postgres_is_down_a_write_is_answered_503_with_retry_after_and_its_retry_is_written_once() {
+    let cluster = chute_testkit::TestCluster::start();
+    let db = cluster.fresh_db("prom_down").await;
+    let s = Server::start(&db.url(), &["--prometheus", "--request-timeout", "3s"]);
+    let t = now_ms();
+    let first = WriteRequest { timeseries: vec![series(&[("__name__", "up"), ("job", "a")], &[(t, 1.0)])], metadata: vec![] };
+    assert_eq!(write(&s.base, &first).0, 204, "{}", s.log());
+    cluster.cluster.stop(chute_engine::local::StopMode::Fast).unwrap();
+    let second = WriteRequest {
+        timeseries: vec![
+            series(&[("__name__", "up"), ("job", "a")], &[(t + 15_000, 1.0)]),
+            series(&[("__name__", "up"), ("job", "b")], &[(t, 0.0)]),
+        ],
+        metadata: vec![],
+    };
+    let body = snap::raw::Encoder::new().compress_vec(&second.encode_to_vec()).unwrap();
+    let send = || {
+        agent()
+            .post(format!("{}/api/v1/write", s.base))
+            .header("Content-Encoding", "snappy")
+            .header("Content-Type", "application/x-protobuf")
+            .send(&body[..])
+            .unwrap()
+    };
+    let mut r = send();
+    let status = r.status().as_u16();
+    let retry_after = r.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    assert_eq!(status, 503, "Prometheus retries a 5xx: {text}\n{}", s.log());
+    assert!(retry_after.is_some_and(|v| v.parse::<u64>().is_ok()), "no Retry-After: {text}");
+    // Back up: the same body (as Prometheus resends it) is written once, however often it is sent.
+    cluster.cluster.start().unwrap();
+    let began = std::time::Instant::now();
+    while send().status().as_u16() != 204 {
+        assert!(began.elapsed() < Duration::from_secs(60), "never written after PostgreSQL came back:\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(send().status().as_u16(), 204);
+    let c = db.client().await;
+    let n: i64 = c.query_one("SELECT count(*) FROM prometheus.samples", &[]).await.unwrap().get(0);
+    assert_eq!(n, 3, "the first request's sample and the second's two, each once");
+}
