@@ -81,6 +81,10 @@ mod serve_lanes;
 mod serve_limits;
 #[path = "cli/serve_once.rs"]
 mod serve_once;
+#[path = "cli/serve_prometheus.rs"]
+mod serve_prometheus;
+#[path = "cli/serve_prometheus_real.rs"]
+mod serve_prometheus_real;
 #[path = "cli/serve_values.rs"]
 mod serve_values;
 #[path = "cli/settings.rs"]

@@ -144,13 +144,17 @@ pub enum Command {
     Load(LoadArgs),
 
     /// Serve an HTTP ingest endpoint: InfluxDB line protocol (v1 /write,
-    /// v2 /api/v2/write) and CSV / JSON Lines (/v1/tables/TABLE), loaded
-    /// into the tables' leaf partitions; a request is answered only after
-    /// its rows are committed.
+    /// v2 /api/v2/write), CSV / JSON Lines (/v1/tables/TABLE) and, with
+    /// --prometheus, Prometheus remote write and read (/api/v1/write,
+    /// /api/v1/read), loaded into the tables' leaf partitions; a request is
+    /// answered only after its rows are committed.
     #[command(after_help = "EXAMPLES:
     chute serve                                        # http://127.0.0.1:8086
     chute serve --listen 0.0.0.0:8086 --insecure-listen --token-file tokens.txt
-    curl -i 'http://127.0.0.1:8086/write?db=public' --data-binary 'cpu,host=a usage=0.5 1700000000000000000'")]
+    curl -i 'http://127.0.0.1:8086/write?db=public' --data-binary 'cpu,host=a usage=0.5 1700000000000000000'
+    chute serve --prometheus --listen 127.0.0.1:9201   # Prometheus's remote_write and remote_read url: http://127.0.0.1:9201/api/v1/write, …/read
+
+Prometheus's long-term storage: see docs/prometheus.md")]
     Serve(ServeArgs),
 
     /// Write generated data: CSV rows of a table, or tsbs files.

@@ -442,6 +442,7 @@ pages! {
     book_partition => "docs/partition.md",
     book_migrate => "docs/migrate.md",
     book_serve => "docs/serve.md",
+    book_prometheus => "docs/prometheus.md",
     book_gen => "docs/gen.md",
     book_bench => "docs/bench.md",
     book_simulate => "docs/simulate.md",

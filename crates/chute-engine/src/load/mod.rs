@@ -59,6 +59,10 @@ pub enum InputFormat {
     /// Rows of values a service parsed itself (`values::ValueRows`): only
     /// encoded and routed (`chute serve`'s line protocol).
     Values,
+    /// Prometheus samples a service resolved and checked (series id, time,
+    /// value; see `kind::samples`): only encoded and routed (`chute serve`'s
+    /// remote write).
+    Samples,
 }
 
 /// What a load reads. Chosen once, when the load is specified: the load

@@ -44,6 +44,8 @@ pub(crate) enum Shape {
     Lines,
     /// `POST /v1/tables/…`: CSV or JSON Lines with these columns (or all).
     Table { format: TableFormat, columns: Option<Vec<String>>, delimiter: Option<u8>, null: Option<String>, epoch: Option<char> },
+    /// Prometheus remote write: samples as series id, time and value (`load::kind::samples`).
+    Samples,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -324,6 +326,7 @@ impl Lanes {
         let c = &self.config;
         let format = match shape {
             Shape::Lines => InputFormat::Values,
+            Shape::Samples => InputFormat::Samples,
             Shape::Table { format: TableFormat::Csv, .. } => InputFormat::Csv,
             Shape::Table { format: TableFormat::Jsonl, .. } => InputFormat::Jsonl,
         };
@@ -346,6 +349,7 @@ impl Lanes {
                 spec.columns = Some(columns.iter().map(|c| c.name.clone()).collect());
                 spec.epoch = Some(EpochUnit::Nanos);
             }
+            Shape::Samples => {}
             Shape::Table { columns, delimiter, null, epoch, .. } => {
                 spec.columns = columns.clone();
                 spec.delimiter = *delimiter;

@@ -45,7 +45,9 @@ fn make_format(spec: &LoadSpec, format: InputFormat, plan: &ColumnPlan) -> Resul
             Box::new(TextParser::new(o).map_err(setup)?)
         }
         InputFormat::Jsonl => Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?),
-        InputFormat::Tsbs | InputFormat::Values => return Err(LoadError::Setup(format!("{format:?} is not delimited text"))),
+        InputFormat::Tsbs | InputFormat::Values | InputFormat::Samples => {
+            return Err(LoadError::Setup(format!("{format:?} is not delimited text")));
+        }
     })
 }
 

@@ -3,9 +3,10 @@
 //! made once per load, before any row moves, from the load's
 //! [`LoadInput`] (see [`prepare`], the one place that asks which kind a
 //! load has). Delimited text (CSV, text, JSON lines), tsbs files, rows a
-//! service parsed itself (`values`) and rows a workload makes (`generated`)
-//! are the kinds today; a new format is a new module here and one arm of
-//! `prepare`, and touches neither the coordinator nor the sinks.
+//! service parsed itself (`values`), rows a workload makes (`generated`)
+//! and Prometheus samples (`samples`) are the kinds today; a new format is
+//! a new module here and one arm of `prepare`, and touches neither the
+//! coordinator nor the sinks.
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use crate::catalog::TableInfo;
 
 pub(crate) mod delimited;
 pub(crate) mod generated;
+pub(crate) mod samples;
 pub(crate) mod tsbs;
 pub(crate) mod values;
 
@@ -77,6 +79,7 @@ pub(crate) async fn prepare(
         LoadInput::Read { inputs, format: InputFormat::Tsbs } => tsbs::prepare(spec, inputs, control, progress).await,
         LoadInput::Read { inputs, format } => delimited::prepare(spec, *format, inputs, control, progress).await,
         LoadInput::Feed { format: InputFormat::Values, .. } => values::prepare(spec, control, progress).await,
+        LoadInput::Feed { format: InputFormat::Samples, .. } => samples::prepare(spec, control, progress).await,
         LoadInput::Feed { format: InputFormat::Tsbs, .. } => {
             Err(LoadError::Setup("tsbs input names its tables in a header: it is read from files, not fed".into()))
         }
