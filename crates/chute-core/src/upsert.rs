@@ -6,7 +6,7 @@
 //! SELECT … ON CONFLICT` (see `chute-engine`'s merge sink). This module is
 //! the part of that which needs no server: the setting as it is stored
 //! ([`OnConflict`]), the statements ([`MergeSql`]), and how many times a key
-//! occurs in a batch ([`key_multiplicity`]), which decides whether the batch
+//! occurs in a batch ([`key_multiplicity`], [`order_by_key`]), which decides whether the batch
 //! merges in one statement or in rounds.
 //!
 //! Rows apply as if one by one in input order. `DO NOTHING` does that by
@@ -15,8 +15,6 @@
 //! touch a row twice in one statement, so a batch whose keys repeat merges in
 //! rounds: round *k* takes the *k*-th occurrence of each key, in input order,
 //! so every round applies on top of the one before, `--update-if` included.
-
-use std::hash::{Hash, Hasher};
 
 use crate::ident::quote_ident;
 
@@ -222,28 +220,33 @@ impl MergeSql {
 /// whose binary form is canonical (integers, timestamps, dates, uuid, text
 /// under a deterministic collation, …). `None` when a row is malformed.
 pub fn key_multiplicity(rows: &[&[u8]], key_fields: &[usize]) -> Option<u32> {
-    let mut seen: std::collections::HashMap<u64, Vec<(usize, u32)>> = std::collections::HashMap::with_capacity(rows.len());
+    order_by_key(rows, key_fields).map(|(_, most)| most)
+}
+
+/// The order in which to stage `rows` so that every session merging into
+/// a leaf takes the row locks of its keys in one global order (the key's
+/// bytes), which is what keeps concurrent upserts of overlapping keys from
+/// deadlocking; rows of one key keep their input order (the sort is
+/// stable). Also returns [`key_multiplicity`]'s answer, read off the runs
+/// of equal keys. `None` when a row is malformed.
+pub fn order_by_key(rows: &[&[u8]], key_fields: &[usize]) -> Option<(Vec<usize>, u32)> {
     let mut ranges = Vec::new();
-    let mut most = u32::from(!rows.is_empty());
+    let mut keyed = Vec::with_capacity(rows.len());
     for (i, row) in rows.iter().enumerate() {
-        let key = key_of(row, key_fields, &mut ranges)?;
-        let mut h = rustc_hash::FxHasher::default();
-        key.hash(&mut h);
-        let same = seen.entry(h.finish()).or_default();
-        let mut found = false;
-        for (first, n) in same.iter_mut() {
-            if key_of(rows[*first], key_fields, &mut ranges)? == key {
-                *n += 1;
-                most = most.max(*n);
-                found = true;
-                break;
-            }
-        }
-        if !found {
-            same.push((i, 1));
+        keyed.push((key_of(row, key_fields, &mut ranges)?, i));
+    }
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut most = u32::from(!rows.is_empty());
+    let mut run = 1u32;
+    for w in keyed.windows(2) {
+        if w[0].0 == w[1].0 {
+            run += 1;
+            most = most.max(run);
+        } else {
+            run = 1;
         }
     }
-    Some(most)
+    Some((keyed.into_iter().map(|(_, i)| i).collect(), most))
 }
 
 /// The key fields of a row, as (length or -1, bytes) in key order.
@@ -293,6 +296,10 @@ mod tests {
         // A length that differs is a different key even where the bytes start alike.
         let (a, b) = (row(&[Some(b"ab")]), row(&[Some(b"a")]));
         assert_eq!(key_multiplicity(&[&a, &b], &[0]), Some(1));
+        // Sorted by key, rows of one key in input order.
+        let (order, most) = order_by_key(&refs, &[0, 1]).unwrap();
+        assert_eq!(most, 3);
+        assert_eq!(order, vec![3, 4, 0, 2, 5, 1], "NULL first, then (a,1) rows in input order, then (a,2)");
     }
 
     fn sql(action: ConflictAction, update_if: Option<&str>) -> MergeSql {

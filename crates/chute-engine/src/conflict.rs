@@ -101,8 +101,9 @@ async fn unique_indexes(client: &Client, oid: u32) -> Result<(Vec<String>, Vec<U
                  SELECT t.relid AS oid, t.level = 0 AS root FROM pg_partition_tree($1::oid::regclass) t WHERE t.isleaf OR t.level = 0
                  UNION ALL SELECT $1::oid, true WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree($1::oid::regclass)))
              SELECT r.oid::regclass::text, r.root, i.indexrelid::regclass::text, coalesce(i.indisprimary, false),
-                    array(SELECT a.attname::text FROM unnest((i.indkey::int2[])[1:i.indnkeyatts]) WITH ORDINALITY k(n, o)
-                          JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n ORDER BY k.o),
+                    array(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(n, o)
+                          JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n
+                          WHERE k.o <= i.indnkeyatts ORDER BY k.o),
                     coalesce(i.indexprs IS NULL AND i.indpred IS NULL AND i.indisvalid AND i.indisready AND i.indimmediate
                              AND NOT i.indisexclusion AND i.indisunique, false),
                     i.indexrelid IS NOT NULL
@@ -161,6 +162,14 @@ pub async fn resolve(client: &Client, info: &TableInfo, loaded: &[String], want:
     let table = &info.name;
     if want.action == ConflictAction::Error {
         return Err(ConflictError::Refused(format!("{} error is no upsert", Setting::OnConflict)));
+    }
+    if want.action == ConflictAction::Nothing && (want.update_columns.is_some() || want.update_if.is_some()) {
+        let given = if want.update_if.is_some() { Setting::UpdateIf } else { Setting::UpdateColumns };
+        return Err(ConflictError::Refused(format!(
+            "{given} says what an update does, and {} keeps the row there: use {} with it, or leave it out",
+            Setting::OnConflict.with("nothing"),
+            Setting::OnConflict.with("update")
+        )));
     }
     if info.relkind == 'f' {
         return Err(ConflictError::Refused(format!("{table} is a foreign table: chute does not upsert into foreign tables")));
