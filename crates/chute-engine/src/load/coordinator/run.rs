@@ -83,8 +83,11 @@ impl Coordinator {
                     Err(_) => break,
                 }
             } else {
+                // An upsert applies rows in input order, so the next chunk
+                // waits while rows of earlier ones wait for their partition.
+                let take_rows = !parsing_done && (self.stats.upsert.is_none() || self.jit_idle());
                 tokio::select! {
-                    out = async { rows.as_ref().expect("receiving").recv_async().await }, if !parsing_done => match out {
+                    out = async { rows.as_ref().expect("receiving").recv_async().await }, if take_rows => match out {
                         Ok(out) => if let Err(e) = self.merge(out).await { errors.add(e); },
                         Err(_) => parsing_done = true,
                     },
