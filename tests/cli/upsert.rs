@@ -323,3 +323,48 @@ async fn refusals_name_the_problem_and_the_fix_before_any_row_moves() {
     let err = refused("p", &["--on-conflict", "nothing", "--backfill", "on"]);
     assert!(err.contains("upserts"), "{err}");
 }
+
+#[tokio::test]
+async fn serve_into_a_table_set_to_update_keeps_one_row_per_key_across_retries() {
+    use crate::serve::{Server, post};
+    let db = shared().fresh_db("upsert_serve").await;
+    let (url, c) = (db.url(), db.client().await);
+    let cols = "time timestamptz not null, host text not null, usage float8, primary key (host, time)";
+    let (_, err) = run_expect(
+        chute().args([
+            "--url",
+            &url,
+            "partition",
+            "create",
+            "m",
+            "--columns",
+            cols,
+            "--key",
+            "time",
+            "--interval",
+            "1d",
+            "--on-conflict",
+            "update",
+        ]),
+        0,
+    );
+    assert!(err.contains("upserts: on conflict update on (host, time)"), "{err}");
+    let now = jiff::Timestamp::now().as_second() - 3600;
+    let body = |v: u32| (0..50).map(|i| format!("m,host=h{} usage={v} {}\n", i % 5, now - i64::from(i / 5))).collect::<String>();
+    let s = Server::start(&url, &[]);
+    let write = format!("{}/write?db=public&precision=s", s.base);
+    // A client retrying the same points (no Idempotency-Key), then sending a correction.
+    for v in [1, 1, 1, 2] {
+        let (status, text) = post(&write, &[], body(v).as_bytes());
+        assert_eq!(status, 204, "{text}\n{}", s.log());
+    }
+    assert_eq!(one_i64(&c, "SELECT count(*) FROM m").await, 50, "one row per key");
+    assert_eq!(one_i64(&c, "SELECT count(*) FROM m WHERE usage = 2").await, 50, "every row took the last values");
+
+    // Back to refusing: `error` clears the setting.
+    let (_, err) = run_expect(chute().args(["--url", &url, "partition", "set", "m", "--on-conflict", "error"]), 0);
+    assert!(err.contains("does not upsert"), "{err}");
+    let (_, err) =
+        run_expect(chute().args(["--url", &url, "partition", "set", "m", "--on-conflict", "nothing", "--conflict-key", "host"]), 2);
+    assert!(err.contains("lacks the partition key column time"), "{err}");
+}

@@ -481,11 +481,11 @@ pub async fn table_setting(client: &Client, table: &QualifiedName) -> Result<Opt
     if version.unwrap_or(0) < 9 {
         return Ok(None);
     }
-    let Some(schema) = &table.schema else { return Ok(None) };
     let row = client
         .query_opt(
-            "SELECT on_conflict::text FROM chute.partition_config WHERE parent_schema = $1 AND parent_table = $2 AND on_conflict IS NOT NULL",
-            &[schema, &table.name],
+            "SELECT on_conflict::text FROM chute.partition_config
+             WHERE to_regclass(format('%I.%I', parent_schema, parent_table)) = to_regclass($1) AND on_conflict IS NOT NULL",
+            &[&table.quoted()],
         )
         .await
         .map_err(|e| ConflictError::sql("reading chute.partition_config", e))?;
@@ -497,18 +497,43 @@ pub async fn table_setting(client: &Client, table: &QualifiedName) -> Result<Opt
     }
 }
 
-/// Stores (or with `None` clears) the upsert setting of `table`, which has
-/// a policy; `false` when it has none.
-pub async fn store_setting(client: &Client, table: &QualifiedName, setting: Option<&OnConflict>) -> Result<bool, ConflictError> {
+/// Makes `want` the upsert setting of `table` (`None` or `error`: clears
+/// it), after checking it as a load of every column would be checked;
+/// returns what is stored, with the key and the columns filled in.
+pub async fn set_table_setting(
+    client: &Client,
+    table: &QualifiedName,
+    want: Option<&OnConflict>,
+) -> Result<Option<OnConflict>, ConflictError> {
+    let info = catalog::table_info(client, table)
+        .await
+        .map_err(|e| ConflictError::Refused(format!("reading {table}: {e}")))?
+        .ok_or_else(|| ConflictError::Refused(format!("table {table} does not exist")))?;
+    let stored = match want.filter(|w| w.action != ConflictAction::Error) {
+        Some(w) => {
+            let columns = catalog::columns(client, info.oid).await.map_err(|e| ConflictError::sql("reading the table's columns", e))?;
+            let loaded: Vec<String> = columns.iter().filter(|c| !c.generated).map(|c| c.name.clone()).collect();
+            let resolved = resolve(client, &info, &loaded, w).await?;
+            check_with_server(client, &info, &loaded, &resolved, None).await?;
+            Some(resolved.setting)
+        }
+        None => None,
+    };
     crate::schema::ensure(client).await.map_err(|e| ConflictError::Refused(e.to_string()))?;
-    let Some(schema) = &table.schema else { return Ok(false) };
-    let json = setting.map(|s| serde_json::to_string(s).expect("a setting serializes"));
+    let json = stored.as_ref().map(|s| serde_json::to_string(s).expect("a setting serializes"));
     let n = client
         .execute(
-            "UPDATE chute.partition_config SET on_conflict = $3::text::jsonb, updated_at = now() WHERE parent_schema = $1 AND parent_table = $2",
-            &[schema, &table.name, &json],
+            "UPDATE chute.partition_config SET on_conflict = $2::text::jsonb, updated_at = now()
+             WHERE to_regclass(format('%I.%I', parent_schema, parent_table)) = $1::oid::regclass",
+            &[&info.oid, &json],
         )
         .await
         .map_err(|e| ConflictError::sql("writing chute.partition_config", e))?;
-    Ok(n > 0)
+    if n == 0 {
+        return Err(ConflictError::Refused(format!(
+            "{} has no partition policy, where chute keeps a table's settings: make one with chute partition create {} --key … --interval …",
+            info.name, info.name
+        )));
+    }
+    Ok(stored)
 }

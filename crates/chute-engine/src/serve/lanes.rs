@@ -264,8 +264,17 @@ impl Lanes {
         };
         // What is older than the idempotency window is forgotten: the lane reads less when it starts.
         self.keys.prune(c, &id, c.idempotency_window).await?;
+        // The table's upsert setting (`chute partition set --on-conflict`), for every row of the lane.
+        let on_conflict = {
+            let client = super::catalog::connect(c).await?;
+            crate::conflict::table_setting(&client, table).await.map_err(|e| match e {
+                crate::conflict::ConflictError::Sql(e) => LaneError::Sql(e),
+                crate::conflict::ConflictError::Refused(m) => LaneError::Refused(m),
+            })?
+        };
         let (tx, feed) = Feed::bounded(c.queue_depth);
-        let spec = self.spec(table, shape, &columns, &id, feed.clone());
+        let mut spec = self.spec(table, shape, &columns, &id, feed.clone());
+        spec.on_conflict = on_conflict.filter(|o| o.action != chute_core::upsert::ConflictAction::Error);
         let serial = self.next_serial.fetch_add(1, Ordering::Relaxed);
         let lane = Arc::new(Lane {
             id,
