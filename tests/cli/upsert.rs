@@ -361,6 +361,24 @@ async fn serve_into_a_table_set_to_update_keeps_one_row_per_key_across_retries()
     assert_eq!(one_i64(&c, "SELECT count(*) FROM m").await, 50, "one row per key");
     assert_eq!(one_i64(&c, "SELECT count(*) FROM m WHERE usage = 2").await, 50, "every row took the last values");
 
+    // A request may choose its own action only where the table allows it.
+    let csv = |v: u32| {
+        (0..50).map(|i| format!("{},h{},{v}\n", jiff::Timestamp::from_second(now - i64::from(i / 5)).unwrap(), i % 5)).collect::<String>()
+    };
+    let table = |q: &str| format!("{}/v1/tables/m?columns=time,host,usage{q}", s.base);
+    let (status, text) = post(&table("&on_conflict=nothing"), &[("Content-Type", "text/csv")], csv(3).as_bytes());
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("--per-request"), "{text}");
+    run_expect(chute().args(["--url", &url, "partition", "set", "m", "--on-conflict", "update", "--per-request"]), 0);
+    let (status, text) = post(&table("&on_conflict=nothing"), &[("Content-Type", "text/csv")], csv(3).as_bytes());
+    assert_eq!(status, 204, "{text}");
+    assert_eq!(one_i64(&c, "SELECT count(*) FROM m WHERE usage = 2").await, 50, "nothing: the rows there stay");
+    let (status, text) = post(&table(""), &[("Content-Type", "text/csv")], csv(4).as_bytes());
+    assert_eq!(status, 204, "{text}");
+    assert_eq!(one_i64(&c, "SELECT count(*) FROM m WHERE usage = 4").await, 50, "the table's update");
+    let (status, text) = post(&table("&on_conflict=sometimes"), &[("Content-Type", "text/csv")], csv(5).as_bytes());
+    assert_eq!(status, 400, "{text}");
+
     // Back to refusing: `error` clears the setting.
     let (_, err) = run_expect(chute().args(["--url", &url, "partition", "set", "m", "--on-conflict", "error"]), 0);
     assert!(err.contains("does not upsert"), "{err}");
