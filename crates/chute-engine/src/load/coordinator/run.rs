@@ -84,8 +84,10 @@ impl Coordinator {
                 }
             } else {
                 // An upsert applies rows in input order, so the next chunk
-                // waits while rows of earlier ones wait for their partition.
-                let take_rows = !parsing_done && (self.stats.upsert.is_none() || self.jit_idle());
+                // waits while rows of earlier ones wait for their partition
+                // (not once the load is failing: then the stages must drain).
+                let failing = errors.any() || halt.load(Ordering::Relaxed);
+                let take_rows = !parsing_done && (self.stats.upsert.is_none() || self.jit_idle() || failing);
                 tokio::select! {
                     out = async { rows.as_ref().expect("receiving").recv_async().await }, if take_rows => match out {
                         Ok(out) => if let Err(e) = self.merge(out).await { errors.add(e); },
