@@ -97,3 +97,5 @@ mod simulate;
 mod tsbs;
 #[path = "cli/tsbs_existing.rs"]
 mod tsbs_existing;
+#[path = "cli/upsert.rs"]
+mod upsert;

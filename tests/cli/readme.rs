@@ -439,6 +439,7 @@ pages! {
     book_local => "docs/local.md",
     book_demo => "docs/demo.md",
     book_load => "docs/load.md",
+    book_upsert => "docs/upsert.md",
     book_partition => "docs/partition.md",
     book_migrate => "docs/migrate.md",
     book_serve => "docs/serve.md",

@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod clock;
 pub mod cluster;
+pub mod conflict;
 pub mod connect;
 pub mod demo;
 pub mod doctor;

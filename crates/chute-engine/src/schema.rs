@@ -7,7 +7,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this chute writes and understands.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -120,7 +120,11 @@ CREATE TABLE IF NOT EXISTS chute.index_watch (
 -- up by themselves too (a key is one request, whatever table it wrote to).
 ALTER TABLE chute.serve_requests ADD COLUMN IF NOT EXISTS digest text;
 CREATE INDEX IF NOT EXISTS serve_requests_key ON chute.serve_requests (key);
-INSERT INTO chute.meta VALUES ('schema_version', '8') ON CONFLICT (key) DO UPDATE SET value = '8';
+-- Version 9: a table's upsert setting (see conflict): what chute serve (and
+-- chute load, unless told otherwise) does with a row whose key is there
+-- already. An older chute would ignore it and refuse those rows instead.
+ALTER TABLE chute.partition_config ADD COLUMN IF NOT EXISTS on_conflict jsonb;
+INSERT INTO chute.meta VALUES ('schema_version', '9') ON CONFLICT (key) DO UPDATE SET value = '9';
 ";
 
 /// Creates the schema when missing or older (every statement is idempotent,

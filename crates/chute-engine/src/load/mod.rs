@@ -151,6 +151,10 @@ pub struct LoadSpec {
     /// One budget several loads share instead of `memory_budget` each
     /// (`chute serve`'s lanes, one load per table).
     pub(crate) shared_budget: Option<std::sync::Arc<budget::Budget>>,
+    /// Upsert: what a row whose conflict key is in the table already does
+    /// (`None`: it is refused, as COPY refuses it). Each leaf's batch is
+    /// staged and merged (see `sink::merge`).
+    pub on_conflict: Option<chute_core::upsert::OnConflict>,
 }
 
 /// Whether partitions a load creates take the backfill path.
@@ -201,6 +205,7 @@ impl LoadSpec {
             backfill: Backfill::Auto,
             backfill_index_memory: 256 << 20,
             shared_budget: None,
+            on_conflict: None,
         }
     }
 }
@@ -229,6 +234,27 @@ pub struct LoadStats {
     /// Input bytes (after decompression) from the start of each input
     /// whose rows are all committed or rejected, from the acknowledgements.
     pub bytes_committed: u64,
+    /// An upsert load: what its committed rows did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upsert: Option<UpsertCounts>,
+}
+
+/// What the rows of an upsert did: each committed row was inserted,
+/// updated, or left the table unchanged (its key was there and `nothing`,
+/// its `--update-if` did not hold, or its values were the same).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UpsertCounts {
+    pub inserted: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+}
+
+impl UpsertCounts {
+    pub fn add(&mut self, o: UpsertCounts) {
+        self.inserted += o.inserted;
+        self.updated += o.updated;
+        self.unchanged += o.unchanged;
+    }
 }
 
 /// The final report of a load.

@@ -28,6 +28,13 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     // Scale-out: the data nodes, when the table has shards on them.
     let mut distributed = Distributed::detect(&control, &prepared.tables, progress).await?;
     let load_id = setup::load_id(&spec, &opened, &prepared);
+    if spec.on_conflict.is_some() && distributed.is_some() {
+        return Err(LoadError::Setup(format!(
+            "{} has shards on data nodes, and chute does not upsert across data nodes yet: load without {}",
+            spec.table,
+            crate::setting::Setting::OnConflict
+        )));
+    }
     if spec.atomic && distributed.is_none() {
         return Err(LoadError::Setup(format!("an atomic load applies to tables distributed over data nodes; {} is not", spec.table)));
     }
@@ -55,6 +62,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         retry_for: spec.retry_for,
         budget: budget.clone(),
         rejects: rejects.clone(),
+        turns: Default::default(),
     });
 
     let (batch_tx, batch_rx) = flume::bounded::<Batch>(spec.workers * 2);

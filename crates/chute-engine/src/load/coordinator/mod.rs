@@ -122,6 +122,8 @@ pub(crate) struct Coordinator {
     delivery: Delivery,
     /// Partitions filled before they are attached (see `backfill`).
     backfill: backfill::Backfills,
+    /// Upserts: numbers the batches of each leaf (see `sink::merge::Turns`).
+    turns: super::sink::merge::TurnCounter,
 }
 
 /// How rows are gathered into batches and when they leave.
@@ -163,6 +165,7 @@ impl Coordinator {
     pub(crate) fn new(p: Parts) -> Self {
         let (jit_done, jit_rx) = flume::unbounded();
         let mut backfill = p.backfill;
+        let upsert = p.tables.iter().any(|t| t.merge.is_some()).then(Default::default);
         if let Some(every) = p.batching.flush_every {
             backfill.long_idle = every;
         }
@@ -173,7 +176,7 @@ impl Coordinator {
             accum_bytes: 0,
             batch_tx: Some(p.batches),
             budget: p.budget,
-            stats: LoadStats { bytes_total: p.bytes_total, ..LoadStats::default() },
+            stats: LoadStats { bytes_total: p.bytes_total, upsert, ..LoadStats::default() },
             touched: HashSet::new(),
             rejects: p.rejects,
             limit_hit: false,
@@ -197,6 +200,7 @@ impl Coordinator {
             vanished: Vec::new(),
             delivery: p.delivery,
             backfill,
+            turns: Default::default(),
         }
     }
 }
@@ -583,7 +587,10 @@ impl Coordinator {
         let table = &self.tables[usize::from(target.table)];
         let name = table.name(target.leaf);
         let insert = table.insert.clone();
-        let sql = if target.text {
+        let merge = table.merge.clone();
+        let sql = if let Some(m) = &merge {
+            m.copy_sql(&table.copy_list, target.text)
+        } else if target.text {
             format!("COPY {} {} FROM STDIN", name.quoted(), table.copy_list)
         } else {
             format!("COPY {} {} FROM STDIN (FORMAT binary)", name.quoted(), table.copy_list)
@@ -604,16 +611,19 @@ impl Coordinator {
             sql,
             text: target.text,
             insert,
+            merge,
+            turn: 0,
             body,
             seg,
         };
         Some((part, a.budget))
     }
 
-    pub(crate) async fn send(&mut self, parts: Vec<BatchPart>, budget: usize) {
+    pub(crate) async fn send(&mut self, mut parts: Vec<BatchPart>, budget: usize) {
         if parts.is_empty() {
             return;
         }
+        self.turns.number(&mut parts);
         let batch = Batch { parts, budget, batch_id: format!("{}-{}", self.batch_prefix, self.stats.batches) };
         self.stats.batches += 1;
         self.in_flight += 1;
@@ -679,8 +689,11 @@ impl Coordinator {
 
     pub(crate) fn absorb(&mut self, o: CopyOutcome, error: &mut super::Errors) {
         match o {
-            CopyOutcome::Loaded { rows, bytes } => {
+            CopyOutcome::Loaded { rows, bytes, upsert } => {
                 self.in_flight = self.in_flight.saturating_sub(1);
+                if let Some(u) = &mut self.stats.upsert {
+                    u.add(upsert);
+                }
                 self.stats.rows_loaded += rows;
                 self.stats.bytes_sent += bytes;
             }

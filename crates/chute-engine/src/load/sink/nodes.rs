@@ -241,6 +241,7 @@ fn clone_ctx(c: &WorkerCtx) -> WorkerCtx {
         retry_for: c.retry_for,
         budget: c.budget.clone(),
         rejects: c.rejects.clone(),
+        turns: c.turns.clone(),
     }
 }
 
@@ -349,11 +350,13 @@ async fn answer(
     failed: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let (mut rows, mut sent, mut gone, mut error) = (0u64, 0u64, Vec::new(), None);
+    let mut upsert = crate::load::UpsertCounts::default();
     for w in waits {
         match w.await {
             Ok((batch, Ok(c))) => {
                 rows += c.rows;
                 sent += c.bytes;
+                upsert.add(c.upsert);
                 gone.extend(super::settle(batch, &c));
             }
             Ok((_, Err(e))) => {
@@ -373,6 +376,6 @@ async fn answer(
     }
     let _ = tx.send(match error {
         Some(e) => CopyOutcome::Failed(e),
-        None => CopyOutcome::Loaded { rows, bytes: sent },
+        None => CopyOutcome::Loaded { rows, bytes: sent, upsert },
     });
 }
