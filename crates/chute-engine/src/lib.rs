@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod clock;
 pub mod cluster;
 pub mod connect;
+pub mod consume;
 pub mod demo;
 pub mod doctor;
 pub mod error;

@@ -1,0 +1,248 @@
+//! Kafka partitions (`chute consume`): messages of the partitions a run was
+//! given, read from where the journal says each is committed through, cut
+//! into chunks of whole messages of one partition.
+//!
+//! A chunk's rows are journaled at their message's offset (`Marks`), so a
+//! partition read again from any earlier point skips exactly the rows each
+//! leaf already holds. A run ends when its consumer's group is rebalanced
+//! (the next run takes the new assignment over: see `crate::consume`), when
+//! it is stopped, or with `until` at the end offsets it was given.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use super::super::LoadError;
+use super::super::ack::{AckId, AckRef, Completion};
+use super::super::model::{Chunk, Marks};
+use super::Source;
+
+/// A consumer of chute's: it notes every rebalance of its group.
+pub type KafkaConsumer = BaseConsumer<Watch>;
+
+/// Counts the group's rebalances and keeps the assignment they made.
+#[derive(Debug, Default)]
+pub struct Watch {
+    pub generation: AtomicU64,
+    pub assigned: Mutex<Vec<(String, i32)>>,
+}
+
+impl ClientContext for Watch {}
+
+impl ConsumerContext for Watch {
+    fn post_rebalance(&self, rebalance: &Rebalance<'_>) {
+        let mut assigned = self.assigned.lock().unwrap_or_else(|p| p.into_inner());
+        match rebalance {
+            Rebalance::Assign(tpl) => *assigned = tpl.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect(),
+            Rebalance::Revoke(_) => assigned.clear(),
+            Rebalance::Error(_) => return,
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// One partition a run reads.
+#[derive(Debug, Clone)]
+pub struct KafkaPart {
+    /// Its number in the journal (`journal::shared_inputs`).
+    pub input: u32,
+    pub topic: String,
+    pub partition: i32,
+    /// Stop at this offset (`--until-end`: the end it had when the consumer started).
+    pub until: Option<i64>,
+}
+
+/// What one run of a consumer reads (a [`LoadInput::Kafka`](super::super::LoadInput)).
+#[derive(Clone)]
+pub struct KafkaRun {
+    pub consumer: Arc<KafkaConsumer>,
+    pub parts: Vec<KafkaPart>,
+    /// Every partition's name by its journal number ("topic/partition").
+    pub names: Vec<String>,
+    /// The group's rebalance count when the run was made: another one ends it.
+    pub generation: u64,
+    /// Set once the run stopped because the group was rebalanced.
+    pub rebalanced: Arc<AtomicBool>,
+    /// Where each partition is read from, filled once the journal is open.
+    pub(crate) seek: Arc<OnceLock<HashMap<u32, u64>>>,
+    /// Send a partition's messages after they waited this long, even fewer than a chunk.
+    pub flush_after: Duration,
+}
+
+impl KafkaRun {
+    pub fn new(consumer: Arc<KafkaConsumer>, parts: Vec<KafkaPart>, names: Vec<String>, generation: u64, flush_after: Duration) -> Self {
+        KafkaRun { consumer, parts, names, generation, rebalanced: Default::default(), seek: Default::default(), flush_after }
+    }
+}
+
+impl std::fmt::Debug for KafkaRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaRun").field("parts", &self.parts).field("generation", &self.generation).finish()
+    }
+}
+
+pub(crate) struct KafkaSource {
+    pub(crate) run: KafkaRun,
+    pub(crate) chunk_bytes: usize,
+    pub(crate) bytes_read: Arc<AtomicU64>,
+}
+
+/// A partition's messages not sent yet.
+struct Pending {
+    input: u32,
+    until: Option<i64>,
+    /// The offset after the last message sent (where the next chunk's range starts).
+    sent_to: u64,
+    data: Vec<u8>,
+    starts: Vec<u32>,
+    offsets: Vec<u64>,
+    since: Option<Instant>,
+    done: bool,
+}
+
+impl Source for KafkaSource {
+    fn read(self: Box<Self>, out: &flume::Sender<Chunk>, cancel: &AtomicBool, acks: &flume::Sender<Completion>) -> Result<(), LoadError> {
+        let run = &self.run;
+        let from = run.seek.get().cloned().unwrap_or_default();
+        let mut tag = 0u64;
+        let mut pending: HashMap<(String, i32), Pending> = HashMap::new();
+        let mut tpl = TopicPartitionList::new();
+        for p in &run.parts {
+            let at = from.get(&p.input).copied().unwrap_or(0);
+            // Nothing before `at` is left: the committed prefix starts there.
+            tag += 1;
+            AckRef::new(AckId { input: p.input, start: 0, end: at, first_line: 0, end_line: at, tag }, acks.clone()).settle();
+            let done = p.until.is_some_and(|u| at as i64 >= u);
+            pending.insert(
+                (p.topic.clone(), p.partition),
+                Pending {
+                    input: p.input,
+                    until: p.until,
+                    sent_to: at,
+                    data: Vec::new(),
+                    starts: Vec::new(),
+                    offsets: Vec::new(),
+                    since: None,
+                    done,
+                },
+            );
+            if !done {
+                tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(at as i64)).map_err(kafka_error)?;
+            }
+        }
+        run.consumer.assign(&tpl).map_err(kafka_error)?;
+        let send = |p: &mut Pending, tag: &mut u64| -> bool {
+            if p.offsets.is_empty() {
+                return true;
+            }
+            *tag += 1;
+            let (first, end) = (p.offsets[0], p.offsets[p.offsets.len() - 1] + 1);
+            let ack =
+                AckRef::new(AckId { input: p.input, start: p.sent_to, end, first_line: first, end_line: end, tag: *tag }, acks.clone());
+            let marks = Marks { starts: std::mem::take(&mut p.starts), offsets: std::mem::take(&mut p.offsets), range: (p.sent_to, end) };
+            p.sent_to = end;
+            p.since = None;
+            let chunk = Chunk {
+                input: p.input as usize,
+                data: std::mem::take(&mut p.data),
+                first_line: first,
+                base_offset: 0,
+                seq: None,
+                oversized: None,
+                ack: Some(ack),
+                marks: Some(marks),
+            };
+            out.send(chunk).is_ok()
+        };
+        loop {
+            if cancel.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            if run.consumer.context().generation.load(Ordering::SeqCst) != run.generation {
+                // What is not sent yet is read again by whoever has the partition now.
+                run.rebalanced.store(true, Ordering::SeqCst);
+                return Ok(());
+            }
+            if pending.values().all(|p| p.done && p.offsets.is_empty()) {
+                return Ok(());
+            }
+            match run.consumer.poll(Duration::from_millis(50)) {
+                Some(Ok(m)) => {
+                    let Some(p) = pending.get_mut(&(m.topic().to_owned(), m.partition())) else { continue };
+                    let offset = m.offset() as u64;
+                    if p.done || offset < p.sent_to || p.offsets.last().is_some_and(|l| offset <= *l) {
+                        continue;
+                    }
+                    let payload = m.payload().unwrap_or_default();
+                    self.bytes_read.fetch_add(payload.len() as u64, Ordering::Relaxed);
+                    p.starts.push(p.data.len() as u32);
+                    p.offsets.push(offset);
+                    p.data.extend_from_slice(payload);
+                    if !payload.ends_with(b"\n") {
+                        p.data.push(b'\n');
+                    }
+                    p.since.get_or_insert_with(Instant::now);
+                    if p.until.is_some_and(|u| offset as i64 + 1 >= u) {
+                        p.done = true;
+                    }
+                    if (p.done || p.data.len() >= self.chunk_bytes) && !send(p, &mut tag) {
+                        return Ok(());
+                    }
+                }
+                Some(Err(KafkaError::PartitionEOF(partition))) => {
+                    // At the end: a partition whose last offsets hold no message (transaction markers) is done too.
+                    for ((_, n), p) in pending.iter_mut() {
+                        if *n == partition && p.until.is_some() && p.offsets.is_empty() {
+                            p.done = p.done || at_end(&run.consumer, p, &run.parts);
+                        }
+                    }
+                }
+                Some(Err(e)) if fatal(&e) => return Err(kafka_error(e)),
+                // Brokers restarting, leaders moving: librdkafka retries by itself.
+                Some(Err(_)) | None => {}
+            }
+            for p in pending.values_mut() {
+                if p.since.is_some_and(|s| s.elapsed() >= run.flush_after) && !send(p, &mut tag) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Whether a partition at its end has reached its `until` (the consumer's
+/// position is past it: the offsets left held no message).
+fn at_end(consumer: &KafkaConsumer, p: &Pending, parts: &[KafkaPart]) -> bool {
+    let Some(part) = parts.iter().find(|k| k.input == p.input) else { return true };
+    let Ok(positions) = consumer.position() else { return false };
+    let Some(e) = positions.find_partition(&part.topic, part.partition) else { return false };
+    match (e.offset(), p.until) {
+        (Offset::Offset(o), Some(u)) => o >= u,
+        _ => false,
+    }
+}
+
+/// Errors no retry mends: the consumer stops.
+fn fatal(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::Fatal
+                | RDKafkaErrorCode::SaslAuthenticationFailed
+                | RDKafkaErrorCode::Authentication
+                | RDKafkaErrorCode::TopicAuthorizationFailed
+                | RDKafkaErrorCode::GroupAuthorizationFailed
+                | RDKafkaErrorCode::SSL
+        )
+    )
+}
+
+pub(crate) fn kafka_error(e: KafkaError) -> LoadError {
+    LoadError::Input { input: "Kafka".into(), message: e.to_string() }
+}
