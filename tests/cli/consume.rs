@@ -212,9 +212,10 @@ async fn a_poison_message_goes_to_the_reject_file_with_its_offset_and_the_rows_a
     let (out, err) =
         run_expect(consume(&url, &broker.bootstrap(), "consume_poison", "consume_poison", &["--until-end"]).current_dir(dir.path()), 1);
     assert_eq!(count(&c, "consume_poison").await, 20, "{out}{err}");
-    let rejects = std::fs::read_to_string(dir.path().join("consume_poison.rejects")).unwrap();
-    assert!(rejects.contains("consume_poison/0") && rejects.contains("10") && rejects.contains("11"), "{rejects}");
-    assert!(rejects.contains("not a time"), "{rejects}");
+    let rejects = String::from_utf8_lossy(&std::fs::read(dir.path().join("consume_poison.rejects")).unwrap()).into_owned();
+    // Each with its partition and offset, and the reason.
+    assert!(rejects.contains("# consume_poison/0:10: ") && rejects.contains("# consume_poison/0:11: "), "{rejects}");
+    assert!(rejects.contains("\"not a time\"") && rejects.contains("expected a JSON object"), "{rejects}");
     // --max-rejects stops a consumer that rejects more than that.
     table(&url, "consume_poison_limit");
     let (_, err) = run_expect(
