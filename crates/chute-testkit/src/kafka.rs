@@ -419,7 +419,8 @@ fn spawn_watchdog(root: &Path) {
         [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
         rm -rf "$root"
     "#;
-    Command::new("sh")
+    // It outlives this process on purpose (it waits for its end): never waited for.
+    let spawned = Command::new("sh")
         .arg("-c")
         .arg(script)
         .arg("chute-kafka-watchdog")
@@ -429,8 +430,10 @@ fn spawn_watchdog(root: &Path) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| panic!("test fixture: cannot start the broker's watchdog: {e}"));
+        .spawn();
+    if let Err(e) = spawned {
+        panic!("test fixture: cannot start the broker's watchdog: {e}");
+    }
 }
 
 /// Removes brokers whose test process is gone (a killed run).
