@@ -142,8 +142,15 @@ async fn kill_9_at_five_points_loses_and_doubles_nothing() {
         produced += 20_000;
         let before = count(&c, "consume_kill").await;
         let child = spawn(
-            consume(&url, &broker.bootstrap(), "consume_kill", "consume_kill", &["--batch-rows", "300", "--workers", "2"])
-                .current_dir(dir.path()),
+            // A static member: the next one takes the killed one's place at once, not after its session times out.
+            consume(
+                &url,
+                &broker.bootstrap(),
+                "consume_kill",
+                "consume_kill",
+                &["--batch-rows", "300", "--workers", "2", "--kafka-option", "group.instance.id=kill-test"],
+            )
+            .current_dir(dir.path()),
         );
         // A different point each round: some rows of this round in, not all.
         let at = before + 1 + (round as i64 * 3271) % 15_000;
@@ -154,8 +161,17 @@ async fn kill_9_at_five_points_loses_and_doubles_nothing() {
         let now = count(&c, "consume_kill").await;
         assert!(now < produced as i64 || round == 4, "round {round}: the consumer was killed only after it loaded every row ({now})");
     }
-    let (out, _) =
-        run_expect(consume(&url, &broker.bootstrap(), "consume_kill", "consume_kill", &["--until-end"]).current_dir(dir.path()), 0);
+    let (out, _) = run_expect(
+        consume(
+            &url,
+            &broker.bootstrap(),
+            "consume_kill",
+            "consume_kill",
+            &["--until-end", "--kafka-option", "group.instance.id=kill-test"],
+        )
+        .current_dir(dir.path()),
+        0,
+    );
     let (rows, ids, _) = contents(&c, "consume_kill").await;
     assert_eq!((rows, ids), (produced as i64, produced as i64), "{out}");
 }
