@@ -138,8 +138,6 @@ async fn kill_9_at_five_points_loses_and_doubles_nothing() {
     let dir = open_tempdir();
     let mut produced = 0u64;
     for round in 0..5u64 {
-        produce(broker, "consume_kill", produced, 20_000, 3);
-        produced += 20_000;
         let before = count(&c, "consume_kill").await;
         let child = spawn(
             // A static member: the next one takes the killed one's place at once, not after its session times out.
@@ -152,6 +150,11 @@ async fn kill_9_at_five_points_loses_and_doubles_nothing() {
             )
             .current_dir(dir.path()),
         );
+        // A live stream: messages come in bursts while the consumer runs.
+        for _ in 0..10 {
+            produce(broker, "consume_kill", produced, 2_000, 3);
+            produced += 2_000;
+        }
         // A different point each round: some rows of this round in, not all.
         let at = before + 1 + (round as i64 * 3271) % 15_000;
         until_rows(&c, "consume_kill", at, Duration::from_secs(60)).await;
@@ -269,4 +272,41 @@ async fn a_missing_topic_is_refused_and_no_secret_is_shown() {
     );
     assert!(!out.contains("hunter2") && !err.contains("hunter2"), "{out}{err}");
     assert!(err.contains("security.protocol"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_consumer_commits_its_offsets_to_the_group_for_lag_tools() {
+    let broker = kafka::shared();
+    let pg = shared().fresh_db("c_lag").await;
+    let url = pg.url();
+    let c = pg.client().await;
+    broker.create_topic("consume_lag", 2);
+    table(&url, "consume_lag");
+    let dir = open_tempdir();
+    let child = spawn(consume(&url, &broker.bootstrap(), "consume_lag", "consume_lag", &["--group", "lag"]).current_dir(dir.path()));
+    produce(broker, "consume_lag", 0, 1_000, 2);
+    until_rows(&c, "consume_lag", 1_000, Duration::from_secs(60)).await;
+    // While it runs, the broker's own tool sees each partition committed to its end.
+    let began = Instant::now();
+    loop {
+        let (ok, text) = broker.tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", &["--describe", "--group", "lag"]);
+        let lags: Vec<String> =
+            text.lines().filter(|l| l.contains("consume_lag")).map(|l| l.split_whitespace().nth(5).unwrap_or("?").to_owned()).collect();
+        if ok && lags.len() == 2 && lags.iter().all(|l| l == "0") {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(60), "the group's offsets did not reach the end while the consumer ran:\n{text}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // And chute's journal has each partition's position at its end while the
+    // run goes on (a kill -9 now would read nothing again).
+    let positions: i64 = c
+        .query_one("SELECT sum(position)::int8 FROM chute.load_positions WHERE load_id = 'kafka:lag:consume_lag:consume_lag'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(positions, 1_000);
+    sigterm(&child);
+    let out = exit_within(child, Duration::from_secs(60), "the consumer after SIGTERM");
+    assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -122,10 +122,23 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         let run = KafkaRun::new(consumer.clone(), parts.clone(), by_number.clone(), generation, spec.flush_after);
         let rebalanced = run.rebalanced.clone();
         let mut load = spec.load.clone();
-        load.input = LoadInput::Kafka { run, format: spec.format };
+        load.input = LoadInput::Kafka { run: run.clone(), format: spec.format };
         load.load_id = Some(id.clone());
         report.runs += 1;
+        let keeper = tokio::spawn(keep_positions(run.clone(), spec.load.target.clone(), id.clone(), parts.clone()));
         let outcome = crate::load::run(load, progress).await;
+        keeper.abort();
+        // Every acknowledgement has fired once the load returned: how far each partition got is final.
+        let settling = run.clone();
+        let _ = tokio::task::spawn_blocking(move || settling.settle()).await;
+        let through = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(owner) = run.owner.get() {
+            let at: Vec<(u32, u64)> = through.iter().map(|(i, o)| (*i, *o)).collect();
+            if let Ok(client) = crate::retry::connect(&spec.load.target, Duration::from_secs(10), |_| {}).await {
+                let _ = journal::advance(&client, &id, owner, &at).await;
+            }
+        }
+        commit_to_group(&consumer, &parts, &through, CommitMode::Sync);
         let moved = rebalanced.load(Ordering::SeqCst) || consumer.context().generation.load(Ordering::SeqCst) != generation;
         let r = match outcome {
             Ok(r) => r,
@@ -141,10 +154,10 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         report.rows_rejected += r.stats.rows_rejected;
         report.bytes_read += r.stats.bytes_read;
         report.reject_file = r.reject_file.clone().or(report.reject_file.take());
-        commit_to_group(&consumer, &parts, &r.committed_through);
         for p in &parts {
-            if let (Some(t), Some(u)) = (r.committed_through.get(p.input as usize), p.until)
-                && t.byte as i64 >= u
+            let at = through.get(&p.input).copied().or_else(|| r.committed_through.get(p.input as usize).map(|t| t.byte));
+            if let (Some(at), Some(u)) = (at, p.until)
+                && at as i64 >= u
             {
                 finished.insert(p.input);
             }
@@ -271,17 +284,42 @@ async fn wait_for_assignment(consumer: &Arc<KafkaConsumer>, spec: &ConsumeSpec) 
 
 /// Tells the group how far the run's partitions are committed (for lag
 /// tools only: chute reads its own positions from the journal).
-fn commit_to_group(consumer: &KafkaConsumer, parts: &[KafkaPart], through: &[crate::load::CommittedThrough]) {
+fn commit_to_group(consumer: &KafkaConsumer, parts: &[KafkaPart], through: &HashMap<u32, u64>, mode: CommitMode) {
     let mut tpl = TopicPartitionList::new();
     for p in parts {
-        if let Some(t) = through.get(p.input as usize)
-            && t.byte > 0
+        if let Some(at) = through.get(&p.input)
+            && *at > 0
         {
-            let _ = tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(t.byte as i64));
+            let _ = tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(*at as i64));
         }
     }
     if tpl.count() > 0 {
         // A partition another consumer has now is refused by the group: nothing lost, its owner commits it.
-        let _ = consumer.commit(&tpl, CommitMode::Sync);
+        let _ = consumer.commit(&tpl, mode);
+    }
+}
+
+/// While a run goes on: five times a second, moves the journal's positions of its
+/// partitions on to where they are committed (so a restart after a kill
+/// reads little again) and commits them to the group (so lag tools see them).
+async fn keep_positions(run: KafkaRun, target: crate::ConnectOptions, id: String, parts: Vec<KafkaPart>) {
+    let mut last: HashMap<u32, u64> = HashMap::new();
+    let mut client: Option<tokio_postgres::Client> = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let Some(owner) = run.owner.get() else { continue };
+        let now = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if now == last {
+            continue;
+        }
+        if client.as_ref().is_none_or(|c| c.is_closed()) {
+            client = target.connect().await.ok();
+        }
+        let Some(c) = &client else { continue };
+        let at: Vec<(u32, u64)> = now.iter().map(|(i, o)| (*i, *o)).collect();
+        if journal::advance(c, &id, owner, &at).await.is_ok() {
+            commit_to_group(&run.consumer, &parts, &now, CommitMode::Async);
+            last = now;
+        }
     }
 }

@@ -182,6 +182,7 @@ async fn open_journals(
     let mut committed = setup::open_journal(spec, control, &prepared.tables, entry, progress).await?;
     if let Some(s) = shared_inputs {
         let _ = s.seek.set(std::mem::take(&mut committed.positions));
+        let _ = s.owner.set(owner.to_owned());
         let resumed: usize = prepared.tables.iter().map(|t| t.set_committed(&committed)).sum();
         return Ok(resumed);
     }

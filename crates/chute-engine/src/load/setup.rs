@@ -86,6 +86,8 @@ pub(crate) struct Opened {
 pub(crate) struct Shared {
     pub inputs: Vec<u32>,
     pub seek: Arc<std::sync::OnceLock<std::collections::HashMap<u32, u64>>>,
+    /// Told the run's token once the journal is open.
+    pub owner: Arc<std::sync::OnceLock<String>>,
 }
 
 /// What a load's id is derived from.
@@ -188,7 +190,11 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
                     regenerate: None,
                 },
                 numbered: false,
-                shared: Some(Shared { inputs: run.parts.iter().map(|p| p.input).collect(), seek: run.seek.clone() }),
+                shared: Some(Shared {
+                    inputs: run.parts.iter().map(|p| p.input).collect(),
+                    seek: run.seek.clone(),
+                    owner: run.owner.clone(),
+                }),
             })
         }
     }

@@ -71,13 +71,39 @@ pub struct KafkaRun {
     pub rebalanced: Arc<AtomicBool>,
     /// Where each partition is read from, filled once the journal is open.
     pub(crate) seek: Arc<OnceLock<HashMap<u32, u64>>>,
+    /// The run's token in the journal (it owns the partitions under it), once the journal is open.
+    pub owner: Arc<OnceLock<String>>,
+    /// How far each partition is committed so far (its next offset), from the acknowledgements.
+    pub through: Arc<Mutex<HashMap<u32, u64>>>,
+    /// The thread that gathers `through`: done once every acknowledgement fired.
+    pub(crate) gatherer: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
     /// Send a partition's messages after they waited this long, even fewer than a chunk.
     pub flush_after: Duration,
 }
 
 impl KafkaRun {
     pub fn new(consumer: Arc<KafkaConsumer>, parts: Vec<KafkaPart>, names: Vec<String>, generation: u64, flush_after: Duration) -> Self {
-        KafkaRun { consumer, parts, names, generation, rebalanced: Default::default(), seek: Default::default(), flush_after }
+        KafkaRun {
+            consumer,
+            parts,
+            names,
+            generation,
+            rebalanced: Default::default(),
+            seek: Default::default(),
+            owner: Default::default(),
+            through: Default::default(),
+            gatherer: Default::default(),
+            flush_after,
+        }
+    }
+
+    /// Waits until every acknowledgement of the run fired (call once the
+    /// load returned): `through` is then final.
+    pub fn settle(&self) {
+        let handle = self.gatherer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
     }
 }
 
@@ -110,6 +136,9 @@ impl Source for KafkaSource {
     fn read(self: Box<Self>, out: &flume::Sender<Chunk>, cancel: &AtomicBool, acks: &flume::Sender<Completion>) -> Result<(), LoadError> {
         let run = &self.run;
         let from = run.seek.get().cloned().unwrap_or_default();
+        // Acknowledgements pass through here on their way to the load: how far
+        // each partition is committed is known while the run goes on.
+        let acks = &gather(run, acks, run.names.len().max(1));
         let mut tag = 0u64;
         let mut pending: HashMap<(String, i32), Pending> = HashMap::new();
         let mut tpl = TopicPartitionList::new();
@@ -214,6 +243,27 @@ impl Source for KafkaSource {
             }
         }
     }
+}
+
+/// A channel for the run's acknowledgements that keeps `run.through` up to
+/// date and passes each on to `load`.
+fn gather(run: &KafkaRun, load: &flume::Sender<Completion>, inputs: usize) -> flume::Sender<Completion> {
+    let (tx, rx) = flume::unbounded::<Completion>();
+    let (load, through) = (load.clone(), run.through.clone());
+    let handle = std::thread::spawn(move || {
+        let mut prefix = super::super::ack::CommittedPrefix::new(inputs);
+        for c in rx.iter() {
+            let input = c.id.input;
+            if prefix.absorb(&c)
+                && let Some((_, at)) = prefix.through().get(input as usize)
+            {
+                through.lock().unwrap_or_else(|p| p.into_inner()).insert(input, *at);
+            }
+            let _ = load.send(c);
+        }
+    });
+    *run.gatherer.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+    tx
 }
 
 /// Whether a partition at its end has reached its `until` (the consumer's
