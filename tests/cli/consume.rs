@@ -310,3 +310,72 @@ async fn a_running_consumer_commits_its_offsets_to_the_group_for_lag_tools() {
     let out = exit_within(child, Duration::from_secs(60), "the consumer after SIGTERM");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_with_sasl_plain_and_no_password_in_any_output() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    // The brokers are reached (and advertise themselves) at 127.0.0.1: the certificate names it.
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap().self_signed(&key).unwrap();
+    let secure = kafka::Secure {
+        cert_chain: cert.pem(),
+        key: key.serialize_pem(),
+        plain_users: vec![("plainuser".into(), "plain-pw-4711".into())],
+        scram_users: vec![("scramuser".into(), "scram-pw-0815".into())],
+    };
+    let broker = kafka::Broker::start(&kafka::BrokerSetup { secure: Some(secure) });
+    let pg = shared().fresh_db("c_tls_sasl").await;
+    let url = pg.url();
+    let c = pg.client().await;
+    broker.create_topic("consume_tls", 2);
+    produce(&broker, "consume_tls", 0, 500, 2);
+    table(&url, "consume_tls");
+    let dir = open_tempdir();
+    std::fs::write(dir.path().join("ca.pem"), cert.pem()).unwrap();
+    let conf = |mechanism: &str, user: &str, password: &str| {
+        let file = dir.path().join(format!("{mechanism}.conf"));
+        let text = format!(
+            "# SASL over TLS\nsecurity.protocol=SASL_SSL\nsasl.mechanism={mechanism}\nsasl.username={user}\nsasl.password={password}\nssl.ca.location={}\n",
+            dir.path().join("ca.pem").display()
+        );
+        std::fs::write(&file, text).unwrap();
+        file.to_str().unwrap().to_owned()
+    };
+    // SASL/PLAIN over TLS, given on the command line. (SCRAM: the fixture's
+    // SCRAM user is refused by the broker as it is formatted today; see the report.)
+    table(&url, "consume_tls_plain");
+    let (out, err) = run_expect(
+        consume(
+            &url,
+            &broker.secure_bootstrap(),
+            "consume_tls_plain",
+            "consume_tls",
+            &[
+                "--until-end",
+                "--group",
+                "plain",
+                "--kafka-option",
+                "security.protocol=SASL_SSL",
+                "--kafka-option",
+                "sasl.mechanism=PLAIN",
+                "--kafka-option",
+                "sasl.username=plainuser",
+                "--kafka-option",
+                "sasl.password=plain-pw-4711",
+                "--kafka-option",
+                &format!("ssl.ca.location={}", dir.path().join("ca.pem").display()),
+            ],
+        )
+        .current_dir(dir.path()),
+        0,
+    );
+    assert_eq!(count(&c, "consume_tls_plain").await, 500);
+    assert!(!out.contains("plain-pw") && !err.contains("plain-pw"), "{out}{err}");
+    // A wrong password is refused, and shown nowhere.
+    let wrong = conf("PLAIN", "plainuser", "wrong-pw-9999");
+    let mut cmd = consume(&url, &broker.secure_bootstrap(), "consume_tls", "consume_tls", &["--until-end", "--kafka-option-file", &wrong]);
+    let out = exit_within(spawn(cmd.current_dir(dir.path())), Duration::from_secs(90), "a consumer with a wrong password");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(!stdout.contains("wrong-pw") && !stderr.contains("wrong-pw"), "{stdout}{stderr}");
+    assert!(stderr.to_lowercase().contains("authentication"), "{stderr}");
+}

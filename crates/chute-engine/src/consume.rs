@@ -218,9 +218,13 @@ fn redact(message: &str) -> String {
 fn partitions(consumer: &KafkaConsumer, topics: &[String]) -> Result<Vec<(String, i32)>, LoadError> {
     let mut out = Vec::new();
     for topic in topics {
-        let md = consumer
-            .fetch_metadata(Some(topic), Duration::from_secs(30))
-            .map_err(|e| setup(format!("cannot read topic {topic:?} from the brokers: {e}")))?;
+        let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).map_err(|e| {
+            let why = consumer.context().last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            setup(format!(
+                "cannot read topic {topic:?} from the brokers: {e}{}; check --brokers and the TLS and SASL settings",
+                why.map(|w| format!(" ({w})")).unwrap_or_default()
+            ))
+        })?;
         let t = md.topics().iter().find(|t| t.name() == topic);
         match t {
             Some(t) if t.error().is_none() && !t.partitions().is_empty() => {

@@ -31,9 +31,21 @@ pub type KafkaConsumer = BaseConsumer<Watch>;
 pub struct Watch {
     pub generation: AtomicU64,
     pub assigned: Mutex<Vec<(String, i32)>>,
+    /// librdkafka's last error (it never quotes a setting's value): why the
+    /// brokers could not be reached, for the message that says so.
+    pub last_error: Mutex<Option<String>>,
 }
 
-impl ClientContext for Watch {}
+impl ClientContext for Watch {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, _facility: &str, log_message: &str) {
+        use rdkafka::config::RDKafkaLogLevel as L;
+        if matches!(level, L::Emerg | L::Alert | L::Critical | L::Error) {
+            // "[thrd:…]: broker: what happened": the part after the thread's name.
+            let text = log_message.split_once("]: ").map_or(log_message, |(_, t)| t);
+            *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text.to_owned());
+        }
+    }
+}
 
 impl ConsumerContext for Watch {
     fn post_rebalance(&self, rebalance: &Rebalance<'_>) {
