@@ -37,6 +37,18 @@ pub struct ConsumeArgs {
     #[arg(long, value_delimiter = ',', value_name = "COL,…")]
     pub columns: Option<Vec<String>>,
 
+    /// JSON messages: this column gets the message's key (as text).
+    #[arg(long, value_name = "COLUMN")]
+    pub key_column: Option<String>,
+
+    /// JSON messages: column COL gets header NAME's value (as text); repeatable.
+    #[arg(long, value_name = "NAME=COL")]
+    pub header_column: Vec<String>,
+
+    /// JSON messages: this column gets the message's timestamp.
+    #[arg(long, value_name = "COLUMN")]
+    pub timestamp_column: Option<String>,
+
     /// A librdkafka setting, KEY=VALUE (repeatable): TLS and SASL, e.g.
     /// security.protocol=SASL_SSL, sasl.mechanism=SCRAM-SHA-256,
     /// sasl.username=…, ssl.ca.location=FILE. Secrets are better read from

@@ -83,7 +83,23 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
     load.load_id = a.load_id.clone();
     load.flush_every = Some(flush);
     load.flush_when_idle = true;
+    let mut fields = chute_engine::load::source::kafka::MessageFields {
+        key: a.key_column.clone(),
+        timestamp: a.timestamp_column.clone(),
+        headers: Vec::new(),
+    };
+    for h in &a.header_column {
+        match h.split_once('=') {
+            Some((name, col)) if !name.is_empty() && !col.is_empty() => fields.headers.push((name.to_owned(), col.to_owned())),
+            _ => anyhow::bail!("--header-column {h:?}: expected NAME=COLUMN"),
+        }
+    }
+    anyhow::ensure!(
+        fields.is_empty() || format == InputFormat::Jsonl,
+        "--key-column, --header-column and --timestamp-column fill columns of JSON messages (--format json)"
+    );
     Ok(ConsumeSpec {
+        fields,
         load,
         brokers: a.brokers.clone(),
         topics: a.topic.clone(),

@@ -379,3 +379,51 @@ async fn tls_with_sasl_plain_and_no_password_in_any_output() {
     assert!(!stdout.contains("wrong-pw") && !stderr.contains("wrong-pw"), "{stdout}{stderr}");
     assert!(stderr.to_lowercase().contains("authentication"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn key_headers_and_timestamp_fill_columns_of_json_messages() {
+    let broker = kafka::shared();
+    let pg = shared().fresh_db("c_fields").await;
+    let url = pg.url();
+    let c = pg.client().await;
+    broker.create_topic("consume_fields", 1);
+    create_time_partitioned(
+        &url,
+        "consume_fields",
+        "id bigint, time timestamptz not null, dev text, region text, sent timestamptz",
+        "1h",
+        &[],
+    );
+    let p = broker.producer();
+    let now = jiff::Timestamp::now();
+    let time = (now - jiff::SignedDuration::from_secs(7200)).strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let sent_ms = now.as_millisecond() - 3_600_000;
+    let one = format!(r#"{{"id": 1, "time": "{time}"}}"#);
+    p.send(
+        "consume_fields",
+        &Message {
+            partition: Some(0),
+            key: Some(b"dev-7"),
+            payload: one.as_bytes(),
+            headers: &[("region", b"eu-west")],
+            timestamp: Some(sent_ms),
+        },
+    );
+    // Two rows in one message, no key and no header: those columns are null.
+    let two = format!("{{\"id\": 2, \"time\": \"{time}\"}}\n{{\"id\": 3, \"time\": \"{time}\"}}");
+    p.send("consume_fields", &Message { partition: Some(0), payload: two.as_bytes(), timestamp: Some(sent_ms), ..Message::default() });
+    p.flush();
+    let args = ["--until-end", "--key-column", "dev", "--header-column", "region=region", "--timestamp-column", "sent"];
+    let dir = open_tempdir();
+    run_expect(consume(&url, &broker.bootstrap(), "consume_fields", "consume_fields", &args).current_dir(dir.path()), 0);
+    let rows =
+        c.query("SELECT id, dev, region, (extract(epoch FROM sent) * 1000)::int8 FROM consume_fields ORDER BY id", &[]).await.unwrap();
+    let got: Vec<(i64, Option<String>, Option<String>, i64)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+    assert_eq!(got, vec![(1, Some("dev-7".into()), Some("eu-west".into()), sent_ms), (2, None, None, sent_ms), (3, None, None, sent_ms),]);
+    // Only JSON messages can have them.
+    let (_, err) = run_expect(
+        &mut consume(&url, &broker.bootstrap(), "consume_fields", "consume_fields", &["--format", "csv", "--key-column", "dev"]),
+        2,
+    );
+    assert!(err.contains("JSON messages"), "{err}");
+}

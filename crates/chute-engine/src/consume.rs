@@ -41,6 +41,8 @@ pub struct ConsumeSpec {
     pub kafka_options: Vec<(String, String)>,
     /// A partition's messages are sent after waiting this long (default 200 ms).
     pub flush_after: Duration,
+    /// Columns filled from each message's key, headers and timestamp (JSON messages).
+    pub fields: crate::load::source::kafka::MessageFields,
 }
 
 /// What a consumer did, over all its runs.
@@ -76,6 +78,9 @@ pub fn load_id(group: &str, topics: &[String], table: &str) -> String {
 /// reached the end it had at start).
 pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<ConsumeReport, LoadError> {
     let began = Instant::now();
+    if !spec.fields.is_empty() && spec.format != InputFormat::Jsonl {
+        return Err(setup("the message's key, headers and timestamp fill columns of JSON messages only".into()));
+    }
     let consumer = Arc::new(connect(&spec)?);
     let parts = {
         let (c, topics) = (consumer.clone(), spec.topics.clone());
@@ -119,7 +124,8 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         if spec.until_end && parts.is_empty() {
             break;
         }
-        let run = KafkaRun::new(consumer.clone(), parts.clone(), by_number.clone(), generation, spec.flush_after);
+        let mut run = KafkaRun::new(consumer.clone(), parts.clone(), by_number.clone(), generation, spec.flush_after);
+        run.fields = Arc::new(spec.fields.clone());
         let rebalanced = run.rebalanced.clone();
         let mut load = spec.load.clone();
         load.input = LoadInput::Kafka { run: run.clone(), format: spec.format };

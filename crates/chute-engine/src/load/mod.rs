@@ -31,7 +31,7 @@ mod rejects;
 mod routing;
 mod setup;
 mod sink;
-pub(crate) mod source;
+pub mod source;
 pub mod target;
 mod text_route;
 

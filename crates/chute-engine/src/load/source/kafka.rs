@@ -91,6 +91,69 @@ pub struct KafkaRun {
     pub(crate) gatherer: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
     /// Send a partition's messages after they waited this long, even fewer than a chunk.
     pub flush_after: Duration,
+    /// Columns filled from the message's key, headers and timestamp (JSON messages).
+    pub fields: Arc<MessageFields>,
+}
+
+/// Columns a JSON message's rows get from the message itself.
+#[derive(Debug, Clone, Default)]
+pub struct MessageFields {
+    pub key: Option<String>,
+    /// (header name, column)
+    pub headers: Vec<(String, String)>,
+    pub timestamp: Option<String>,
+}
+
+impl MessageFields {
+    pub fn is_empty(&self) -> bool {
+        self.key.is_none() && self.headers.is_empty() && self.timestamp.is_none()
+    }
+
+    /// `"col": value, …` for one message (text values; null when the message has none).
+    fn members<M: Message>(&self, m: &M) -> String {
+        use rdkafka::message::Headers;
+        let text = |b: Option<&[u8]>| b.map_or_else(|| "null".to_owned(), |b| json_string(&String::from_utf8_lossy(b)));
+        let mut out = String::new();
+        if let Some(col) = &self.key {
+            out.push_str(&format!("{}: {},", json_string(col), text(m.key())));
+        }
+        for (name, col) in &self.headers {
+            let value = m.headers().and_then(|h| h.iter().find(|h| h.key == name).and_then(|h| h.value));
+            out.push_str(&format!("{}: {},", json_string(col), text(value)));
+        }
+        if let Some(col) = &self.timestamp {
+            let at = m
+                .timestamp()
+                .to_millis()
+                .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+                .map_or_else(|| "null".to_owned(), |t| json_string(&t.to_string()));
+            out.push_str(&format!("{}: {at},", json_string(col)));
+        }
+        out
+    }
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "null".to_owned())
+}
+
+/// Appends `payload`'s lines to `data`, each JSON object line given `members` first.
+fn append_with(data: &mut Vec<u8>, payload: &[u8], members: &str) {
+    for line in payload.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let start = line.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(line.len());
+        if line.get(start) == Some(&b'{') {
+            data.extend_from_slice(b"{");
+            let rest = &line[start + 1..];
+            let empty = rest.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'}');
+            let m = if empty { members.trim_end_matches(',') } else { members };
+            data.extend_from_slice(m.as_bytes());
+            data.extend_from_slice(rest);
+        } else {
+            // Not an object: left as it is, and rejected as such.
+            data.extend_from_slice(line);
+        }
+        data.push(b'\n');
+    }
 }
 
 impl KafkaRun {
@@ -106,6 +169,7 @@ impl KafkaRun {
             through: Default::default(),
             gatherer: Default::default(),
             flush_after,
+            fields: Default::default(),
         }
     }
 
@@ -224,9 +288,13 @@ impl Source for KafkaSource {
                     self.bytes_read.fetch_add(payload.len() as u64, Ordering::Relaxed);
                     p.starts.push(p.data.len() as u32);
                     p.offsets.push(offset);
-                    p.data.extend_from_slice(payload);
-                    if !payload.ends_with(b"\n") {
-                        p.data.push(b'\n');
+                    if run.fields.is_empty() {
+                        p.data.extend_from_slice(payload);
+                        if !payload.ends_with(b"\n") {
+                            p.data.push(b'\n');
+                        }
+                    } else {
+                        append_with(&mut p.data, payload, &run.fields.members(&m));
                     }
                     p.since.get_or_insert_with(Instant::now);
                     if p.until.is_some_and(|u| offset as i64 + 1 >= u) {
