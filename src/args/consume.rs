@@ -93,6 +93,11 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "ID")]
     pub load_id: Option<String>,
 
+    /// Serve GET /metrics (Prometheus text: rows, bytes, rejects, batch
+    /// commit times, lag per partition) on this address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+
     /// Print the final report as JSON.
     #[arg(long)]
     pub json: bool,

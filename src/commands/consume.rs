@@ -99,6 +99,7 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
         "--key-column, --header-column and --timestamp-column fill columns of JSON messages (--format json)"
     );
     Ok(ConsumeSpec {
+        metrics_listen: a.metrics_listen,
         fields,
         load,
         brokers: a.brokers.clone(),

@@ -275,7 +275,7 @@ async fn a_missing_topic_is_refused_and_no_secret_is_shown() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_running_consumer_commits_its_offsets_to_the_group_for_lag_tools() {
+async fn a_running_consumer_shows_its_offsets_to_lag_tools_and_on_metrics() {
     let broker = kafka::shared();
     let pg = shared().fresh_db("c_lag").await;
     let url = pg.url();
@@ -283,7 +283,12 @@ async fn a_running_consumer_commits_its_offsets_to_the_group_for_lag_tools() {
     broker.create_topic("consume_lag", 2);
     table(&url, "consume_lag");
     let dir = open_tempdir();
-    let child = spawn(consume(&url, &broker.bootstrap(), "consume_lag", "consume_lag", &["--group", "lag"]).current_dir(dir.path()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = spawn(
+        consume(&url, &broker.bootstrap(), "consume_lag", "consume_lag", &["--group", "lag", "--metrics-listen", &listen])
+            .current_dir(dir.path()),
+    );
     produce(broker, "consume_lag", 0, 1_000, 2);
     until_rows(&c, "consume_lag", 1_000, Duration::from_secs(60)).await;
     // While it runs, the broker's own tool sees each partition committed to its end.
@@ -306,6 +311,26 @@ async fn a_running_consumer_commits_its_offsets_to_the_group_for_lag_tools() {
         .unwrap()
         .get(0);
     assert_eq!(positions, 1_000);
+    // GET /metrics: rows, bytes, batch commit times and the lag of each partition.
+    let began = Instant::now();
+    loop {
+        let text = ureq::get(&format!("http://{listen}/metrics"))
+            .call()
+            .ok()
+            .and_then(|mut r| r.body_mut().read_to_string().ok())
+            .unwrap_or_default();
+        let has = |line: &str| text.lines().any(|l| l == line);
+        if has("chute_consume_rows_total 1000")
+            && has("chute_consume_lag{partition=\"consume_lag/0\"} 0")
+            && has("chute_consume_lag{partition=\"consume_lag/1\"} 0")
+            && text.contains("chute_batch_commit_seconds_count")
+            && text.contains("chute_consume_bytes_total")
+        {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(30), "/metrics:\n{text}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     sigterm(&child);
     let out = exit_within(child, Duration::from_secs(60), "the consumer after SIGTERM");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));

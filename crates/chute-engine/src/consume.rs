@@ -43,6 +43,8 @@ pub struct ConsumeSpec {
     pub flush_after: Duration,
     /// Columns filled from each message's key, headers and timestamp (JSON messages).
     pub fields: crate::load::source::kafka::MessageFields,
+    /// Serve `GET /metrics` (Prometheus text) here.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// What a consumer did, over all its runs.
@@ -81,6 +83,10 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
     if !spec.fields.is_empty() && spec.format != InputFormat::Jsonl {
         return Err(setup("the message's key, headers and timestamp fill columns of JSON messages only".into()));
     }
+    let metrics = match spec.metrics_listen {
+        Some(addr) => Some(serve_metrics(addr).await?),
+        None => None,
+    };
     let consumer = Arc::new(connect(&spec)?);
     let parts = {
         let (c, topics) = (consumer.clone(), spec.topics.clone());
@@ -132,7 +138,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         load.load_id = Some(id.clone());
         report.runs += 1;
         let keeper = tokio::spawn(keep_positions(run.clone(), spec.load.target.clone(), id.clone(), parts.clone()));
-        let outcome = crate::load::run(load, progress).await;
+        let outcome = crate::load::run(load, &mut Counting { inner: &mut *progress, last: Default::default() }).await;
         keeper.abort();
         // Every acknowledgement has fired once the load returned: how far each partition got is final.
         let settling = run.clone();
@@ -181,6 +187,9 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         }
     }
     report.interrupted |= spec.load.cancel.load(Ordering::SeqCst);
+    if let Some(m) = metrics {
+        m.abort();
+    }
     consumer.unsubscribe();
     let client = crate::retry::connect(&spec.load.target, spec.load.retry_for, |_| {}).await?;
     report.positions =
@@ -315,8 +324,11 @@ fn commit_to_group(consumer: &KafkaConsumer, parts: &[KafkaPart], through: &Hash
 async fn keep_positions(run: KafkaRun, target: crate::ConnectOptions, id: String, parts: Vec<KafkaPart>) {
     let mut last: HashMap<u32, u64> = HashMap::new();
     let mut client: Option<tokio_postgres::Client> = None;
-    loop {
+    for tick in 0u64.. {
         tokio::time::sleep(Duration::from_millis(200)).await;
+        if tick % 5 == 0 {
+            lag(&run, &parts).await;
+        }
         let Some(owner) = run.owner.get() else { continue };
         let now = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if now == last {
@@ -332,4 +344,76 @@ async fn keep_positions(run: KafkaRun, target: crate::ConnectOptions, id: String
             last = now;
         }
     }
+}
+
+/// The lag of each partition of the run (its end offset minus where it is
+/// committed through), as the gauge `chute_consume_lag{partition}`.
+async fn lag(run: &KafkaRun, parts: &[KafkaPart]) {
+    let (consumer, parts) = (run.consumer.clone(), parts.to_vec());
+    let through = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        for p in &parts {
+            if let Ok((_, high)) = consumer.fetch_watermarks(&p.topic, p.partition, Duration::from_secs(1)) {
+                let at = through.get(&p.input).copied().unwrap_or(0) as i64;
+                ::metrics::gauge!("chute_consume_lag", "partition" => format!("{}/{}", p.topic, p.partition))
+                    .set((high - at).max(0) as f64);
+            }
+        }
+    })
+    .await;
+}
+
+/// A load's progress, passed on, counted into `chute_consume_rows_total`,
+/// `chute_consume_bytes_total` and `chute_consume_rejects_total`.
+struct Counting<'a> {
+    inner: &'a mut dyn LoadProgress,
+    last: crate::load::LoadStats,
+}
+
+impl LoadProgress for Counting<'_> {
+    fn update(&mut self, stats: &crate::load::LoadStats) {
+        ::metrics::counter!("chute_consume_rows_total").increment(stats.rows_loaded.saturating_sub(self.last.rows_loaded));
+        ::metrics::counter!("chute_consume_bytes_total").increment(stats.bytes_read.saturating_sub(self.last.bytes_read));
+        ::metrics::counter!("chute_consume_rejects_total").increment(stats.rows_rejected.saturating_sub(self.last.rows_rejected));
+        self.last = stats.clone();
+        self.inner.update(stats);
+    }
+
+    fn notice(&mut self, message: &str) {
+        self.inner.notice(message);
+    }
+}
+
+/// `GET /metrics` on `addr`: the process's metrics as Prometheus text
+/// (the consumer's, and each batch's commit time, `chute_batch_commit_seconds`).
+async fn serve_metrics(addr: std::net::SocketAddr) -> Result<tokio::task::JoinHandle<()>, LoadError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let metrics = crate::serve::metrics::Metrics::new();
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| setup(format!("cannot listen on {addr} for /metrics: {e}")))?;
+    let metrics = Arc::new(metrics);
+    Ok(tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 << 10 {
+                    match tokio::time::timeout(Duration::from_secs(10), conn.read(&mut buf)).await {
+                        Ok(Ok(n)) if n > 0 => head.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let (status, body) = if head.starts_with(b"GET /metrics ") || head.starts_with(b"GET /metrics?") {
+                    ("200 OK", metrics.render())
+                } else {
+                    ("404 Not Found", "GET /metrics\n".to_owned())
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+            });
+        }
+    }))
 }

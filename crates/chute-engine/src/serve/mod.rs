@@ -26,7 +26,7 @@ mod keys;
 mod lanes;
 mod matcher;
 mod memory;
-mod metrics;
+pub(crate) mod metrics;
 mod query;
 mod submit;
 mod tables;
