@@ -61,6 +61,11 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "FILE")]
     pub kafka_option_file: Option<PathBuf>,
 
+    /// Bad messages go to this Kafka topic instead of the reject file, with
+    /// the headers chute.partition, chute.offset and chute.reason.
+    #[arg(long, value_name = "TOPIC")]
+    pub dead_letter_topic: Option<String>,
+
     /// Bad messages go here, with their partition and offset (default: TOPIC.rejects).
     #[arg(long, value_name = "FILE")]
     pub reject_file: Option<PathBuf>,

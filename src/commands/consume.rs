@@ -100,6 +100,7 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
     );
     Ok(ConsumeSpec {
         metrics_listen: a.metrics_listen,
+        dead_letter_topic: a.dead_letter_topic.clone(),
         fields,
         load,
         brokers: a.brokers.clone(),

@@ -214,7 +214,7 @@ async fn a_broker_restart_and_a_rebalance_lose_and_double_nothing_and_sigterm_ex
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_poison_message_goes_to_the_reject_file_with_its_offset_and_the_rows_around_it_load() {
+async fn a_poison_message_goes_to_the_reject_file_or_the_dead_letter_topic_with_its_offset() {
     let broker = kafka::shared();
     let pg = shared().fresh_db("c_a_poison_message_goe").await;
     let url = pg.url();
@@ -235,6 +235,26 @@ async fn a_poison_message_goes_to_the_reject_file_with_its_offset_and_the_rows_a
     // Each with its partition and offset, and the reason.
     assert!(rejects.contains("# consume_poison/0:10: ") && rejects.contains("# consume_poison/0:11: "), "{rejects}");
     assert!(rejects.contains("\"not a time\"") && rejects.contains("expected a JSON object"), "{rejects}");
+    // Or to a dead-letter topic: each bad message with its partition, offset and reason in headers.
+    broker.create_topic("consume_poison_dlt", 1);
+    table(&url, "consume_poison_dlt");
+    run_expect(
+        consume(
+            &url,
+            &broker.bootstrap(),
+            "consume_poison_dlt",
+            "consume_poison",
+            &["--until-end", "--group", "dlt", "--dead-letter-topic", "consume_poison_dlt"],
+        )
+        .current_dir(dir.path()),
+        1,
+    );
+    assert_eq!(count(&c, "consume_poison_dlt").await, 20);
+    let dead = dead_letters(broker, "consume_poison_dlt", 2);
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    assert_eq!((dead[0].0.as_str(), dead[0].1.as_str()), ("consume_poison/0", "10"), "{dead:?}");
+    assert!(dead[0].2.contains("not a time") && dead[0].3.contains("not a time"), "{dead:?}");
+    assert_eq!((dead[1].0.as_str(), dead[1].1.as_str()), ("consume_poison/0", "11"), "{dead:?}");
     // --max-rejects stops a consumer that rejects more than that.
     table(&url, "consume_poison_limit");
     let (_, err) = run_expect(
@@ -451,4 +471,33 @@ async fn key_headers_and_timestamp_fill_columns_of_json_messages() {
         2,
     );
     assert!(err.contains("JSON messages"), "{err}");
+}
+
+/// The first `n` messages of a dead-letter topic: (chute.partition, chute.offset, chute.reason, payload).
+fn dead_letters(broker: &kafka::Broker, topic: &str, n: usize) -> Vec<(String, String, String, String)> {
+    use rdkafka::Message as _;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Headers;
+    let consumer: BaseConsumer =
+        broker.client_config().set("group.id", "dead-letter-reader").set("auto.offset.reset", "earliest").create().unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    let mut out = Vec::new();
+    let began = Instant::now();
+    while out.len() < n && began.elapsed() < Duration::from_secs(60) {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let header = |name: &str| {
+                m.headers()
+                    .and_then(|h| h.iter().find(|h| h.key == name).and_then(|h| h.value).map(|v| String::from_utf8_lossy(v).into_owned()))
+                    .unwrap_or_default()
+            };
+            out.push((
+                header("chute.partition"),
+                header("chute.offset"),
+                header("chute.reason"),
+                String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+            ));
+        }
+    }
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    out
 }

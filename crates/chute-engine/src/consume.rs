@@ -45,6 +45,8 @@ pub struct ConsumeSpec {
     pub fields: crate::load::source::kafka::MessageFields,
     /// Serve `GET /metrics` (Prometheus text) here.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Rejected messages go to this topic (with their partition, offset and reason) instead of the reject file.
+    pub dead_letter_topic: Option<String>,
 }
 
 /// What a consumer did, over all its runs.
@@ -88,6 +90,10 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         None => None,
     };
     let consumer = Arc::new(connect(&spec)?);
+    let dead_letter = match &spec.dead_letter_topic {
+        Some(topic) => Some(dead_letter(&spec, topic)?),
+        None => None,
+    };
     let parts = {
         let (c, topics) = (consumer.clone(), spec.topics.clone());
         tokio::task::spawn_blocking(move || partitions(&c, &topics)).await.map_err(|e| setup(format!("reading the topics: {e}")))??
@@ -132,6 +138,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         }
         let mut run = KafkaRun::new(consumer.clone(), parts.clone(), by_number.clone(), generation, spec.flush_after);
         run.fields = Arc::new(spec.fields.clone());
+        run.dead_letter = dead_letter.clone();
         let rebalanced = run.rebalanced.clone();
         let mut load = spec.load.clone();
         load.input = LoadInput::Kafka { run: run.clone(), format: spec.format };
@@ -219,6 +226,21 @@ fn connect(spec: &ConsumeSpec) -> Result<KafkaConsumer, LoadError> {
         config.set(k, v);
     }
     config.create_with_context(Watch::default()).map_err(|e| setup(format!("cannot make a Kafka consumer: {}", redact(&e.to_string()))))
+}
+
+/// The dead-letter topic's producer (idempotent: a retry writes a message once).
+fn dead_letter(spec: &ConsumeSpec, topic: &str) -> Result<Arc<dyn crate::load::rejects::DeadLetter>, LoadError> {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", &spec.brokers).set("enable.idempotence", "true").set("linger.ms", "5");
+    for (k, v) in &spec.kafka_options {
+        // The consumer's own settings are not the producer's.
+        if !k.starts_with("group.") && !k.starts_with("session.") && !k.starts_with("heartbeat.") && !k.contains("offset") {
+            config.set(k, v);
+        }
+    }
+    let producer =
+        config.create().map_err(|e| setup(format!("cannot make the dead-letter topic's producer: {}", redact(&e.to_string()))))?;
+    Ok(Arc::new(crate::load::source::kafka::DeadLetterTopic { producer, topic: topic.to_owned() }))
 }
 
 /// A librdkafka message with any secret it may quote blanked out.

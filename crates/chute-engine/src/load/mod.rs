@@ -27,7 +27,7 @@ pub use sink::atomic::{Resolved, recover as recover_prepared};
 pub(crate) mod model;
 mod oversized;
 mod pipeline;
-mod rejects;
+pub mod rejects;
 mod routing;
 mod setup;
 mod sink;

@@ -144,7 +144,12 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
                 total_bytes,
                 bytes_read,
                 delivery: Delivery::Rerun,
-                rejects: RejectOrigin { default_path: inputs.first().map(InputSpec::default_reject_file), plain_files, regenerate: None },
+                rejects: RejectOrigin {
+                    default_path: inputs.first().map(InputSpec::default_reject_file),
+                    plain_files,
+                    regenerate: None,
+                    dead_letter: None,
+                },
                 numbered: false,
                 shared: None,
             })
@@ -160,6 +165,7 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
                 default_path: Some("generated.rejects".into()),
                 plain_files: vec![None],
                 regenerate: Some(workload.clone()),
+                dead_letter: None,
             },
             numbered: true,
             shared: None,
@@ -171,7 +177,7 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
             total_bytes: None,
             bytes_read,
             delivery: Delivery::Callers,
-            rejects: RejectOrigin { default_path: None, plain_files: vec![None], regenerate: None },
+            rejects: RejectOrigin { default_path: None, plain_files: vec![None], regenerate: None, dead_letter: None },
             numbered: false,
             shared: None,
         }),
@@ -188,6 +194,7 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
                     default_path: Some(format!("{topic}.rejects").into()),
                     plain_files: vec![None; run.names.len().max(1)],
                     regenerate: None,
+                    dead_letter: run.dead_letter.clone(),
                 },
                 numbered: false,
                 shared: Some(Shared {

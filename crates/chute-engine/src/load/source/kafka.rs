@@ -93,6 +93,53 @@ pub struct KafkaRun {
     pub flush_after: Duration,
     /// Columns filled from the message's key, headers and timestamp (JSON messages).
     pub fields: Arc<MessageFields>,
+    /// Rejected messages go to this topic instead of the reject file.
+    pub dead_letter: Option<Arc<dyn super::super::rejects::DeadLetter>>,
+}
+
+/// A dead-letter topic: each rejected record is a message with the
+/// headers `chute.partition` (TOPIC/PARTITION), `chute.offset` and
+/// `chute.reason`; `flush` waits until the brokers have them all.
+pub struct DeadLetterTopic {
+    pub producer: rdkafka::producer::ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+    pub topic: String,
+}
+
+impl std::fmt::Debug for DeadLetterTopic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeadLetterTopic").field("topic", &self.topic).finish()
+    }
+}
+
+impl super::super::rejects::DeadLetter for DeadLetterTopic {
+    fn send(&self, input: &str, line: u64, raw: &[u8], reason: &str) -> Result<(), String> {
+        use rdkafka::message::{Header, OwnedHeaders};
+        let offset = line.to_string();
+        let headers = OwnedHeaders::new()
+            .insert(Header { key: "chute.partition", value: Some(input) })
+            .insert(Header { key: "chute.offset", value: Some(&offset) })
+            .insert(Header { key: "chute.reason", value: Some(reason) });
+        let mut record = rdkafka::producer::BaseRecord::<(), [u8]>::to(&self.topic).payload(raw).headers(headers);
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err((e, _)) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    fn flush(&self) -> Result<(), String> {
+        use rdkafka::producer::Producer;
+        self.producer.flush(Duration::from_secs(60)).map_err(|e| e.to_string())
+    }
+
+    fn name(&self) -> String {
+        format!("dead-letter topic {}", self.topic)
+    }
 }
 
 /// Columns a JSON message's rows get from the message itself.
@@ -170,6 +217,7 @@ impl KafkaRun {
             gatherer: Default::default(),
             flush_after,
             fields: Default::default(),
+            dead_letter: None,
         }
     }
 
