@@ -501,3 +501,31 @@ fn dead_letters(broker: &kafka::Broker, topic: &str, n: usize) -> Vec<(String, S
     out.sort_by(|a, b| a.1.cmp(&b.1));
     out
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_postgresql_restart_mid_stream_loses_and_doubles_nothing() {
+    let broker = kafka::shared();
+    let cluster = chute_testkit::TestCluster::start();
+    let db = cluster.fresh_db("c_pg_restart").await;
+    let url = db.url();
+    broker.create_topic("consume_pg_restart", 3);
+    table(&url, "consume_pg_restart");
+    let dir = open_tempdir();
+    let child = spawn(
+        consume(&url, &broker.bootstrap(), "consume_pg_restart", "consume_pg_restart", &["--batch-rows", "500"]).current_dir(dir.path()),
+    );
+    produce(broker, "consume_pg_restart", 0, 20_000, 3);
+    {
+        let c = db.client().await;
+        until_rows(&c, "consume_pg_restart", 2_000, Duration::from_secs(60)).await;
+    }
+    cluster.cluster.restart(chute_engine::local::StopMode::Fast).unwrap();
+    produce(broker, "consume_pg_restart", 20_000, 20_000, 3);
+    let c = db.client().await;
+    until_rows(&c, "consume_pg_restart", 40_000, Duration::from_secs(120)).await;
+    sigterm(&child);
+    let out = exit_within(child, Duration::from_secs(60), "the consumer after SIGTERM");
+    assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
+    let (rows, ids, _) = contents(&c, "consume_pg_restart").await;
+    assert_eq!((rows, ids), (40_000, 40_000), "{}", String::from_utf8_lossy(&out.stderr));
+}
