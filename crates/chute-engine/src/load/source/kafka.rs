@@ -327,7 +327,9 @@ impl Source for KafkaSource {
             }
             match run.consumer.poll(Duration::from_millis(50)) {
                 Some(Ok(m)) => {
-                    let Some(p) = pending.get_mut(&(m.topic().to_owned(), m.partition())) else { continue };
+                    // (No allocation per message: a run has a few partitions.)
+                    let (topic, partition) = (m.topic(), m.partition());
+                    let Some(p) = pending.iter_mut().find(|((t, n), _)| *n == partition && t == topic).map(|(_, p)| p) else { continue };
                     let offset = m.offset() as u64;
                     if p.done || offset < p.sent_to || p.offsets.last().is_some_and(|l| offset <= *l) {
                         continue;
