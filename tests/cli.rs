@@ -17,6 +17,8 @@ mod bench_report;
 mod cluster;
 #[path = "cli/conninfo.rs"]
 mod conninfo;
+#[path = "cli/consume.rs"]
+mod consume;
 #[path = "cli/demo.rs"]
 mod demo;
 #[path = "cli/docs_links.rs"]

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod book;
 mod cluster;
+mod consume;
 mod doctor;
 mod load;
 mod partition;
@@ -15,6 +16,7 @@ mod serve;
 pub mod values;
 
 pub use cluster::*;
+pub use consume::*;
 pub use doctor::*;
 pub use load::*;
 pub use partition::*;
@@ -156,6 +158,22 @@ pub enum Command {
 
 Prometheus's long-term storage: see docs/prometheus.md")]
     Serve(ServeArgs),
+
+    /// Consume Kafka topics into TABLE, exactly once: the offset of each
+    /// partition's last row commits in chute's journal with the rows, and
+    /// every partition is read from there after a restart or a rebalance.
+    ///
+    /// Rows are parsed, routed to the leaf partitions and loaded with binary
+    /// COPY as `chute load` loads them. The consumer group's offsets are
+    /// committed after, for lag tools only. Runs until stopped (SIGTERM
+    /// finishes the batches in flight), or with --until-end until every
+    /// partition reached the end it had at start.
+    #[command(after_help = "EXAMPLES:
+    chute consume conditions --brokers localhost:9092 --topic conditions --until-end
+    chute consume conditions --brokers k1:9092,k2:9092 --topic conditions --group loaders
+    chute consume ticks --brokers localhost:9092 --topic ticks --format csv --columns time,symbol,price
+    chute consume conditions --brokers k1:9093 --topic conditions --kafka-option security.protocol=SASL_SSL --kafka-option-file kafka.conf")]
+    Consume(ConsumeArgs),
 
     /// Write generated data: CSV rows of a table, or tsbs files.
     ///

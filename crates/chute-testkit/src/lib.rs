@@ -18,6 +18,8 @@
 
 pub mod prometheus;
 
+pub mod kafka;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};

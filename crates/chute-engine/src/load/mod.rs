@@ -27,11 +27,11 @@ pub use sink::atomic::{Resolved, recover as recover_prepared};
 pub(crate) mod model;
 mod oversized;
 mod pipeline;
-mod rejects;
+pub mod rejects;
 mod routing;
 mod setup;
 mod sink;
-pub(crate) mod source;
+pub mod source;
 pub mod target;
 mod text_route;
 
@@ -79,6 +79,11 @@ pub enum LoadInput {
     /// parsed itself, or csv, text or jsonl): the load runs until every
     /// sender of the feed is gone. Journaled only under a `load_id`.
     Feed { feed: Feed, format: InputFormat },
+    /// Partitions of Kafka topics, one run of a consumer (`crate::consume`):
+    /// each message holds one or more records in `format` (csv, text or
+    /// jsonl). Journaled under the consumer's load id, by message offset;
+    /// the partitions are shared with the group's other consumers.
+    Kafka { run: source::kafka::KafkaRun, format: InputFormat },
 }
 
 /// Everything a load needs to know, validated: a front end (the CLI, a

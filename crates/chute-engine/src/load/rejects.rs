@@ -47,6 +47,17 @@ pub(crate) struct RejectOrigin {
     /// Generated rows keep no records: they are made again from their
     /// sequence number.
     pub regenerate: Option<Arc<dyn chute_core::generate::Workload>>,
+    /// Rejects go here instead of the file (a Kafka dead-letter topic).
+    pub dead_letter: Option<Arc<dyn DeadLetter>>,
+}
+
+/// Somewhere other than a file that takes rejected records: each is sent,
+/// then `flush` returns once all sent are safe (before their rows' ranges commit).
+pub trait DeadLetter: Send + Sync {
+    fn send(&self, input: &str, line: u64, raw: &[u8], reason: &str) -> Result<(), String>;
+    fn flush(&self) -> Result<(), String>;
+    /// How people read where it is (`dead-letter topic T`).
+    fn name(&self) -> String;
 }
 
 /// Writes rejected records: a comment line with where and why, then the
@@ -72,6 +83,7 @@ pub(crate) struct RejectWriter {
     /// Resuming: append to the file (after reading what it holds); otherwise
     /// start it afresh.
     append: bool,
+    dead_letter: Option<Arc<dyn DeadLetter>>,
 }
 
 impl RejectWriter {
@@ -92,7 +104,8 @@ impl RejectWriter {
             }
         }
         let files = origin.plain_files.clone();
-        RejectWriter { workload, path, names, files, pending: Vec::new(), file: None, written: false, seen, append: resuming }
+        let dead_letter = origin.dead_letter.clone();
+        RejectWriter { workload, path, names, files, pending: Vec::new(), file: None, written: false, seen, append: resuming, dead_letter }
     }
 
     /// Queues a reject; `false` when the file already has it.
@@ -114,6 +127,19 @@ impl RejectWriter {
 
     pub(crate) fn flush_pending(&mut self) -> Result<(), LoadError> {
         if self.pending.is_empty() {
+            return Ok(());
+        }
+        if let Some(d) = self.dead_letter.clone() {
+            let err = |message: String| LoadError::RejectFile { path: d.name(), message };
+            let mut acks = Vec::new();
+            for mut r in self.pending.drain(..) {
+                acks.extend(r.ack.take());
+                let name = self.names.get(r.input).map(String::as_str).unwrap_or("input");
+                d.send(name, r.line, &r.raw, &r.reason).map_err(err)?;
+            }
+            d.flush().map_err(err)?;
+            self.written = true;
+            acks.into_iter().for_each(super::ack::AckRef::settle);
             return Ok(());
         }
         let Some(path) = self.path.clone() else {
@@ -167,6 +193,9 @@ impl RejectWriter {
     }
 
     pub(crate) fn path_if_written(&self) -> Option<String> {
+        if let Some(d) = &self.dead_letter {
+            return self.written.then(|| d.name());
+        }
         self.written.then(|| self.path.as_ref().map(|p| p.display().to_string())).flatten()
     }
 }

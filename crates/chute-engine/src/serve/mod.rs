@@ -26,7 +26,7 @@ mod keys;
 mod lanes;
 mod matcher;
 mod memory;
-mod metrics;
+pub(crate) mod metrics;
 pub mod prom;
 mod query;
 mod submit;

@@ -78,6 +78,10 @@ pub(crate) async fn prepare(
         LoadInput::Generated { workload, .. } => generated::prepare(spec, workload.clone(), control, progress).await,
         LoadInput::Read { inputs, format: InputFormat::Tsbs } => tsbs::prepare(spec, inputs, control, progress).await,
         LoadInput::Read { inputs, format } => delimited::prepare(spec, *format, inputs, control, progress).await,
+        LoadInput::Kafka { format: f @ (InputFormat::Csv | InputFormat::Text | InputFormat::Jsonl), .. } => {
+            delimited::prepare(spec, *f, &[], control, progress).await
+        }
+        LoadInput::Kafka { format, .. } => Err(LoadError::Setup(format!("{format:?} messages cannot be consumed: csv, text or json"))),
         LoadInput::Feed { format: InputFormat::Values, .. } => values::prepare(spec, control, progress).await,
         LoadInput::Feed { format: InputFormat::Samples, .. } => samples::prepare(spec, control, progress).await,
         LoadInput::Feed { format: InputFormat::Tsbs, .. } => {

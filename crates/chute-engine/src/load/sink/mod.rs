@@ -167,6 +167,8 @@ pub(crate) struct WorkerCtx {
     pub load_id: Option<String>,
     /// This run's token: a batch commits only while `chute.loads.owner` is it (see `claim`).
     pub owner: String,
+    /// A load whose inputs several runs share: how many this run owns (see `claim::fence`).
+    pub owned: Option<usize>,
     pub retry_for: Duration,
     pub budget: Arc<Budget>,
     /// Shared with the coordinator: a worker writes its rejects itself, so it
@@ -399,7 +401,7 @@ pub(crate) async fn commit_batch<C: Begin>(
 ) -> Result<Attempt, AttemptError> {
     let mut txn = client.begin().await?;
     if let Some(load_id) = &ctx.load_id
-        && let Err(e) = super::claim::fence(&txn, load_id, &ctx.owner).await?
+        && let Err(e) = super::claim::fence(&txn, load_id, &ctx.owner, ctx.owned).await?
     {
         // Another run of the load took it over: this run stops.
         return Err(AttemptError::Stop(e));

@@ -238,6 +238,7 @@ fn clone_ctx(c: &WorkerCtx) -> WorkerCtx {
         target: c.target.clone(),
         load_id: c.load_id.clone(),
         owner: c.owner.clone(),
+        owned: c.owned,
         retry_for: c.retry_for,
         budget: c.budget.clone(),
         rejects: c.rejects.clone(),
