@@ -50,13 +50,38 @@ async fn count(c: &tokio_postgres::Client, table: &str) -> i64 {
 
 /// Waits until `table` holds at least `n` rows.
 async fn until_rows(c: &tokio_postgres::Client, table: &str, n: i64, limit: Duration) {
+    if let Err(e) = rows_reached(c, table, n, limit).await {
+        panic!("{e}");
+    }
+}
+
+/// Waits until `table` holds at least `n` rows; when it does not, the
+/// consumers are killed and what they printed is in the panic.
+async fn until_rows_of(c: &tokio_postgres::Client, table: &str, n: i64, limit: Duration, consumers: &mut [&mut Child]) {
+    let Err(e) = rows_reached(c, table, n, limit).await else { return };
+    let mut said = String::new();
+    for (i, child) in consumers.iter_mut().enumerate() {
+        let _ = child.kill();
+        let _ = child.wait();
+        let mut err = String::new();
+        if let Some(mut s) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut s, &mut err);
+        }
+        said.push_str(&format!("\n--- stderr of consumer {i}:\n{err}"));
+    }
+    panic!("{e}{said}");
+}
+
+async fn rows_reached(c: &tokio_postgres::Client, table: &str, n: i64, limit: Duration) -> Result<(), String> {
     let began = Instant::now();
     loop {
         let now = count(c, table).await;
         if now >= n {
-            return;
+            return Ok(());
         }
-        assert!(began.elapsed() < limit, "{table}: {now} rows after {limit:?}, waiting for {n}");
+        if began.elapsed() >= limit {
+            return Err(format!("{table}: {now} rows after {limit:?}, waiting for {n}"));
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -189,23 +214,23 @@ async fn a_broker_restart_and_a_rebalance_lose_and_double_nothing_and_sigterm_ex
     table(&url, "consume_rebalance");
     let dir = open_tempdir();
     let session = ["--batch-rows", "500", "--kafka-option", "session.timeout.ms=6000", "--kafka-option", "heartbeat.interval.ms=500"];
-    let a = spawn(consume(&url, &broker.bootstrap(), "consume_rebalance", "consume_rebalance", &session).current_dir(dir.path()));
+    let mut a = spawn(consume(&url, &broker.bootstrap(), "consume_rebalance", "consume_rebalance", &session).current_dir(dir.path()));
     produce(&broker, "consume_rebalance", 0, 20_000, 4);
-    until_rows(&c, "consume_rebalance", 5_000, Duration::from_secs(60)).await;
+    until_rows_of(&c, "consume_rebalance", 5_000, Duration::from_secs(60), &mut [&mut a]).await;
     // A second consumer joins the group mid-run: the partitions are shared out again.
-    let b = spawn(consume(&url, &broker.bootstrap(), "consume_rebalance", "consume_rebalance", &session).current_dir(dir.path()));
+    let mut b = spawn(consume(&url, &broker.bootstrap(), "consume_rebalance", "consume_rebalance", &session).current_dir(dir.path()));
     produce(&broker, "consume_rebalance", 20_000, 20_000, 4);
-    until_rows(&c, "consume_rebalance", 30_000, Duration::from_secs(90)).await;
+    until_rows_of(&c, "consume_rebalance", 30_000, Duration::from_secs(90), &mut [&mut a, &mut b]).await;
     // The broker restarts under both.
     broker.restart();
     produce(&broker, "consume_rebalance", 40_000, 20_000, 4);
-    until_rows(&c, "consume_rebalance", 50_000, Duration::from_secs(120)).await;
+    until_rows_of(&c, "consume_rebalance", 50_000, Duration::from_secs(120), &mut [&mut a, &mut b]).await;
     // The second leaves (SIGTERM: it finishes its batches and exits 143).
     sigterm(&b);
     let out = exit_within(b, Duration::from_secs(60), "the second consumer after SIGTERM");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
     produce(&broker, "consume_rebalance", 60_000, 20_000, 4);
-    until_rows(&c, "consume_rebalance", 80_000, Duration::from_secs(120)).await;
+    until_rows_of(&c, "consume_rebalance", 80_000, Duration::from_secs(120), &mut [&mut a]).await;
     sigterm(&a);
     let out = exit_within(a, Duration::from_secs(60), "the first consumer after SIGTERM");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
