@@ -12,8 +12,6 @@ mod signals;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 /// Exit codes, documented in `--help`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -31,7 +29,7 @@ pub enum Outcome {
 }
 
 fn main() -> ExitCode {
-    let args = args::Cli::parse();
+    let args = args::Cli::parse_with_book();
     chute_engine::setting::name_settings_with(settings::flag);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,

@@ -11,12 +11,16 @@ mod backfill;
 mod basics;
 #[path = "cli/bench.rs"]
 mod bench;
+#[path = "cli/bench_report.rs"]
+mod bench_report;
 #[path = "cli/cluster.rs"]
 mod cluster;
 #[path = "cli/conninfo.rs"]
 mod conninfo;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/docs_links.rs"]
+mod docs_links;
 #[path = "cli/doctor.rs"]
 mod doctor;
 #[path = "cli/exactly_once.rs"]

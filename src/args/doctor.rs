@@ -7,7 +7,7 @@ use clap::Args;
 pub const DOCTOR_HELP: &str = "EXAMPLES:
     chute doctor                      # every table and the server's settings
     chute doctor metrics events       # these tables (and the server-wide checks)
-    chute doctor --json               # machine-readable (schema in the README)
+    chute doctor --json               # machine-readable (schema in docs/doctor.md)
     chute doctor --index-window 30d   # an unused index: no scan for 30 days (default 7d)
     chute doctor metrics --sample today.csv --header   # how sorted is this input, at what cost
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod book;
 mod cluster;
 mod doctor;
 mod load;
@@ -47,6 +48,16 @@ EXAMPLES:
     chute local status
     chute partition create metrics --columns \"time timestamptz not null, v float8\" --key time --interval 1h
     chute partition maintain --every 10min";
+
+impl Cli {
+    /// Parses the command line as [`Parser::parse`] does, with every help
+    /// text ending with its page of the book (`book.rs`).
+    pub fn parse_with_book() -> Cli {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = book::with_pages(Cli::command()).get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
 
 /// chute moves time-series rows into PostgreSQL as fast as the server can take
 /// them, into natively partitioned tables that it creates, keeps ahead of the

@@ -70,6 +70,7 @@ async fn bench(hint: &str, scenario: &str, extra: &[&str], cells: &[&str]) -> Be
         let svg = std::fs::read_to_string(f).unwrap();
         assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\"") && svg.trim_end().ends_with("</svg>"), "{}", f.display());
     }
+    crate::simulate::no_machine_path(&out, dir.path());
     for setting in ["shared_buffers", "max_wal_size", "checkpoint_timeout", "synchronous_commit", "wal_level"] {
         assert!(html.contains(&format!("<th>{setting}</th>")), "{setting} in the report");
     }

@@ -1,5 +1,5 @@
 //! What a new user meets first (issue 15): `chute gen accounts` makes the
-//! table the README loads (`pgbench_accounts`), a load into a missing table
+//! table the book loads (`pgbench_accounts`, docs/gen.md), a load into a missing table
 //! says how to create it, and `chute load --status` tells the same tables in
 //! two schemas apart.
 
@@ -33,7 +33,7 @@ async fn gen_accounts_create_names_the_table_pgbench_accounts_that_the_readme_pi
     let dir = open_tempdir();
     let (sql, _) = run_expect(chute().args(["gen", "accounts", "--create"]), 0);
     assert!(sql.starts_with("CREATE TABLE \"pgbench_accounts\" ("), "chute gen accounts --create names pgbench's table:\n{sql}");
-    // The README's pipe, with the table --create made.
+    // The book's pipe (docs/gen.md), with the table --create made.
     let url = db.url();
     run_expect(
         &mut sh(
@@ -108,7 +108,7 @@ async fn psql_with_chute_local_url_works_when_the_embedded_server_is_stopped() {
     let data = server.socket_dir().to_owned();
     run_expect(chute().env("CHUTE_DATA_DIR", &data).args(["local", "stop"]), 0);
     let dir = open_tempdir();
-    // The README's pattern: the URL's server must be up for psql.
+    // The book's pattern: the URL's server must be up for psql.
     let mut cmd = sh(dir.path(), "chute gen lineitem --create | psql -X -q -v ON_ERROR_STOP=1 \"$(chute local url)\"");
     let (_, err) = run_expect(cmd.env("CHUTE_DATA_DIR", &data), 0);
     assert!(err.contains("chute: embedded PostgreSQL started in"), "{err}");

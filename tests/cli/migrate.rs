@@ -2,7 +2,7 @@
 //! updating by primary key during the whole migration and split.
 //!
 //! The tables have 200 k rows (the 2 M figure belongs in
-//! BENCHMARKS.md): the test suite runs on 2 shared cores and must stay well
+//! docs/benchmarks.md): the test suite runs on 2 shared cores and must stay well
 //! under 30 minutes; 200 k rows still make the split take tens of batches
 //! while the writer runs, which is what the checks need.
 
@@ -250,7 +250,7 @@ fn spawn_blocking_run(cmd: Command) -> tokio::task::JoinHandle<(String, String)>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writer_keeps_writing_through_migrate_and_split() {
     // 200 K rows in the suite; the 2 M with CHUTE_TEST_MIGRATE_ROWS=2000000
-    // (about four minutes here), as run for the record in BENCHMARKS.md.
+    // (about four minutes here), as run for the record in docs/benchmarks.md.
     let rows: i64 = std::env::var("CHUTE_TEST_MIGRATE_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
     let db = shared().fresh_db("cli_migrate_writer").await;
     let url = db.url();

@@ -1,12 +1,15 @@
-//! Every command example in README.md runs as written (issue 15).
+//! Every command example in README.md and in the book (`docs/**/*.md`)
+//! runs as written (issues 15 and 29).
 //!
-//! Each fenced `sh` block of README.md is run with `bash -eo pipefail`, in
-//! the order of the README, in one temporary directory, with the built
+//! Each fenced `sh` block of a page is run with `bash -eo pipefail`, in the
+//! order of the page, in one temporary directory per page, with the built
 //! `chute` first on PATH and `psql` from the system. chute's embedded server
-//! there is a private cluster this test starts (chute-testkit):
+//! there is a private cluster this test starts for the page (chute-testkit):
 //! `CHUTE_DATA_DIR` points at it, so `chute` without `--url` and `psql
 //! "$(chute local url)"` reach it, never `/var/lib/chute/pg`. Blocks added
-//! later are picked up by themselves.
+//! later are picked up by themselves; a page of the book with `sh` blocks
+//! needs its test in [`PAGES`] (`every_page_with_examples_has_its_test`
+//! says so).
 //!
 //! An HTML comment right before a fence (one per line, several allowed) says
 //! how the block is run here:
@@ -35,8 +38,9 @@
 //! To keep the run short, every block gets these substitutions: `--rows N`
 //! above 20,000 becomes `--rows 20000`, `--scale N` above 5 becomes
 //! `--scale 5`, and `chute demo` without `--rows` gets `--rows 20000`.
-//! A failing block is reported with its line in README.md, the script as
-//! run, and both output streams; every block runs even after one fails.
+//! A failing block is reported with its file and line, the script as run,
+//! and both output streams; every block of the page runs even after one
+//! fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -66,6 +70,8 @@ const SETUPS: &[(&str, &str)] = &[
 chute gen conditions --rows 300 --header | gzip > part1.csv.gz
 printf '%s,1,0.5\n%s,2,1.5\n' "$now" "$now" | gzip > big.csv.gz
 printf '%s\t3\t4.5\n' "$now" > data.tsv
+sql -c "CREATE TABLE IF NOT EXISTS metrics (time timestamptz NOT NULL, dev_id int, value float8)" \
+    -c "CREATE TABLE IF NOT EXISTS events (ts timestamptz NOT NULL, dev_id int NOT NULL, payload jsonb)"
 printf '{"ts": "%s", "dev_id": 5, "payload": {"ok": true}}\n' "$now" > events.jsonl
 printf '1623110400000,ACME,10.5\n1623110401500,INIT,11\n' > ticks.csv
 sql -c "CREATE TABLE ticks (time timestamptz NOT NULL, symbol text, price numeric)"
@@ -89,13 +95,6 @@ printf '1,first\n2,second\n' > f.csv"#,
         "migrate-tables",
         r#"sql -c "CREATE TABLE orders (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, status int)" \
     -c "INSERT INTO orders (created_at, status) SELECT now() - i * interval '1 hour', 0 FROM generate_series(1, 2000) i""#,
-    ),
-    (
-        // `chute simulate --create` makes its own orders table: the migrate examples' one goes.
-        "fresh-orders",
-        r#"sql -c "DROP TABLE IF EXISTS orders CASCADE" \
-    -c "DELETE FROM chute.migrations WHERE table_name = 'orders'" \
-    -c "DELETE FROM chute.partition_config WHERE parent_table = 'orders'""#,
     ),
 ];
 
@@ -126,7 +125,9 @@ struct Marks {
 
 #[derive(Debug)]
 struct Block {
-    /// The fence's line in README.md (1-based).
+    /// The page, as a path from the repository's root.
+    file: String,
+    /// The fence's line in the page (1-based).
     line: usize,
     lang: String,
     text: String,
@@ -138,33 +139,33 @@ fn quoted_args(s: &str) -> Vec<String> {
     s.split('"').skip(1).step_by(2).map(str::to_owned).collect()
 }
 
-fn parse_mark(line_no: usize, body: &str, marks: &mut Marks) {
+fn parse_mark(at: &str, body: &str, marks: &mut Marks) {
     let (word, rest) = body.split_once(' ').unwrap_or((body, ""));
     let rest = rest.trim();
     match word {
         "skip" => {
-            assert!(rest.starts_with('(') && rest.len() > 2, "README.md line {line_no}: `skip` needs a reason in parentheses");
+            assert!(rest.starts_with('(') && rest.len() > 2, "{at}: `skip` needs a reason in parentheses");
             marks.skip = Some(rest.to_owned());
         }
         "rewrite-url" => marks.rewrite_url = true,
         "tls" => marks.tls = true,
         "drop-lines" => marks.drop_lines.extend(quoted_args(rest).into_iter().take(1)),
         "setup" => {
-            assert!(SETUPS.iter().any(|(n, _)| *n == rest), "README.md line {line_no}: no setup {rest:?} in tests/cli/readme.rs");
+            assert!(SETUPS.iter().any(|(n, _)| *n == rest), "{at}: no setup {rest:?} in tests/cli/readme.rs");
             marks.setup.push(rest.to_owned());
         }
         "replace" => match quoted_args(rest).as_slice() {
             [old, new] => marks.replace.push((old.clone(), new.clone())),
-            _ => panic!("README.md line {line_no}: `replace` takes \"OLD\" \"NEW\""),
+            _ => panic!("{at}: `replace` takes \"OLD\" \"NEW\""),
         },
         "output-of" => marks.output_of = quoted_args(rest).into_iter().next(),
-        _ => panic!("README.md line {line_no}: unknown readme-test marker {word:?} (see tests/cli/readme.rs)"),
+        _ => panic!("{at}: unknown readme-test marker {word:?} (see tests/cli/readme.rs)"),
     }
 }
 
-/// Fenced blocks with their markers.
-fn blocks(readme: &str) -> Vec<Block> {
-    let lines: Vec<&str> = readme.lines().collect();
+/// Fenced blocks with their markers; `file` names the page in messages.
+fn blocks(file: &str, page: &str) -> Vec<Block> {
+    let lines: Vec<&str> = page.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
     while i < lines.len() {
@@ -178,13 +179,14 @@ fn blocks(readme: &str) -> Vec<Block> {
         while j > 0 {
             let prev = lines[j - 1].trim();
             let Some(body) = prev.strip_prefix("<!-- readme-test:").and_then(|b| b.strip_suffix("-->")) else { break };
-            parse_mark(j, body.trim(), &mut marks);
+            parse_mark(&format!("{file} line {j}"), body.trim(), &mut marks);
             j -= 1;
         }
         let end = (start + 1..lines.len())
             .find(|&k| lines[k].starts_with("```"))
-            .unwrap_or_else(|| panic!("README.md line {}: unclosed fence", start + 1));
-        out.push(Block { line: start + 1, lang: lang.trim().to_owned(), text: lines[start + 1..end].join("\n"), marks });
+            .unwrap_or_else(|| panic!("{file} line {}: unclosed fence", start + 1));
+        let text = lines[start + 1..end].join("\n");
+        out.push(Block { file: file.to_owned(), line: start + 1, lang: lang.trim().to_owned(), text, marks });
         i = end + 1;
     }
     out
@@ -273,7 +275,7 @@ fn script_for(b: &Block, socket: &Path, tls_port: Option<u16>) -> (String, Vec<S
         text = format!("export PGUSER=postgres\n{text}");
     }
     let setups: Vec<&str> = b.marks.setup.iter().map(|n| SETUPS.iter().find(|(s, _)| s == n).expect("checked when parsed").1).collect();
-    (format!("{prelude}\n{}\n# --- README.md line {}\n{text}\n", setups.join("\n"), b.line), dbs)
+    (format!("{prelude}\n{}\n# --- {} line {}\n{text}\n", setups.join("\n"), b.file, b.line), dbs)
 }
 
 struct Runner {
@@ -324,7 +326,8 @@ fn shape(line: &str) -> String {
 
 fn report(failures: &mut Vec<String>, b: &Block, what: &str, script: &str, out: &std::process::Output) {
     failures.push(format!(
-        "README.md line {}: {what} (exit code {:?}{})\n--- as run\n{script}\n--- stdout\n{}\n--- stderr\n{}",
+        "{} line {}: {what} (exit code {:?}{})\n--- as run\n{script}\n--- stdout\n{}\n--- stderr\n{}",
+        b.file,
         b.line,
         out.status.code(),
         if out.status.code() == Some(124) { ", timed out: mark a command that never returns with drop-lines" } else { "" },
@@ -333,10 +336,22 @@ fn report(failures: &mut Vec<String>, b: &Block, what: &str, script: &str, out: 
     ));
 }
 
-#[tokio::test]
-async fn every_readme_example_runs_as_written() {
-    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-    let readme = std::fs::read_to_string(&readme_path).expect("README.md");
+/// Runs every example of the page at `file` (a path from the repository's
+/// root) against a server of its own, and fails naming each failed block.
+async fn run_page(file: &str) {
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let found = blocks(file, &page);
+    let fences = page.lines().filter(|l| l.trim_end() == "```sh").count();
+    let sh = found.iter().filter(|b| b.lang == "sh").count();
+    assert_eq!(sh, fences, "{file}: {fences} ```sh fences but {sh} sh blocks read: were the fences misread?");
+    let runs = |b: &Block| b.marks.skip.is_none() && (b.lang == "sh" || b.marks.output_of.is_some());
+    if !found.iter().any(runs) {
+        let skipped: Vec<String> = found.iter().filter_map(|b| b.marks.skip.as_ref().map(|why| format!("line {} {why}", b.line))).collect();
+        assert!(!skipped.is_empty(), "{file} has no example: take it out of PAGES");
+        eprintln!("{file}: every example skipped:\n  {}", skipped.join("\n  "));
+        return;
+    }
+    let began = std::time::Instant::now();
     let server = TestCluster::start();
     let dir = open_tempdir();
     let bin = Path::new(env!("CARGO_BIN_EXE_chute")).parent().expect("the binary has a directory").to_owned();
@@ -346,7 +361,7 @@ async fn every_readme_example_runs_as_written() {
     let mut tls = None;
 
     let (mut ran, mut skipped, mut failures) = (0, Vec::new(), Vec::new());
-    for b in blocks(&readme) {
+    for b in found {
         if let Some(why) = &b.marks.skip {
             skipped.push(format!("line {} {why}", b.line));
             continue;
@@ -398,7 +413,73 @@ async fn every_readme_example_runs_as_written() {
         }
         ran += 1;
     }
-    eprintln!("README.md: {ran} blocks run, {} skipped:\n  {}", skipped.len(), skipped.join("\n  "));
-    assert!(ran >= 8, "only {ran} README blocks ran: were the fences or markers misread?");
-    assert!(failures.is_empty(), "{} README example(s) failed:\n\n{}", failures.len(), failures.join("\n\n"));
+    eprintln!("{file}: {ran} blocks run in {:.1} s, {} skipped:\n  {}", began.elapsed().as_secs_f64(), skipped.len(), skipped.join("\n  "));
+    assert!(ran + skipped.len() > 0, "{file} has no example: take it out of PAGES");
+    assert!(failures.is_empty(), "{} example(s) of {file} failed:\n\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// The pages whose examples run, each as a test of its own (so they run in
+/// parallel, each on its own server).
+macro_rules! pages {
+    ($($test:ident => $file:literal,)*) => {
+        /// Every page with examples, as listed below.
+        const PAGES: &[&str] = &[$($file),*];
+        $(
+            #[tokio::test]
+            async fn $test() {
+                run_page($file).await;
+            }
+        )*
+    };
+}
+
+pages! {
+    every_readme_example_runs_as_written => "README.md",
+    book_connecting => "docs/connecting.md",
+    book_local => "docs/local.md",
+    book_demo => "docs/demo.md",
+    book_load => "docs/load.md",
+    book_partition => "docs/partition.md",
+    book_migrate => "docs/migrate.md",
+    book_serve => "docs/serve.md",
+    book_gen => "docs/gen.md",
+    book_bench => "docs/bench.md",
+    book_simulate => "docs/simulate.md",
+    book_doctor => "docs/doctor.md",
+    book_cluster => "docs/cluster.md",
+    book_exactly_once => "docs/exactly-once.md",
+    book_operating => "docs/operating.md",
+    book_benchmark_logs => "docs/benchmarks/history.md",
+}
+
+/// Every Markdown file under `dir`, as paths from the repository's root.
+pub fn markdown_files(root: &Path, dir: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.join(dir)];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = e.unwrap().path();
+            // mdbook's output (docs/book/) holds copies of the pages.
+            if path.is_dir() && path != root.join("docs/book") {
+                todo.push(path);
+            } else if path.extension().is_some_and(|x| x == "md") {
+                out.push(path.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn every_page_with_examples_has_its_test() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    for file in std::iter::once("README.md".to_owned()).chain(markdown_files(root, "docs")) {
+        let page = std::fs::read_to_string(root.join(&file)).unwrap();
+        if page.lines().any(|l| l.trim_end() == "```sh") && !PAGES.contains(&file.as_str()) {
+            missing.push(file);
+        }
+    }
+    assert!(missing.is_empty(), "pages with ```sh examples that no test runs: {missing:?}; add each to pages! in tests/cli/readme.rs");
 }

@@ -104,7 +104,7 @@ async fn serve_check_verifies_an_insert_only_role_and_serve_writes_as_it() {
     let (code, out) = check(&as_role, &[]);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("fail  schema chute") && out.contains("GRANT USAGE ON SCHEMA chute TO"), "{out}");
-    // What README recommends: chute's journal and keys, and INSERT on the table (chute copies it to the partitions it makes).
+    // What docs/serve.md recommends: chute's journal and keys, and INSERT on the table (chute copies it to the partitions it makes).
     c.batch_execute(&format!(
         "GRANT USAGE ON SCHEMA chute TO \"{role}\"; GRANT SELECT ON chute.meta, chute.partition_config TO \"{role}\";
          GRANT SELECT, INSERT, UPDATE, DELETE ON chute.loads, chute.load_journal, chute.serve_requests TO \"{role}\";

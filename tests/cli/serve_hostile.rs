@@ -15,7 +15,7 @@ use crate::common::create_time_partitioned;
 
 const CPU: &str = "time timestamptz not null, host text, usage float8";
 
-/// What `chute serve` may hold besides `--memory-mb` (README: the program,
+/// What `chute serve` may hold besides `--memory-mb` (docs/serve.md: the program,
 /// its threads and runtime, PostgreSQL connections, each open connection's
 /// buffers), for up to about 1,000 connections.
 pub const OVERHEAD_MIB: u64 = 96;

@@ -191,6 +191,26 @@ async fn samples_add_up_to_the_table_and_to_the_servers_counters() {
     let html = std::fs::read_to_string(out2.join("report.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), 9, "seven charts and two side by side");
     assert!(html.contains("before (one table): table indexes"));
+    // The runs are named, never by a machine's path (charts get committed).
+    assert!(html.contains("<td>before: out</td>"), "the earlier run by its directory's name");
+    no_machine_path(&out2, dir.path());
+}
+
+/// No chart or report in `out` holds `machine_path` (the runs' temporary
+/// directory), in any form a chart could show it.
+pub fn no_machine_path(out: &std::path::Path, machine_path: &std::path::Path) {
+    let path = machine_path.display().to_string();
+    let escaped = path.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(out).unwrap() {
+        let file = entry.unwrap().path();
+        if file.extension().is_some_and(|x| x == "svg" || x == "html") {
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert!(!text.contains(&path) && !text.contains(&escaped), "{} holds the path {path}", file.display());
+            checked += 1;
+        }
+    }
+    assert!(checked > 1, "no charts in {}", out.display());
 }
 
 #[tokio::test]

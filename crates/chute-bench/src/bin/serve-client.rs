@@ -1,4 +1,4 @@
-//! Load generator for `chute serve` (BENCHMARKS.md): N clients post
+//! Load generator for `chute serve` (docs/benchmarks.md): N clients post
 //! line-protocol batches to `/write` and report rows/s and the latency of
 //! each request (sent → answered 204, i.e. committed), or write the same
 //! rows as CSV for `chute load`. Each client cycles through 8 batches made

@@ -352,7 +352,10 @@ fn read_baseline(dir: &Path) -> Result<Baseline, SimError> {
         .into_iter()
         .find(|p| p.period == "all")
         .ok_or_else(|| SimError::Setup(format!("{} has no 'all' row", dir.join("summary.csv").display())))?;
-    Ok(Baseline { dir: dir.display().to_string(), samples, all })
+    // Charts and reports get committed and shared: they name the earlier run
+    // by its directory's name, never by the path it had on this machine.
+    let name = dir.file_name().map_or_else(|| "the earlier run".to_owned(), |n| n.to_string_lossy().into_owned());
+    Ok(Baseline { dir: dir.display().to_string(), name, samples, all })
 }
 
 /// Writes samples.csv, indexes.csv, summary.csv, report.html and one .svg per chart.

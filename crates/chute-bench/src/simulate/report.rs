@@ -35,8 +35,10 @@ pub struct SimRun {
 /// An earlier run to draw beside this one.
 #[derive(Debug, Clone, Default)]
 pub struct Baseline {
-    /// Its directory, as given.
+    /// Its directory, as given (for the text summary on stdout).
     pub dir: String,
+    /// Its directory's last component: what the report calls it.
+    pub name: String,
     pub samples: Vec<Sample>,
     pub all: PeriodSummary,
 }
@@ -285,7 +287,7 @@ impl SimRun {
         }
         h.push_str("<th>table blocks read/s</th><th>table blocks hit/s</th><th>hit %</th><th>WAL MB/s</th></tr>\n");
         let rows =
-            self.baseline.iter().map(|b| (format!("before: {}", b.dir), &b.all)).chain(self.periods.iter().map(|p| (p.period.clone(), p)));
+            self.baseline.iter().map(|b| (format!("before: {}", b.name), &b.all)).chain(self.periods.iter().map(|p| (p.period.clone(), p)));
         for (name, p) in rows {
             let _ = write!(h, "<tr><td>{}</td><td>{}</td><td>{:.1}</td>", escape(&name), escape(&p.layout), p.seconds);
             for o in &p.ops {

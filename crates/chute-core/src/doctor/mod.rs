@@ -53,7 +53,7 @@ impl Evidence {
 /// One thing that slows ingestion, with its evidence and its fix.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
-    /// Stable name of the check, e.g. `unused_index` (see the README).
+    /// Stable name of the check, e.g. `unused_index` (see docs/doctor.md).
     pub kind: &'static str,
     pub severity: Severity,
     /// The index, table, setting or host the finding is about.

@@ -167,14 +167,14 @@ enum Found<'a> {
 fn unknown_key(key: &str, found: Found<'_>) -> ParseError {
     let after_secret = matches!(found, Found::KeyValues(Some(p)) if SECRET_KEYS.contains(&p));
     if let Some(k) = meant_keyword(key).filter(|_| !after_secret) {
-        return ParseError(format!("invalid connection option \"{key}\": did you mean \"{k}\"? (see the README's Connecting section)"));
+        return ParseError(format!("invalid connection option \"{key}\": did you mean \"{k}\"? (see docs/connecting.md)"));
     }
     let (place, form) = match found {
         Found::KeyValues(previous) => (place(previous), KEY_VALUE_FORM),
         Found::Url => ("in the URL's query".to_owned(), "percent-encode '?' in a user name or password as %3F"),
     };
     ParseError(format!(
-        "an option {place} is not a libpq parameter (its name is not shown: it may be part of a password): the README's Connecting section lists the parameters; {form}"
+        "an option {place} is not a libpq parameter (its name is not shown: it may be part of a password): docs/connecting.md lists the parameters; {form}"
     ))
 }
 

@@ -90,7 +90,7 @@ pub struct TableSummary {
 }
 
 /// Everything `chute doctor` and `chute status` print (the `--json` schema
-/// in the README).
+/// in docs/doctor.md).
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub server_version: String,

@@ -174,7 +174,7 @@ impl LoadSpec {
             epoch: None,
             workers: cores,
             // The server needs the other cores: on 2 cores one parse thread
-            // outruns two (measured, BENCHMARKS.md).
+            // outruns two (measured, docs/benchmarks/history.md).
             parse_threads: (cores / 2).max(1),
             batch_bytes: 4 << 20,
             batch_rows: None,

@@ -12,7 +12,7 @@
 //!   a lane waits for room there, which slows the requests feeding it.
 //!
 //! What neither counts (the program, its threads, each open connection's
-//! buffers) is the fixed overhead the README states.
+//! buffers) is the fixed overhead docs/serve.md states.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
