@@ -15,6 +15,8 @@ mod bench;
 mod bench_report;
 #[path = "cli/cluster.rs"]
 mod cluster;
+#[path = "cli/columnar.rs"]
+mod columnar;
 #[path = "cli/conninfo.rs"]
 mod conninfo;
 #[path = "cli/demo.rs"]

@@ -50,7 +50,10 @@ pub enum Pg {
     Time,
     Interval,
     /// An array of `elem` (`elem_oid` is written into every array value).
-    Array { elem: Box<Pg>, elem_oid: u32 },
+    Array {
+        elem: Box<Pg>,
+        elem_oid: u32,
+    },
     /// Any other type: only strings go in, parsed by the server.
     Other,
 }
@@ -445,4 +448,3 @@ pub fn write_field(v: &dyn Values, i: usize, out: &mut Vec<u8>) -> Result<(), Ba
         }
     }
 }
-

@@ -4,9 +4,10 @@
 //! column's range with the server's message), into `real` and `double
 //! precision` rounded once to nearest as `strtof`/`strtod` round their
 //! digits, and into `numeric` through their digits. Floats keep their bits
-//! where the column is as wide (a `float32` widens exactly into `double
-//! precision`); a `float64` into `real` is rounded through its shortest text,
-//! as `float4in` reads a CSV cell of it. Decimals become `numeric` through
+//! where the column is as wide; a `float32` into `double precision` is its
+//! shortest digits read as a double (0.1f32 is 0.1, as `float8in` reads the
+//! CSV cell `0.1`), and a `float64` into `real` is rounded through its
+//! shortest text, as `float4in` reads it. Decimals become `numeric` through
 //! their digits with the scale as written (`decimal(10,2)` 1.50 is `1.50`).
 //! Strings go through the text encoders of `value` (the server's parser
 //! where those do not know the form); bytes are `bytea` or, 16 of them,
@@ -204,6 +205,11 @@ fn float_digits(v: f64, single: bool, out: &mut Vec<u8>) {
 /// Arrow holds it in 32 bits (then it is exact as an f32).
 fn float_wire(v: f64, single: bool, pg: &Pg, typmod: i32, out: &mut Vec<u8>) -> Result<(), Bad> {
     match pg {
+        // A float32 is read as its shortest digits, as float8in reads a CSV cell of it.
+        Pg::Known(PgType::Float8) if single && v.is_finite() => {
+            let widened: f64 = format!("{:?}", v as f32).parse().unwrap_or(v);
+            out.extend_from_slice(&widened.to_bits().to_be_bytes())
+        }
         Pg::Known(PgType::Float8) => out.extend_from_slice(&v.to_bits().to_be_bytes()),
         Pg::Known(PgType::Float4) if single => out.extend_from_slice(&(v as f32).to_bits().to_be_bytes()),
         Pg::Known(PgType::Float4) => {
@@ -273,9 +279,7 @@ where
     }
 
     fn text(&self, i: usize, out: &mut Vec<u8>) {
-        // A float32 read by a double precision column is its exact widening.
-        let single = T::Native::SINGLE && *self.pg != Pg::Known(PgType::Float8);
-        float_text_form(self.a.value(i).f64(), single, out)
+        float_text_form(self.a.value(i).f64(), T::Native::SINGLE, out)
     }
 
     fn json(&self, i: usize, out: &mut Vec<u8>) {
@@ -298,8 +302,7 @@ impl Values for Half<'_> {
         float_wire(f64::from(self.a.value(i).to_f32()), true, self.pg, self.typmod, out)
     }
     fn text(&self, i: usize, out: &mut Vec<u8>) {
-        let single = *self.pg != Pg::Known(PgType::Float8);
-        float_text_form(f64::from(self.a.value(i).to_f32()), single, out)
+        float_text_form(f64::from(self.a.value(i).to_f32()), true, out)
     }
     fn json(&self, i: usize, out: &mut Vec<u8>) {
         float_json(f64::from(self.a.value(i).to_f32()), true, out)

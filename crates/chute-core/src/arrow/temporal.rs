@@ -17,9 +17,8 @@ use std::io::Write as _;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Date32Type, Date64Type, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType, DurationSecondType,
-    IntervalDayTimeType, IntervalMonthDayNanoType, IntervalYearMonthType, Time32MillisecondType, Time32SecondType,
-    Time64MicrosecondType, Time64NanosecondType, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-    TimestampSecondType,
+    IntervalDayTimeType, IntervalMonthDayNanoType, IntervalYearMonthType, Time32MillisecondType, Time32SecondType, Time64MicrosecondType,
+    Time64NanosecondType, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
 };
 use arrow_array::{Array, ArrowPrimitiveType, PrimitiveArray};
 use arrow_schema::{DataType, IntervalUnit, TimeUnit};
@@ -43,13 +42,17 @@ pub(super) fn bind<'a>(array: &'a dyn Array, pg: &'a Pg, typmod: i32, ctx: &'a E
         D::Date64 => Box::new(Dates { a: array.as_primitive::<Date64Type>(), per_day: 86_400_000 }),
         D::Time32(TimeUnit::Second) => Box::new(Times { a: array.as_primitive::<Time32SecondType>(), unit: TimeUnit::Second }),
         D::Time32(_) => Box::new(Times { a: array.as_primitive::<Time32MillisecondType>(), unit: TimeUnit::Millisecond }),
-        D::Time64(TimeUnit::Microsecond) => Box::new(Times { a: array.as_primitive::<Time64MicrosecondType>(), unit: TimeUnit::Microsecond }),
+        D::Time64(TimeUnit::Microsecond) => {
+            Box::new(Times { a: array.as_primitive::<Time64MicrosecondType>(), unit: TimeUnit::Microsecond })
+        }
         D::Time64(_) => Box::new(Times { a: array.as_primitive::<Time64NanosecondType>(), unit: TimeUnit::Nanosecond }),
         D::Timestamp(unit, tz) => {
             let zoned = tz.is_some();
             let into_tz = *pg == Pg::Known(PgType::Timestamptz);
             match unit {
-                TimeUnit::Second => Box::new(Stamps { a: array.as_primitive::<TimestampSecondType>(), unit: *unit, zoned, into_tz, typmod, ctx }),
+                TimeUnit::Second => {
+                    Box::new(Stamps { a: array.as_primitive::<TimestampSecondType>(), unit: *unit, zoned, into_tz, typmod, ctx })
+                }
                 TimeUnit::Millisecond => {
                     Box::new(Stamps { a: array.as_primitive::<TimestampMillisecondType>(), unit: *unit, zoned, into_tz, typmod, ctx })
                 }
@@ -68,7 +71,9 @@ pub(super) fn bind<'a>(array: &'a dyn Array, pg: &'a Pg, typmod: i32, ctx: &'a E
         D::Duration(TimeUnit::Microsecond) => {
             Box::new(Durations { a: array.as_primitive::<DurationMicrosecondType>(), unit: TimeUnit::Microsecond })
         }
-        D::Duration(TimeUnit::Nanosecond) => Box::new(Durations { a: array.as_primitive::<DurationNanosecondType>(), unit: TimeUnit::Nanosecond }),
+        D::Duration(TimeUnit::Nanosecond) => {
+            Box::new(Durations { a: array.as_primitive::<DurationNanosecondType>(), unit: TimeUnit::Nanosecond })
+        }
         D::Interval(IntervalUnit::YearMonth) => Box::new(Intervals { a: array.as_primitive::<IntervalYearMonthType>() }),
         D::Interval(IntervalUnit::DayTime) => Box::new(Intervals { a: array.as_primitive::<IntervalDayTimeType>() }),
         D::Interval(IntervalUnit::MonthDayNano) => Box::new(Intervals { a: array.as_primitive::<IntervalMonthDayNanoType>() }),
@@ -100,12 +105,26 @@ fn point_micros(v: i64, unit: TimeUnit) -> Option<i64> {
     }
 }
 
+/// Microseconds of an interval's fraction of a second given in nanoseconds,
+/// rounded as the server (15 and later) rounds `N.ddddddddd seconds`:
+/// `AdjustFractMicroseconds` keeps the whole microseconds and rounds only
+/// what is left, half to even, so 1.5 µs reads as 1 µs (a time's fraction,
+/// rounded whole, reads as 2).
+fn interval_fraction_micros(nanos: i64) -> i64 {
+    if nanos % 1000 == 0 {
+        return nanos / 1000;
+    }
+    let p = (nanos as f64 / NANOS_PER_SEC as f64) * USECS_PER_SEC as f64;
+    let whole = p.trunc();
+    (whole + (p - whole).round_ties_even()) as i64
+}
+
 /// A length of time in `unit` as microseconds, its fraction carrying the sign.
 fn span_micros(v: i64, unit: TimeUnit) -> Option<i64> {
     match unit {
         TimeUnit::Nanosecond => {
             let (secs, frac) = ((v / NANOS_PER_SEC).abs(), (v % NANOS_PER_SEC).abs());
-            let micros = secs * USECS_PER_SEC + fraction_micros(frac);
+            let micros = secs * USECS_PER_SEC + interval_fraction_micros(frac);
             Some(if v < 0 { -micros } else { micros })
         }
         _ => point_micros(v, unit),
@@ -297,11 +316,30 @@ impl<T: ArrowPrimitiveType<Native = i64>> Values for Stamps<'_, T> {
         }
     }
 
+    /// As `to_json` writes a timestamp: `T` between date and time, the
+    /// fraction without trailing zeros, `+00:00` for a time with a zone.
     fn json(&self, i: usize, out: &mut Vec<u8>) {
+        let v = self.a.value(i);
+        let (secs, nanos) = match self.unit {
+            TimeUnit::Second => (v, 0),
+            TimeUnit::Millisecond => (v.div_euclid(1000), v.rem_euclid(1000) * 1_000_000),
+            TimeUnit::Microsecond => (v.div_euclid(USECS_PER_SEC), v.rem_euclid(USECS_PER_SEC) * 1000),
+            TimeUnit::Nanosecond => (v.div_euclid(NANOS_PER_SEC), v.rem_euclid(NANOS_PER_SEC)),
+        };
         let mut t = Vec::with_capacity(40);
-        self.text(i, &mut t);
-        if let Some(space) = t.iter().position(|b| *b == b' ') {
-            t[space] = b'T';
+        let bc = write_date(secs.div_euclid(86_400), &mut t);
+        t.push(b'T');
+        write_time(secs.rem_euclid(86_400) * USECS_PER_SEC, Some(nanos), &mut t);
+        if nanos != 0 {
+            while t.last() == Some(&b'0') {
+                t.pop();
+            }
+        }
+        if self.zoned {
+            t.extend_from_slice(b"+00:00");
+        }
+        if bc {
+            t.extend_from_slice(b" BC");
         }
         json_string(&t, out)
     }

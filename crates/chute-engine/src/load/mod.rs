@@ -16,8 +16,10 @@
 pub mod ack;
 pub(crate) mod budget;
 mod claim;
+pub mod columnar;
 mod control;
 mod coordinator;
+pub mod create;
 mod identity;
 pub mod input;
 mod insert;
@@ -41,6 +43,7 @@ use std::time::Duration;
 use chute_core::ident::QualifiedName;
 use chute_core::value::EpochUnit;
 
+pub use columnar::{BatchStream, ColumnarInput};
 pub use input::{GeneratedInput, InputSpec};
 pub(crate) use kind::values::ValueRows;
 pub use pipeline::run;
@@ -75,6 +78,10 @@ pub enum LoadInput {
     /// parsed itself, or csv, text or jsonl): the load runs until every
     /// sender of the feed is gone. Journaled only under a `load_id`.
     Feed { feed: Feed, format: InputFormat },
+    /// Parquet files, Arrow IPC files and streams, and record batch streams
+    /// made in process (a data frame): rows as record batches, numbered in
+    /// their input (see `columnar`).
+    Columnar { inputs: Vec<columnar::ColumnarInput> },
 }
 
 /// Everything a load needs to know, validated: a front end (the CLI, a

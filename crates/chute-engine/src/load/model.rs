@@ -36,6 +36,10 @@ pub(crate) struct Chunk {
     pub oversized: Option<Oversized>,
     /// Fires once every row of the chunk is committed or rejected (see `ack`).
     pub ack: Option<AckRef>,
+    /// Columnar input (Parquet, Arrow IPC): the chunk's rows as a record
+    /// batch (`data` is empty); its rows are numbered from `base_offset`
+    /// (the row's index in its input), which is what the journal records.
+    pub batch: Option<arrow_array::RecordBatch>,
 }
 
 /// Rows of one chunk for one target, encoded.

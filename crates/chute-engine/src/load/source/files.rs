@@ -135,6 +135,7 @@ fn read_inputs(
                             seq: None,
                             oversized: Some(whole),
                             ack,
+                            batch: None,
                         })
                         .is_err()
                     {
@@ -174,7 +175,10 @@ fn read_inputs(
             let data = std::mem::replace(&mut buf, rest);
             if !data.is_empty() {
                 let ack = Some(ack(index, offset, offset + end as u64, line, line + lines));
-                if tx.send(Chunk { input: index, data, first_line: line, base_offset: offset, seq: None, oversized: None, ack }).is_err() {
+                if tx
+                    .send(Chunk { input: index, data, first_line: line, base_offset: offset, seq: None, oversized: None, ack, batch: None })
+                    .is_err()
+                {
                     return Ok(());
                 }
             }

@@ -24,8 +24,16 @@ impl Source for GenSource {
             let to = (at + ROWS_PER_CHUNK).min(self.rows);
             let id = AckId { input: 0, start: at, end: to, first_line: at + 1, end_line: to + 1, tag: at / ROWS_PER_CHUNK };
             let ack = Some(AckRef::new(id, acks.clone()));
-            let chunk =
-                Chunk { input: 0, data: Vec::new(), first_line: at + 1, base_offset: at, seq: Some((at, to)), oversized: None, ack };
+            let chunk = Chunk {
+                input: 0,
+                data: Vec::new(),
+                first_line: at + 1,
+                base_offset: at,
+                seq: Some((at, to)),
+                oversized: None,
+                ack,
+                batch: None,
+            };
             if tx.send(chunk).is_err() {
                 break;
             }
