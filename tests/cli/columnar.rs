@@ -151,7 +151,17 @@ async fn a_pairing_chute_does_not_load_is_refused_before_any_row_and_bad_values_
     assert!(err.contains("has no column \"extra\"") && err.contains("--columns"), "{err}");
     // --columns picks the data's columns by name (the others are not read).
     let (out, err) = run_expect(
-        chute().current_dir(dir.path()).args(["--url", &url, "load", "s", "bad.parquet", "--columns", "t,v,id", "--reject-file", "bad.rejects"]),
+        chute().current_dir(dir.path()).args([
+            "--url",
+            &url,
+            "load",
+            "s",
+            "bad.parquet",
+            "--columns",
+            "t,v,id",
+            "--reject-file",
+            "bad.rejects",
+        ]),
         1,
     );
     assert_eq!(summary_value(&out, "rows loaded"), "2", "{err}");
@@ -168,7 +178,8 @@ import pyarrow as pa, pyarrow.parquet as pq
 n = int(sys.argv[1])
 start = int(datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc).timestamp()) * 10**6
 ids = pa.array(range(n), pa.int64())
-time = pa.array([start + i * 10_000_000 for i in range(n)], pa.timestamp("us", tz="UTC"))
+step = int(sys.argv[4])  # microseconds between rows
+time = pa.array([start + i * step for i in range(n)], pa.timestamp("us", tz="UTC"))
 dev = pa.array([i % 100 for i in range(n)], pa.int32())
 vals = pa.array([i * 0.5 for i in range(n)], pa.float64())
 pq.write_table(pa.table({"time": time, "id": ids, "dev_id": dev, "value": vals}), sys.argv[2], row_group_size=int(sys.argv[3]))
@@ -190,7 +201,8 @@ async fn a_parquet_load_killed_again_and_again_then_resumed_has_every_row_once()
     let c = db.client().await;
     let dir = open_tempdir();
     let n: i64 = 400_000;
-    run_python(dir.path(), ROWS, &[&n.to_string(), "k.parquet", "30000"]);
+    // 0.1 s apart: 12 hourly partitions.
+    run_python(dir.path(), ROWS, &[&n.to_string(), "k.parquet", "30000", "100000"]);
     let load = ["--url", url.as_str(), "load", "k", "k.parquet", "--create", "--key", "time", "--interval", "1h", "--batch-mb", "1"];
     for _ in 0..3 {
         let before = counts(&c, "k").await.0;
@@ -225,7 +237,7 @@ async fn create_makes_an_hourly_partitioned_table_from_the_file() {
     let url = db.url();
     let c = db.client().await;
     let dir = open_tempdir();
-    run_python(dir.path(), ROWS, &["1000", "m.parquet", "300"]);
+    run_python(dir.path(), ROWS, &["1000", "m.parquet", "300", "10000000"]);
     let (out, err) = run_expect(
         chute().current_dir(dir.path()).args(["--url", &url, "load", "m", "m.parquet", "--create", "--key", "time", "--interval", "1h"]),
         0,
@@ -246,6 +258,7 @@ async fn create_makes_an_hourly_partitioned_table_from_the_file() {
     let parent_rows: i64 = c.query_one("SELECT count(*) FROM ONLY m", &[]).await.unwrap().get(0);
     assert_eq!(parent_rows, 0);
     // --create with a key needs its interval.
-    let (_, err) = run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "m2", "m.parquet", "--create", "--key", "time"]), 2);
+    let (_, err) =
+        run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "m2", "m.parquet", "--create", "--key", "time"]), 2);
     assert!(err.contains("--key and --interval"), "{err}");
 }
