@@ -55,6 +55,8 @@ mod migrate_status;
 mod partition;
 #[path = "cli/privileges.rs"]
 mod privileges;
+#[path = "cli/python.rs"]
+mod python;
 #[path = "cli/readme.rs"]
 mod readme;
 #[path = "cli/readme_tls.rs"]

@@ -465,6 +465,7 @@ pages! {
     book_demo => "docs/demo.md",
     book_load => "docs/load.md",
     book_parquet => "docs/parquet.md",
+    book_python => "docs/python.md",
     book_partition => "docs/partition.md",
     book_migrate => "docs/migrate.md",
     book_serve => "docs/serve.md",

@@ -243,6 +243,8 @@ pub struct LoadReport {
     pub rows_per_second: f64,
     pub mb_per_second: f64,
     pub reject_file: Option<String>,
+    /// The SQLSTATE of the first rejected row that has one.
+    pub first_reject_sqlstate: Option<String>,
     /// Why rows went through the parent instead of straight to leaves.
     pub via_parent_reason: Option<String>,
     pub reject_limit_exceeded: bool,

@@ -111,12 +111,21 @@ pub(crate) struct Reject {
     /// The acknowledgement of the row's input: told the reason, settled
     /// once the reject is on file.
     pub ack: Option<AckRef>,
+    /// The SQLSTATE of the refusal, when it has one (the server's, or the
+    /// one the server would give: 22003 for a number out of range).
+    pub sqlstate: Option<String>,
 }
 
 impl Reject {
     /// A reject with its record copied (`raw`), not yet acknowledged.
     pub(crate) fn new(input: usize, line: u64, raw: Vec<u8>, reason: String) -> Reject {
-        Reject { input, line, raw, reason, at: None, ack: None }
+        Reject { input, line, raw, reason, at: None, ack: None, sqlstate: None }
+    }
+
+    /// [`Reject::new`] with the refusal's SQLSTATE.
+    pub(crate) fn with_sqlstate(mut self, sqlstate: &str) -> Reject {
+        self.sqlstate = Some(sqlstate.to_owned());
+        self
     }
 
     /// Its share of the memory budget while it waits to be written.

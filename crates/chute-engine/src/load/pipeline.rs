@@ -137,6 +137,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         rows_per_second: stats.rows_loaded as f64 / stats.seconds.max(1e-9),
         mb_per_second: stats.bytes_read as f64 / 1048576.0 / stats.seconds.max(1e-9),
         reject_file: rejects.lock().expect("reject file lock").path_if_written(),
+        first_reject_sqlstate: rejects.lock().expect("reject file lock").first_sqlstate(),
         via_parent_reason,
         reject_limit_exceeded: limit_hit,
         load_id,

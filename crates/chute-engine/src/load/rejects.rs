@@ -72,6 +72,8 @@ pub(crate) struct RejectWriter {
     /// Resuming: append to the file (after reading what it holds); otherwise
     /// start it afresh.
     append: bool,
+    /// The SQLSTATE of the first reject that has one (the report's).
+    first_sqlstate: Option<String>,
 }
 
 impl RejectWriter {
@@ -92,13 +94,27 @@ impl RejectWriter {
             }
         }
         let files = origin.plain_files.clone();
-        RejectWriter { workload, path, names, files, pending: Vec::new(), file: None, written: false, seen, append: resuming }
+        RejectWriter {
+            workload,
+            path,
+            names,
+            files,
+            pending: Vec::new(),
+            file: None,
+            written: false,
+            seen,
+            append: resuming,
+            first_sqlstate: None,
+        }
     }
 
     /// Queues a reject; `false` when the file already has it.
     /// The row's acknowledgement is told why now, and settled once the
     /// reject is on file (at once when the file has it already).
     pub(crate) fn add(&mut self, mut r: Reject) -> bool {
+        if self.first_sqlstate.is_none() {
+            self.first_sqlstate.clone_from(&r.sqlstate);
+        }
         if let Some(a) = &r.ack {
             a.rejected(r.line, &r.reason);
         }
@@ -164,6 +180,11 @@ impl RejectWriter {
         self.written = true;
         acks.into_iter().for_each(super::ack::AckRef::settle);
         Ok(())
+    }
+
+    /// The SQLSTATE of the first reject that had one.
+    pub(crate) fn first_sqlstate(&self) -> Option<String> {
+        self.first_sqlstate.clone()
     }
 
     pub(crate) fn path_if_written(&self) -> Option<String> {

@@ -247,7 +247,7 @@ impl Kind for ColumnarKind {
                 }
                 Some((j, Bad::Invalid { message, sqlstate })) => {
                     let reason = format!("column {}: {message} (SQLSTATE {sqlstate})", self.columns[j].name);
-                    filed.rejects.push(Reject::new(chunk.input, pos.line, record(&values, i), reason));
+                    filed.rejects.push(Reject::new(chunk.input, pos.line, record(&values, i), reason).with_sqlstate(sqlstate));
                 }
             }
         }
