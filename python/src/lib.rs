@@ -130,14 +130,20 @@ fn span(what: &str, text: &str) -> PyResult<Span> {
 
 /// The record batches of `data`, read through the Arrow C stream interface.
 fn stream_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<RecordBatchStreamReader> {
+    let refused = || {
+        PyTypeError::new_err(
+            "data must have the Arrow PyCapsule stream interface (__arrow_c_stream__): a pyarrow Table or RecordBatchReader, a polars or pandas DataFrame",
+        )
+    };
     let exporter = if data.hasattr("__arrow_c_stream__")? {
         data.clone()
     } else {
         // A pandas DataFrame of a pandas without the interface: through pyarrow.
-        let pyarrow = py.import("pyarrow").map_err(|_| {
-            PyTypeError::new_err("data must have the Arrow PyCapsule stream interface (__arrow_c_stream__): a pyarrow Table or RecordBatchReader, a polars or pandas DataFrame")
-        })?;
-        pyarrow.getattr("table")?.call1((data,))?
+        let module: String = data.get_type().getattr("__module__")?.extract()?;
+        if !module.starts_with("pandas") {
+            return Err(refused());
+        }
+        py.import("pyarrow").map_err(|_| refused())?.getattr("Table")?.getattr("from_pandas")?.call1((data,))?
     };
     let capsule = exporter.call_method0("__arrow_c_stream__")?;
     let capsule = capsule.cast::<PyCapsule>().map_err(|_| PyTypeError::new_err("__arrow_c_stream__ did not return a PyCapsule"))?;
