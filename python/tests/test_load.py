@@ -115,3 +115,49 @@ def test_load_file_of_a_parquet_file(tmp_path):
     assert report.rows_loaded == 300
     again = chute.load_file(URL, "lf", str(path), progress=False)
     assert again.rows_loaded == 0
+
+
+CTRL_C = r'''
+import datetime, sys, time
+import pyarrow as pa
+import chute
+url = sys.argv[1]
+start = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+schema = pa.schema([("time", pa.timestamp("us", tz="UTC")), ("id", pa.int64())])
+def batches():
+    for b in range(200):
+        ids = list(range(b * 1000, (b + 1) * 1000))
+        yield pa.record_batch([pa.array([start + datetime.timedelta(seconds=i) for i in ids], schema.field("time").type), pa.array(ids, pa.int64())], schema=schema)
+        if len(sys.argv) > 2:
+            time.sleep(0.05)  # a slow producer: the load is still running when Ctrl-C comes
+try:
+    r = chute.load(url, "interrupted", pa.RecordBatchReader.from_batches(schema, batches()), load_id="ctrl-c", progress=False)
+    print("DONE", r.rows_loaded, r.rows_skipped)
+except KeyboardInterrupt:
+    print("INTERRUPTED")
+'''
+
+
+def test_ctrl_c_stops_the_load_cleanly_and_the_same_call_loads_the_rest(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    chute.partition_create(URL, "interrupted", key="time", interval="1h", columns="time timestamptz not null, id bigint")
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C)
+    child = subprocess.Popen([sys.executable, str(script), URL, "slow"], stdout=subprocess.PIPE, text=True)
+    began = time.monotonic()
+    while sql("SELECT count(*) FROM interrupted") == "0":
+        assert child.poll() is None, "the load ended before any row was committed"
+        assert time.monotonic() - began < 60, "no row committed in 60 s"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    assert "INTERRUPTED" in out, out
+    partial = int(sql("SELECT count(*) FROM interrupted"))
+    assert 0 < partial < 200_000
+    out = subprocess.run([sys.executable, str(script), URL], capture_output=True, text=True, timeout=120).stdout
+    assert out.startswith("DONE"), out
+    assert sql("SELECT count(*), count(DISTINCT id) FROM interrupted") == "200000|200000"
