@@ -33,7 +33,7 @@ async fn the_python_package_loads_pyarrow_polars_and_pandas_data() {
     let dir = crate::common::open_tempdir();
     let out = Command::new(&py)
         .current_dir(dir.path())
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .args(["-m", "pytest", "-v", "-p", "no:cacheprovider"])
         .arg(root.join("python/tests"))
         .env("CHUTE_TEST_URL", db.url())
         .env("PATH", &path)
@@ -42,4 +42,5 @@ async fn the_python_package_loads_pyarrow_polars_and_pandas_data() {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "pytest failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("passed") && !stdout.contains("skipped"), "{stdout}");
+    eprintln!("{stdout}");
 }
