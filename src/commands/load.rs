@@ -66,7 +66,7 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
 async fn create(spec: &load::LoadSpec, a: &LoadArgs) -> anyhow::Result<()> {
     use chute_engine::load::create::{Created, Partitioning, create_table};
     let load::LoadInput::Columnar { inputs } = &spec.input else { return Ok(()) };
-    let partitioning = a.key.clone().zip(a.interval.clone()).map(|(key, interval)| Partitioning { key, interval });
+    let partitioning = a.key.clone().zip(a.interval).map(|(key, interval)| Partitioning { key, interval });
     let mut steps = super::partition::step_printer(a.json);
     match create_table(&spec.target, &spec.table, inputs, partitioning.as_ref(), &mut steps).await? {
         Created::Existed => eprintln!("chute: {} exists already: loading into it as it is", spec.table),

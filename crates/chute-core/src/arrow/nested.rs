@@ -188,10 +188,13 @@ struct PgArray<'a> {
     elem_oid: u32,
 }
 
+/// An array value's dimensions and its elements' indices into the leaf array.
+type Shape = (Vec<usize>, Vec<usize>);
+
 impl PgArray<'_> {
     /// The array's dimensions, checked rectangular, and its elements'
     /// indices into the leaf array in row-major order (`None` for an empty array).
-    fn shape(&self, i: usize) -> Result<Option<(Vec<usize>, Vec<usize>)>, Bad> {
+    fn shape(&self, i: usize) -> Result<Option<Shape>, Bad> {
         let ragged = || Bad::invalid("multidimensional arrays must have sub-arrays with matching dimensions", ARRAY_SHAPE);
         let mut dims = Vec::with_capacity(self.levels.len());
         let mut rows = vec![i];

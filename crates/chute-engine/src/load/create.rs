@@ -59,7 +59,7 @@ pub async fn create_table(
     drop(client);
     let max_future = p.interval.is_time().then(|| Span::parse("1d").expect("a valid span"));
     // The key's type is filled in from the catalog (as for partition create).
-    let policy = Policy { max_future, ..Policy::new(table.clone(), p.key.clone(), KeyType::Timestamptz, p.interval.clone()) };
+    let policy = Policy { max_future, ..Policy::new(table.clone(), p.key.clone(), KeyType::Timestamptz, p.interval) };
     let mut mgr = PartitionManager::connect(target, crate::exec::ExecSettings::default()).await?;
     let req = CreateRequest { policy, like: None, columns: Some(definition.clone()), start: None };
     let (_, plan) = mgr.create(req, crate::clock::now_micros(), false, report).await?;
