@@ -29,6 +29,7 @@ pub enum Outcome {
 }
 
 fn main() -> ExitCode {
+    quiet_when_stdout_closes();
     let args = args::Cli::parse_with_book();
     chute_engine::setting::name_settings_with(settings::flag);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -51,6 +52,23 @@ fn main() -> ExitCode {
             ExitCode::from(Outcome::Error as u8)
         }
     }
+}
+
+/// `chute doctor | head`: `println!` panics once the reader of our stdout
+/// has gone (std ignores SIGPIPE, so the write fails with EPIPE). As for
+/// `chute gen … | head` (see `is_broken_pipe`), that ends the command
+/// quietly with success; every other panic keeps the default report. std
+/// offers no typed error here, only its panic message.
+fn quiet_when_stdout_closes() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied());
+        if text.is_some_and(|t| t.starts_with("failed printing to stdout") && t.contains("os error 32")) {
+            std::process::exit(0);
+        }
+        report(info)
+    }));
 }
 
 /// `chute gen … | head` closes our stdout early; that is not an error.

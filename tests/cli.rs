@@ -19,6 +19,8 @@ mod cluster;
 mod columnar;
 #[path = "cli/conninfo.rs"]
 mod conninfo;
+#[path = "cli/consume.rs"]
+mod consume;
 #[path = "cli/demo.rs"]
 mod demo;
 #[path = "cli/docs_links.rs"]
@@ -85,6 +87,10 @@ mod serve_lanes;
 mod serve_limits;
 #[path = "cli/serve_once.rs"]
 mod serve_once;
+#[path = "cli/serve_prometheus.rs"]
+mod serve_prometheus;
+#[path = "cli/serve_prometheus_real.rs"]
+mod serve_prometheus_real;
 #[path = "cli/serve_values.rs"]
 mod serve_values;
 #[path = "cli/settings.rs"]
@@ -97,3 +103,5 @@ mod simulate;
 mod tsbs;
 #[path = "cli/tsbs_existing.rs"]
 mod tsbs_existing;
+#[path = "cli/upsert.rs"]
+mod upsert;

@@ -17,6 +17,7 @@ pub fn page(command: &str) -> &'static str {
         "migrate" => "docs/migrate.md",
         "load" => "docs/load.md",
         "serve" => "docs/serve.md",
+        "consume" => "docs/consume.md",
         "gen" => "docs/gen.md",
         "bench" => "docs/bench.md",
         "simulate" => "docs/simulate.md",

@@ -155,6 +155,25 @@ pub struct LoadArgs {
     /// maintenance_work_mem for building a backfilled partition's indexes.
     #[arg(long, default_value = "256MB", value_name = "SIZE", value_parser = values::memory_size)]
     pub backfill_index_memory: u64,
+    /// Upsert: a row whose conflict key is in the table already keeps the
+    /// row there (nothing) or overwrites it (update); duplicates within the
+    /// input apply in input order. Each partition's batch is staged with
+    /// COPY and merged with INSERT … ON CONFLICT [default: such a row is
+    /// rejected, as COPY rejects it].
+    #[arg(long, value_enum, value_name = "nothing|update")]
+    pub on_conflict: Option<OnConflictArg>,
+    /// With --on-conflict: the columns that identify a row [default: the
+    /// primary key, or the table's one unique index].
+    #[arg(long, value_delimiter = ',', value_name = "A,B", requires = "on_conflict")]
+    pub conflict_key: Option<Vec<String>>,
+    /// With --on-conflict update: the columns overwritten [default: every loaded column not in the key].
+    #[arg(long, value_delimiter = ',', value_name = "A,B", requires = "on_conflict")]
+    pub update_columns: Option<Vec<String>>,
+    /// With --on-conflict update: overwrite only where this SQL holds, over
+    /// the row in the table (t) and the incoming one (excluded), e.g.
+    /// "excluded.updated_at > t.updated_at".
+    #[arg(long, value_name = "SQL", requires = "on_conflict")]
+    pub update_if: Option<String>,
     /// Where rejected rows go (default: <input file name>.rejects in the current directory).
     #[arg(long, value_name = "PATH")]
     pub reject_file: Option<std::path::PathBuf>,
@@ -215,6 +234,12 @@ pub struct LoadArgs {
     /// With --gen: the workload's options, as for chute gen.
     #[command(flatten)]
     pub gen_options: GenOptions,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnConflictArg {
+    Nothing,
+    Update,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod book;
 mod cluster;
+mod consume;
 mod doctor;
 mod load;
 mod partition;
@@ -15,6 +16,7 @@ mod serve;
 pub mod values;
 
 pub use cluster::*;
+pub use consume::*;
 pub use doctor::*;
 pub use load::*;
 pub use partition::*;
@@ -144,14 +146,34 @@ pub enum Command {
     Load(LoadArgs),
 
     /// Serve an HTTP ingest endpoint: InfluxDB line protocol (v1 /write,
-    /// v2 /api/v2/write) and CSV / JSON Lines (/v1/tables/TABLE), loaded
-    /// into the tables' leaf partitions; a request is answered only after
-    /// its rows are committed.
+    /// v2 /api/v2/write), CSV / JSON Lines (/v1/tables/TABLE) and, with
+    /// --prometheus, Prometheus remote write and read (/api/v1/write,
+    /// /api/v1/read), loaded into the tables' leaf partitions; a request is
+    /// answered only after its rows are committed.
     #[command(after_help = "EXAMPLES:
     chute serve                                        # http://127.0.0.1:8086
     chute serve --listen 0.0.0.0:8086 --insecure-listen --token-file tokens.txt
-    curl -i 'http://127.0.0.1:8086/write?db=public' --data-binary 'cpu,host=a usage=0.5 1700000000000000000'")]
+    curl -i 'http://127.0.0.1:8086/write?db=public' --data-binary 'cpu,host=a usage=0.5 1700000000000000000'
+    chute serve --prometheus --listen 127.0.0.1:9201   # Prometheus's remote_write and remote_read url: http://127.0.0.1:9201/api/v1/write, …/read
+
+Prometheus's long-term storage: see docs/prometheus.md")]
     Serve(ServeArgs),
+
+    /// Consume Kafka topics into TABLE, exactly once: the offset of each
+    /// partition's last row commits in chute's journal with the rows, and
+    /// every partition is read from there after a restart or a rebalance.
+    ///
+    /// Rows are parsed, routed to the leaf partitions and loaded with binary
+    /// COPY as `chute load` loads them. The consumer group's offsets are
+    /// committed after, for lag tools only. Runs until stopped (SIGTERM
+    /// finishes the batches in flight), or with --until-end until every
+    /// partition reached the end it had at start.
+    #[command(after_help = "EXAMPLES:
+    chute consume conditions --brokers localhost:9092 --topic conditions --until-end
+    chute consume conditions --brokers k1:9092,k2:9092 --topic conditions --group loaders
+    chute consume ticks --brokers localhost:9092 --topic ticks --format csv --columns time,symbol,price
+    chute consume conditions --brokers k1:9093 --topic conditions --kafka-option security.protocol=SASL_SSL --kafka-option-file kafka.conf")]
+    Consume(ConsumeArgs),
 
     /// Write generated data: CSV rows of a table, or tsbs files.
     ///

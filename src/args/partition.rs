@@ -47,6 +47,14 @@ pub enum PartitionCommand {
         now: Option<String>,
     },
 
+    /// Change TABLE's stored settings: what `chute serve` does with a row
+    /// whose key is in the table already (an upsert).
+    #[command(after_help = "EXAMPLES:
+    chute partition set metrics --on-conflict update
+    chute partition set metrics --on-conflict update --update-if \"excluded.updated_at > t.updated_at\" --per-request
+    chute partition set metrics --on-conflict error       # back to refusing such rows")]
+    Set(PartitionSetArgs),
+
     /// Turn TABLE back into a plain table with every row, and forget its policy.
     Undo {
         table: String,
@@ -126,7 +134,46 @@ pub struct PartitionCreateArgs {
     #[arg(long, value_name = "DEFINITIONS")]
     pub columns: Option<String>,
     #[command(flatten)]
+    pub upsert: TableUpsertArgs,
+    #[command(flatten)]
     pub plan: PlanArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PartitionSetArgs {
+    /// The table ([schema.]name), which has a policy.
+    pub table: String,
+    #[command(flatten)]
+    pub upsert: TableUpsertArgs,
+}
+
+/// A table's upsert setting, used by `chute serve` for every write to it.
+#[derive(Debug, Clone, Args)]
+pub struct TableUpsertArgs {
+    /// What a row whose conflict key is in the table already does: error
+    /// (rejected, as COPY rejects it), nothing (the row there stays) or
+    /// update (it takes the incoming row's values).
+    #[arg(long, value_enum, value_name = "error|nothing|update")]
+    pub on_conflict: Option<TableConflictArg>,
+    /// The columns that identify a row [default: the primary key, or the table's one unique index].
+    #[arg(long, value_delimiter = ',', value_name = "A,B", requires = "on_conflict")]
+    pub conflict_key: Option<Vec<String>>,
+    /// update: the columns overwritten [default: every column not in the key].
+    #[arg(long, value_delimiter = ',', value_name = "A,B", requires = "on_conflict")]
+    pub update_columns: Option<Vec<String>>,
+    /// update: only where this SQL holds (t: the row there, excluded: the incoming one).
+    #[arg(long, value_name = "SQL", requires = "on_conflict")]
+    pub update_if: Option<String>,
+    /// A `chute serve` request may choose another action for its own rows (`?on_conflict=…`).
+    #[arg(long, requires = "on_conflict")]
+    pub per_request: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TableConflictArg {
+    Error,
+    Nothing,
+    Update,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -135,6 +135,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATTERN")]
     pub allow_table: Vec<String>,
 
+    /// Take Prometheus remote write (POST /api/v1/write) and remote read
+    /// (POST /api/v1/read): samples go into the samples table of
+    /// --prometheus-schema (made with its series and metadata tables on first
+    /// use, partitioned by time every --interval).
+    #[arg(long)]
+    pub prometheus: bool,
+
+    /// The schema of Prometheus's tables (never a system schema nor chute).
+    #[arg(long, default_value = "prometheus", value_name = "SCHEMA", requires = "prometheus")]
+    pub prometheus_schema: String,
+
+    /// Keep Prometheus's samples this long, when serve makes the samples
+    /// table (chute partition maintain drops older partitions); default:
+    /// kept until dropped by hand.
+    #[arg(long, value_name = "INTERVAL", requires = "prometheus")]
+    pub prometheus_retention: Option<String>,
+
     /// Check the role serve connects as, then exit: INSERT on every table it
     /// would write and on their partitions, its journal and keys in schema
     /// chute, and nothing more (a superuser, an owner, UPDATE or DELETE are

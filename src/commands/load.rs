@@ -158,6 +158,11 @@ fn print_summary(r: &LoadReport) {
     if s.rows_skipped > 0 {
         println!("already loaded      {} (committed by an earlier run of this load)", s.rows_skipped);
     }
+    if let Some(u) = &s.upsert {
+        println!("  inserted          {}", u.inserted);
+        println!("  updated           {}", u.updated);
+        println!("  unchanged         {} (their key was there: kept, or the update would change nothing)", u.unchanged);
+    }
     println!("rows rejected       {}{}", s.rows_rejected, r.reject_file.as_ref().map(|f| format!(" (see {f})")).unwrap_or_default());
     println!("input               {:.1} MiB", s.bytes_read as f64 / 1048576.0);
     println!("seconds             {:.2}", s.seconds);

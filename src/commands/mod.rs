@@ -2,6 +2,7 @@
 
 mod bench;
 mod cluster;
+mod consume;
 mod demo;
 mod doctor;
 mod r#gen;
@@ -24,6 +25,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Partition(c) => partition::run(&cli.conn, c).await,
         Command::Load(a) => load::run(&cli.conn, a).await,
         Command::Serve(a) => serve::run(&cli.conn, a).await,
+        Command::Consume(a) => consume::run(&cli.conn, a).await,
         Command::Migrate(a) => migrate::run(&cli.conn, a).await,
         Command::Gen(a) => r#gen::run(a),
         Command::Bench(a) => bench::run(&cli.conn, a).await,

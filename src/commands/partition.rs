@@ -13,7 +13,10 @@ use chute_engine::partman::{CreateRequest, PartitionManager, TableStatus};
 use jiff::tz::TimeZone;
 
 use crate::Outcome;
-use crate::args::{ConnArgs, LockArgs, PartitionCommand, PartitionCreateArgs, PartitionMaintainArgs, PlacementArg, RetentionModeArg};
+use crate::args::{
+    ConnArgs, LockArgs, PartitionCommand, PartitionCreateArgs, PartitionMaintainArgs, PlacementArg, RetentionModeArg, TableConflictArg,
+    TableUpsertArgs,
+};
 use crate::settings;
 use crate::signals::{Second, Signals};
 
@@ -30,7 +33,38 @@ pub async fn run(conn: &ConnArgs, cmd: PartitionCommand) -> anyhow::Result<Outco
         PartitionCommand::Maintain(a) => maintain(&opts, a).await,
         PartitionCommand::Status { tables, json, now } => status(&opts, tables, json, now).await,
         PartitionCommand::Undo { table, dry_run, lock } => undo(&opts, &table, dry_run, &lock).await,
+        PartitionCommand::Set(a) => {
+            anyhow::ensure!(a.upsert.on_conflict.is_some(), "say what to set: --on-conflict error|nothing|update");
+            set_upsert(&opts, &table_name(&a.table)?, &a.upsert).await?;
+            Ok(Outcome::Ok)
+        }
     }
+}
+
+/// Stores a table's upsert setting and says what it is now.
+async fn set_upsert(opts: &ConnectOptions, table: &QualifiedName, a: &TableUpsertArgs) -> anyhow::Result<()> {
+    use chute_core::upsert::{ConflictAction, OnConflict};
+    let Some(action) = a.on_conflict else { return Ok(()) };
+    let mut want = OnConflict::new(match action {
+        TableConflictArg::Error => ConflictAction::Error,
+        TableConflictArg::Nothing => ConflictAction::Nothing,
+        TableConflictArg::Update => ConflictAction::Update,
+    });
+    want.key = a.conflict_key.clone();
+    want.update_columns = a.update_columns.clone();
+    want.update_if = a.update_if.clone();
+    want.per_request = a.per_request;
+    let client = opts.connect().await?;
+    let stored = chute_engine::conflict::set_table_setting(&client, table, Some(&want)).await.map_err(anyhow::Error::msg)?;
+    match stored {
+        Some(s) => eprintln!(
+            "chute: {table} upserts: on conflict {}{}",
+            s.describe(),
+            if s.per_request { " (a request may choose another)" } else { "" }
+        ),
+        None => eprintln!("chute: {table} does not upsert: a row whose key is there already is rejected"),
+    }
+    Ok(())
 }
 
 pub(super) fn exec_settings(lock: &LockArgs) -> anyhow::Result<ExecSettings> {
@@ -126,6 +160,9 @@ async fn create(opts: &ConnectOptions, a: PartitionCreateArgs) -> anyhow::Result
     let req = CreateRequest { policy, like, columns: a.columns.clone(), start: a.start.clone() };
     let (policy, plan) = mgr.create(req, now, a.plan.dry_run, &mut step_printer(a.plan.json)).await?;
     report_plan(&policy.parent, &plan, a.plan.dry_run, a.plan.json);
+    if !a.plan.dry_run {
+        set_upsert(opts, &policy.parent, &a.upsert).await?;
+    }
     if !a.plan.dry_run && !a.plan.json {
         eprintln!(
             "chute: {} is partitioned by {} on {} ({} partitions created); keep it ahead with: chute partition maintain --every 10min",

@@ -68,6 +68,18 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.create_tables = a.create_tables;
     config.interval = a.interval.clone();
     config.lock_timeout = parse_duration(&a.lock_timeout).context("--lock-timeout")?;
+    if a.prometheus {
+        let schema = a.prometheus_schema.trim();
+        anyhow::ensure!(
+            !schema.is_empty() && schema != "chute" && schema != "information_schema" && !schema.starts_with("pg_"),
+            "--prometheus-schema {schema:?}: name a schema of your own (not chute's nor a system schema)"
+        );
+        let mut p = chute_engine::serve::prom::PromConfig::new(schema);
+        if let Some(r) = &a.prometheus_retention {
+            p.retention = Some(chute_core::partman::Span::parse(r).map_err(|e| anyhow::anyhow!("--prometheus-retention {r:?}: {e}"))?);
+        }
+        config.prometheus = Some(p);
+    }
 
     if a.check {
         return check(&config).await;

@@ -10,7 +10,7 @@ use chute_engine::ConnectOptions;
 use chute_engine::load::{Backfill, BatchStream, ColumnarInput, GeneratedInput, InputFormat, InputSpec, LoadInput, LoadSpec};
 
 use super::generate;
-use crate::args::{BackfillArg, EpochArg, FormatArg, GenArg, LoadArgs};
+use crate::args::{BackfillArg, EpochArg, FormatArg, GenArg, LoadArgs, OnConflictArg};
 
 /// The load the arguments describe, without a server yet.
 pub struct LoadPlan {
@@ -180,6 +180,16 @@ impl LoadPlan {
             BackfillArg::Off => Backfill::Off,
         };
         spec.backfill_index_memory = a.backfill_index_memory;
+        spec.on_conflict = a.on_conflict.map(|action| {
+            let mut o = chute_core::upsert::OnConflict::new(match action {
+                OnConflictArg::Nothing => chute_core::upsert::ConflictAction::Nothing,
+                OnConflictArg::Update => chute_core::upsert::ConflictAction::Update,
+            });
+            o.key = a.conflict_key.clone();
+            o.update_columns = a.update_columns.clone();
+            o.update_if = a.update_if.clone();
+            o
+        });
         spec.reject_file = a.reject_file.clone();
         spec.max_rejects = a.max_rejects;
         spec.report_every = a.report_every;

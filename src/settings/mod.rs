@@ -70,6 +70,11 @@ pub fn flag(setting: chute_engine::setting::Setting, value: Option<&str>) -> Str
         S::NoCreatePartitions => "--no-create-partitions",
         S::Schema => "--schema",
         S::MaxFuture => "--max-future",
+        S::OnConflict => "--on-conflict",
+        S::ConflictKey => "--conflict-key",
+        S::UpdateColumns => "--update-columns",
+        S::UpdateIf => "--update-if",
+        S::ParseThreads => "--parse-threads",
     };
     match value {
         Some(v) => format!("{flag} {v}"),

@@ -81,3 +81,24 @@ fn every_help_ends_with_its_page_of_the_book() {
     }
     assert!(checked > 20, "only {checked} commands checked: were the subcommands read?");
 }
+
+/// Runs `args` with stdout a pipe nobody reads any more (`chute … | head`
+/// once head has exited): the first write fails with EPIPE.
+fn run_into_a_closed_pipe(args: &[&str]) -> std::process::Output {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    chute().args(args).stdout(writer).stderr(std::process::Stdio::piped()).output().expect("run chute")
+}
+
+#[tokio::test]
+async fn a_reader_that_stops_early_ends_the_command_quietly() {
+    // `chute doctor | head` panicked: "failed printing to stdout: Broken pipe".
+    let db = chute_testkit::shared().fresh_db("closed_pipe").await;
+    let doctor = run_into_a_closed_pipe(&["--url", &db.url(), "doctor"]);
+    let create = run_into_a_closed_pipe(&["gen", "conditions", "--create=t"]);
+    for (what, out) in [("doctor", doctor), ("gen --create", create)] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{what}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{what}: {err}");
+    }
+}

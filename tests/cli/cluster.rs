@@ -7,7 +7,7 @@ use std::time::Duration;
 use chute_engine::local::StopMode;
 use chute_testkit::{ClusterSetup, TestCluster, TestDb};
 
-use crate::common::{chute, open_tempdir, run_expect};
+use crate::common::{Lines, chute, exit_within, open_tempdir, run_expect};
 
 const PASSWORD: &str = "Sekr3t=n0de-pw";
 
@@ -291,6 +291,47 @@ async fn bad_nodes_are_refused_with_the_reason_and_no_password() {
     assert!(err.contains("chute cluster init"), "{err}");
 }
 
+/// Waits until data node `i` has rows of the load.
+async fn until_node_has_rows(s: &Setup, i: usize) {
+    let node = s.node(i).await;
+    let started = std::time::Instant::now();
+    while count(&node, "SELECT coalesce(sum(n_tup_ins), 0)::int8 FROM pg_stat_user_tables WHERE schemaname = 'public'").await == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60), "node {i} got no rows within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_node_down_longer_than_retry_for_ends_the_load_and_the_rerun_loads_the_rest_once() {
+    let s = Setup::start().await;
+    s.init();
+    s.distribute("m", "3");
+    let dir = open_tempdir();
+    let file = dir.path().join("m.csv");
+    let rows = 2_000_000;
+    write_rows(&file, rows);
+    let load = || {
+        let mut cmd = chute();
+        cmd.args(["--url", &s.url, "load", "m"]).arg(&file).args(["--columns", "time,dev_id,v", "--retry-for", "5s", "--workers", "1"]);
+        cmd
+    };
+    let child = load().stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    until_node_has_rows(&s, 1).await;
+    s.nodes[1].cluster.stop(StopMode::Fast).unwrap();
+    // The load gives up once --retry-for is over (a stall would never end).
+    let out = exit_within(child, Duration::from_secs(180), "the load with a node down");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let error = &err[err.find("chute: error").unwrap_or_else(|| panic!("no error: {err}"))..];
+    assert!(error.contains("run the same command again"), "the error does not say what to do: {err}");
+    s.nodes[1].cluster.start().unwrap();
+    let (out, _) = run_expect(&mut load(), 0);
+    assert!(out.contains("rows loaded"), "{out}");
+    let c = s.coordinator().await;
+    assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64);
+    assert_eq!(count(&c, "SELECT count(DISTINCT (time, dev_id)) FROM m").await, rows as i64);
+}
+
 #[tokio::test]
 async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
     let s = Setup::start().await;
@@ -300,7 +341,7 @@ async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
     let file = dir.path().join("m.csv");
     let rows = 2_000_000;
     write_rows(&file, rows);
-    let child = chute()
+    let mut child = chute()
         .args(["--url", &s.url, "load", "m"])
         .arg(&file)
         .args(["--columns", "time,dev_id,v", "--retry-for", "120s", "--workers", "1"])
@@ -308,19 +349,10 @@ async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until node 2 has some rows, then stop it for a few seconds.
+    let mut said = Lines::new(child.stderr.take().unwrap());
+    // Wait until node 2 has some rows, then stop it.
     let c = s.coordinator().await;
-    let started = std::time::Instant::now();
-    loop {
-        let n = count(&c, "SELECT count(*) FROM chute.nodes").await;
-        assert_eq!(n, 3);
-        let some =
-            count(&s.node(1).await, "SELECT coalesce(sum(n_tup_ins), 0)::int8 FROM pg_stat_user_tables WHERE schemaname = 'public'").await;
-        if some > 0 || started.elapsed() > Duration::from_secs(60) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_node_has_rows(&s, 1).await;
     // The load holds the shard map: the nodes cannot change under it.
     let mut again = chute();
     again.args(["cluster", "init", "--coordinator", &s.url]);
@@ -335,10 +367,15 @@ async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
     // Status says which node is down (exit 1).
     let (out, _) = run_expect(chute().args(["cluster", "status", "--coordinator", &s.url]), 1);
     assert!(out.lines().any(|l| l.starts_with("n2") && l.contains("DOWN")), "{out}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The node stays down until the load says it is waiting for it: its
+    // rows' COPY retrying, or the new partitions (a shard of each is on
+    // every node) waiting to be made. A silent stall fails here.
+    said.wait_until("the load to say it waits for the stopped node", Duration::from_secs(120), |seen| {
+        seen.contains("retrying") || seen.contains("have waited")
+    });
     s.nodes[1].cluster.start().unwrap();
     let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = said.rest();
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("retrying"), "the node was not stopped while the load ran: {err}");
     assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64, "{err}");

@@ -180,9 +180,19 @@ async fn a_journal_from_schema_version_2_keeps_working() {
     assert_eq!(summary_value(&out, "rows loaded"), "3000", "{out}");
     // Upgraded in place to the current version (4 added how far a load got,
     // 5 chute serve's idempotency keys, 6 the table each key belongs to,
-    // 7 chute doctor's record of indexes, 8 the digest of each key's request).
+    // 7 chute doctor's record of indexes, 8 the digest of each key's request,
+    // 9 a table's upsert setting, 10 the positions of inputs several runs
+    // share: Kafka partitions).
     let v: String = c.query_one("SELECT value FROM chute.meta WHERE key = 'schema_version'", &[]).await.unwrap().get(0);
-    assert_eq!(v, "8");
+    assert_eq!(v, "10");
+    let upsert: i64 = c
+        .query_one("SELECT count(*) FROM pg_attribute WHERE attrelid = 'chute.partition_config'::regclass AND attname = 'on_conflict'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(upsert, 1, "version 9 adds partition_config.on_conflict");
+    let positions: bool = c.query_one("SELECT to_regclass('chute.load_positions') IS NOT NULL", &[]).await.unwrap().get(0);
+    assert!(positions, "version 10 adds chute.load_positions");
     let keys: i64 = c
         .query_one(
             "SELECT count(*) FROM pg_attribute WHERE attrelid = 'chute.serve_requests'::regclass AND attname IN ('key', 'rel', 'digest')",

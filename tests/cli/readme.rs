@@ -24,6 +24,11 @@
 //!   and port are replaced and its TLS parameters kept; `ca.crt`,
 //!   `client.crt` and `client.key` for that server are in the directory and
 //!   `SSL_CERT_FILE` names the CA (what `sslrootcert=system` trusts).
+//! - `<!-- readme-test: kafka -->`: the block runs against the test binary's
+//!   Apache Kafka broker (chute-testkit): `localhost:9092` becomes its
+//!   address, and `kafka-topics.sh`, `kafka-console-producer.sh` and
+//!   `kafka-consumer-groups.sh` on PATH run Kafka's own tools from the same
+//!   artifacts.
 //! - `<!-- readme-test: drop-lines "TEXT" (REASON) -->`: lines containing
 //!   TEXT are left out (a daemon, a stream that never ends).
 //! - `<!-- readme-test: setup NAME -->`: the inputs the example assumes its
@@ -142,6 +147,7 @@ struct Marks {
     skip: Option<String>,
     rewrite_url: bool,
     tls: bool,
+    kafka: bool,
     drop_lines: Vec<String>,
     setup: Vec<String>,
     replace: Vec<(String, String)>,
@@ -174,6 +180,7 @@ fn parse_mark(at: &str, body: &str, marks: &mut Marks) {
         }
         "rewrite-url" => marks.rewrite_url = true,
         "tls" => marks.tls = true,
+        "kafka" => marks.kafka = true,
         "drop-lines" => marks.drop_lines.extend(quoted_args(rest).into_iter().take(1)),
         "setup" => {
             assert!(SETUPS.iter().any(|(n, _)| *n == rest), "{at}: no setup {rest:?} in tests/cli/readme.rs");
@@ -418,7 +425,10 @@ async fn run_page(file: &str) {
             tls = Some(t);
         }
         let tls_port = tls.as_ref().filter(|_| b.marks.tls).map(|t| t.cluster.port());
-        let (script, dbs) = script_for(&b, server.socket_dir(), tls_port);
+        let (mut script, dbs) = script_for(&b, server.socket_dir(), tls_port);
+        if b.marks.kafka {
+            script = kafka_script(&script, dir.path());
+        }
         for db in dbs {
             let admin = match tls.as_ref().filter(|_| b.marks.tls) {
                 Some(t) => t.cluster.options("postgres").connect().await.expect("connect to the TLS test server"),
@@ -441,6 +451,29 @@ async fn run_page(file: &str) {
     eprintln!("{file}: {ran} blocks run in {:.1} s, {} skipped:\n  {}", began.elapsed().as_secs_f64(), skipped.len(), skipped.join("\n  "));
     assert!(ran + skipped.len() > 0, "{file} has no example: take it out of PAGES");
     assert!(failures.is_empty(), "{} example(s) of {file} failed:\n\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// A block's script pointed at the test binary's Kafka broker, with Kafka's
+/// own tools on PATH (shims that run them from the fixture's artifacts).
+fn kafka_script(script: &str, dir: &Path) -> String {
+    let broker = chute_testkit::kafka::shared();
+    let bin = dir.join("kafka-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for (tool, class) in [
+        ("kafka-topics.sh", "org.apache.kafka.tools.TopicCommand"),
+        ("kafka-console-producer.sh", "org.apache.kafka.tools.ConsoleProducer"),
+        ("kafka-consumer-groups.sh", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"),
+    ] {
+        let shim = bin.join(tool);
+        let text = format!(
+            "#!/bin/sh\nexec java -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.level=warn -cp '{}' {class} \"$@\"\n",
+            chute_testkit::kafka::classpath()
+        );
+        std::fs::write(&shim, text).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    format!("export PATH=\"{}:$PATH\"\n{}", bin.display(), script.replace("localhost:9092", &broker.bootstrap()))
 }
 
 /// The pages whose examples run, each as a test of its own (so they run in
@@ -466,9 +499,12 @@ pages! {
     book_load => "docs/load.md",
     book_parquet => "docs/parquet.md",
     book_python => "docs/python.md",
+    book_upsert => "docs/upsert.md",
     book_partition => "docs/partition.md",
     book_migrate => "docs/migrate.md",
     book_serve => "docs/serve.md",
+    book_prometheus => "docs/prometheus.md",
+    book_consume => "docs/consume.md",
     book_gen => "docs/gen.md",
     book_bench => "docs/bench.md",
     book_simulate => "docs/simulate.md",

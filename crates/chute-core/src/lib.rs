@@ -17,4 +17,5 @@ pub mod partman;
 pub mod pghash;
 pub mod route;
 pub mod rowenc;
+pub mod upsert;
 pub mod value;

@@ -5,7 +5,9 @@
 pub mod catalog;
 pub mod clock;
 pub mod cluster;
+pub mod conflict;
 pub mod connect;
+pub mod consume;
 pub mod demo;
 pub mod doctor;
 pub mod error;

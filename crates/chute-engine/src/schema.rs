@@ -7,7 +7,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this chute writes and understands.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -120,7 +120,27 @@ CREATE TABLE IF NOT EXISTS chute.index_watch (
 -- up by themselves too (a key is one request, whatever table it wrote to).
 ALTER TABLE chute.serve_requests ADD COLUMN IF NOT EXISTS digest text;
 CREATE INDEX IF NOT EXISTS serve_requests_key ON chute.serve_requests (key);
-INSERT INTO chute.meta VALUES ('schema_version', '8') ON CONFLICT (key) DO UPDATE SET value = '8';
+-- Version 9: a table's upsert setting (see conflict): what chute serve (and
+-- chute load, unless told otherwise) does with a row whose key is there
+-- already. An older chute would ignore it and refuse those rows instead.
+ALTER TABLE chute.partition_config ADD COLUMN IF NOT EXISTS on_conflict jsonb;
+-- Version 10: inputs that several runs of one load share, each owned by one
+-- run at a time (the partitions of a Kafka topic, see load::journal): every
+-- row of an input before `position` is committed or rejected, the run named
+-- by `owner` is the one that may commit its rows, and `rows_before` counts
+-- the rows of journal entries folded away once wholly before `position`.
+CREATE TABLE IF NOT EXISTS chute.load_positions (
+    load_id text NOT NULL REFERENCES chute.loads ON DELETE CASCADE,
+    input int NOT NULL,
+    name text NOT NULL,
+    position int8 NOT NULL DEFAULT 0,
+    owner text,
+    rows_before int8 NOT NULL DEFAULT 0,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (load_id, input),
+    UNIQUE (load_id, name)
+);
+INSERT INTO chute.meta VALUES ('schema_version', '10') ON CONFLICT (key) DO UPDATE SET value = '10';
 ";
 
 /// Creates the schema when missing or older (every statement is idempotent,

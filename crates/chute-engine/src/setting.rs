@@ -39,6 +39,16 @@ pub enum Setting {
     Schema,
     /// A table policy's `max_future`.
     MaxFuture,
+    /// `LoadSpec::on_conflict` (its action), or a table's upsert setting.
+    OnConflict,
+    /// The conflict key of an upsert (`OnConflict::key`).
+    ConflictKey,
+    /// The columns an upsert overwrites (`OnConflict::update_columns`).
+    UpdateColumns,
+    /// The condition of an upsert's update (`OnConflict::update_if`).
+    UpdateIf,
+    /// `LoadSpec::parse_threads`.
+    ParseThreads,
 }
 
 impl Setting {
@@ -57,6 +67,11 @@ impl Setting {
             Setting::NoCreatePartitions => "no_create_partitions",
             Setting::Schema => "tsbs_schema",
             Setting::MaxFuture => "max_future",
+            Setting::OnConflict => "on_conflict",
+            Setting::ConflictKey => "on_conflict.key",
+            Setting::UpdateColumns => "on_conflict.update_columns",
+            Setting::UpdateIf => "on_conflict.update_if",
+            Setting::ParseThreads => "parse_threads",
         }
     }
 

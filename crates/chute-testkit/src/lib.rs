@@ -16,6 +16,10 @@
 //! When PostgreSQL's server binaries are missing the fixture panics with the
 //! install instruction: a test never skips silently.
 
+pub mod prometheus;
+
+pub mod kafka;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -79,7 +79,30 @@ async fn holder_pid(client: &Client, key: i64) -> Result<Option<i32>, LoadError>
 
 /// In a batch's transaction: whether this run (`owner`) still owns the load.
 /// Holds the load's row `FOR SHARE` until the batch commits.
-pub(crate) async fn fence(txn: &Transaction<'_>, load_id: &str, owner: &str) -> Result<Result<(), LoadError>, tokio_postgres::Error> {
+///
+/// A load whose inputs several runs share (the partitions of a Kafka topic,
+/// read by the consumers of one group: `owned` is how many this run took)
+/// is fenced per input instead: each run owns the inputs it was given (see
+/// `journal::open`) and a batch commits only while this run still owns all
+/// of them, holding their rows of `chute.load_positions` `FOR SHARE`. A
+/// consumer that takes a partition over updates its row, which waits for
+/// the batches in flight, so the journal it reads next holds them all.
+pub(crate) async fn fence(
+    txn: &Transaction<'_>,
+    load_id: &str,
+    owner: &str,
+    owned: Option<usize>,
+) -> Result<Result<(), LoadError>, tokio_postgres::Error> {
+    if let Some(owned) = owned {
+        let held = super::journal::hold_inputs(txn, load_id, owner).await?;
+        if held == owned {
+            return Ok(Ok(()));
+        }
+        return Ok(Err(LoadError::Setup(format!(
+            "another consumer of load {load_id} took over some of this run's partitions (a rebalance of the group): \
+             this run stopped; what it committed stays, and the partitions are read on from the journal"
+        ))));
+    }
     let row = txn.query_opt("SELECT owner FROM chute.loads WHERE load_id = $1 FOR SHARE", &[&load_id]).await?;
     let now: Option<String> = row.and_then(|r| r.get(0));
     if now.as_deref() == Some(owner) {

@@ -19,18 +19,28 @@ pub(crate) struct Control {
     retry_for: Duration,
     /// The journaled load whose lock the connection holds.
     load_id: Option<String>,
+    /// The load's inputs are shared by several runs: no lock (see `claim::fence`).
+    shared: bool,
 }
 
 impl Control {
     pub(crate) fn new(client: Client, target: ConnectOptions, retry_for: Duration, load_id: Option<String>) -> Self {
-        Control { client, target, retry_for, load_id }
+        Control { client, target, retry_for, load_id, shared: false }
+    }
+
+    /// For a load whose inputs several runs share: it holds no lock of the load's.
+    pub(crate) fn shared(mut self) -> Self {
+        self.shared = true;
+        self
     }
 
     /// The connection, made again (with the load's lock) if the server dropped it.
     pub(crate) async fn client(&mut self) -> Result<&Client, LoadError> {
         if self.client.is_closed() {
             self.client = retry::connect(&self.target, self.retry_for, |_| {}).await?;
-            if let Some(id) = &self.load_id {
+            if let Some(id) = &self.load_id
+                && !self.shared
+            {
                 super::claim::retake(&self.client, id).await?;
             }
         }
@@ -49,6 +59,22 @@ impl Control {
         loop {
             let result = match self.client().await {
                 Ok(c) => super::journal::close(c, &id, status, through).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Err(e) if e.connection_lost() && backoff.wait().await => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// Moves the shared inputs this run (`owner`) owns on to where they are committed through.
+    pub(crate) async fn advance(&mut self, owner: &str, through: &[(u32, u64)]) -> Result<(), LoadError> {
+        let Some(id) = self.load_id.clone() else { return Ok(()) };
+        let mut backoff = Backoff::reconnect(self.retry_for);
+        loop {
+            let result = match self.client().await {
+                Ok(c) => super::journal::advance(c, &id, owner, through).await,
                 Err(e) => Err(e),
             };
             match result {

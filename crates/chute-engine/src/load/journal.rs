@@ -10,6 +10,14 @@
 //! leaf it routes to. Nothing depends on chunk size, batch size or worker
 //! count, so any of them may change between runs.
 //!
+//! Inputs that several runs of one load share at once (the partitions of a
+//! Kafka topic, read by the consumers of a group) are named in
+//! `chute.load_positions`: their number in the journal, the position before
+//! which every row of them is committed or rejected (a lower bound, moved on
+//! when a run ends: where a run starts reading), and the run that owns each
+//! now (see `claim::fence`). Their rows are journaled at their message's
+//! offset, like bytes of a file.
+//!
 //! An entry also names the physical table it describes (oid and relfilenode
 //! at commit), so a table dropped, made again, truncated or rewritten since
 //! is noticed instead of trusted (see `open`); `claim` keeps a load to one
@@ -76,6 +84,8 @@ pub(crate) fn push_range(ranges: &mut Vec<(u32, u64, u64)>, r: (u32, u64, u64)) 
 pub(crate) struct Committed {
     pub by_target: HashMap<String, Vec<RangeSet>>,
     pub rows: i64,
+    /// Shared inputs this run took: where each is to be read from.
+    pub positions: HashMap<u32, u64>,
 }
 
 /// What a target loaded as text (not binary) COPY is journaled under: its name and this.
@@ -97,6 +107,10 @@ pub(crate) struct Entry<'a> {
     pub n_inputs: usize,
     /// This run's token (see `claim`).
     pub owner: &'a str,
+    /// The shared inputs this run reads (see the module's doc), which it
+    /// takes over from whichever run had them; `None`: the load is one
+    /// run's at a time.
+    pub shared: Option<&'a [u32]>,
 }
 
 /// Registers the load (or finds its earlier runs), makes `owner` (this run)
@@ -112,7 +126,7 @@ pub(crate) struct Entry<'a> {
 /// than guessed at. A partitioned parent (`--via-parent`) has no storage of
 /// its own: an empty parent with committed entries counts as truncated.
 pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed, LoadError> {
-    let Entry { load_id, table, inputs, n_inputs, owner } = *entry;
+    let Entry { load_id, table, inputs, n_inputs, owner, shared } = *entry;
     let missing =
         crate::privilege::journal_missing(client).await.map_err(|e| LoadError::sql("reading the role's privileges on schema chute", e))?;
     if let Some(missing) = missing {
@@ -127,6 +141,24 @@ pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed
         )
         .await
         .map_err(|e| LoadError::sql("registering the load in chute.loads", e))?;
+    // Taken over before the journal is read: the update waits for the
+    // batches of the run that had them, so the journal holds those too.
+    let mut positions = HashMap::new();
+    if let Some(shared) = shared {
+        let shared: Vec<i32> = shared.iter().map(|i| *i as i32).collect();
+        let rows = client
+            .query(
+                "UPDATE chute.load_positions SET owner = $3, updated_at = now() WHERE load_id = $1 AND input = ANY($2)
+                 RETURNING input, position",
+                &[&load_id, &shared, &owner],
+            )
+            .await
+            .map_err(|e| LoadError::sql("taking the load's partitions over in chute.load_positions", e))?;
+        positions = rows.iter().map(|r| (r.get::<_, i32>(0) as u32, r.get::<_, i64>(1) as u64)).collect();
+        if positions.len() != shared.len() {
+            return Err(LoadError::Setup(format!("load {load_id}: some of its partitions are not in chute.load_positions")));
+        }
+    }
     client
         .execute(
             "DELETE FROM chute.load_journal j WHERE j.load_id = $1 AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = j.rel)",
@@ -187,7 +219,79 @@ pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed
         .await
         .map_err(|e| LoadError::sql("updating chute.loads", e))?;
     let by_target = raw.into_iter().map(|(k, v)| (k, v.into_iter().map(RangeSet::from_ranges).collect())).collect();
-    Ok(Committed { by_target, rows: total })
+    Ok(Committed { by_target, rows: total, positions })
+}
+
+/// The journal's number of each shared input of a load (a Kafka topic's
+/// partition, by name), numbering the names it has not seen yet after the
+/// others: a number never changes, whatever partitions a topic gains.
+/// Registers the load in `chute.loads` if new.
+pub(crate) async fn shared_inputs(
+    client: &mut Client,
+    load_id: &str,
+    table: &str,
+    inputs: &str,
+    names: &[String],
+) -> Result<Vec<u32>, LoadError> {
+    crate::schema::ensure(client).await?;
+    let txn = client.transaction().await.map_err(|e| LoadError::sql("numbering the load's partitions", e))?;
+    let key = stable_hash(&["chute positions", load_id]) as i64;
+    let numbered = async {
+        txn.execute("SELECT pg_advisory_xact_lock($1)", &[&key]).await?;
+        txn.execute(
+            "INSERT INTO chute.loads (load_id, table_name, inputs) VALUES ($1, $2, $3) ON CONFLICT (load_id) DO NOTHING",
+            &[&load_id, &table, &inputs],
+        )
+        .await?;
+        txn.execute(
+            "INSERT INTO chute.load_positions (load_id, input, name)
+             SELECT $1, (SELECT coalesce(max(input) + 1, 0) FROM chute.load_positions WHERE load_id = $1)
+                        + (row_number() OVER (ORDER BY u.i))::int - 1, u.n
+             FROM unnest($2::text[]) WITH ORDINALITY u(n, i)
+             WHERE NOT EXISTS (SELECT 1 FROM chute.load_positions p WHERE p.load_id = $1 AND p.name = u.n)",
+            &[&load_id, &names],
+        )
+        .await?;
+        txn.query("SELECT name, input FROM chute.load_positions WHERE load_id = $1 AND name = ANY($2)", &[&load_id, &names]).await
+    }
+    .await
+    .map_err(|e| LoadError::sql("numbering the load's partitions in chute.load_positions", e))?;
+    txn.commit().await.map_err(|e| LoadError::sql("numbering the load's partitions", e))?;
+    let by_name: HashMap<String, i32> = numbered.iter().map(|r| (r.get(0), r.get(1))).collect();
+    Ok(names.iter().map(|n| by_name.get(n).copied().unwrap_or_default() as u32).collect())
+}
+
+/// In a batch's transaction: how many shared inputs of the load `owner`
+/// still owns, holding their rows `FOR SHARE` until it commits (see `claim::fence`).
+pub(crate) async fn hold_inputs(txn: &tokio_postgres::Transaction<'_>, load_id: &str, owner: &str) -> Result<usize, tokio_postgres::Error> {
+    let rows = txn.query("SELECT input FROM chute.load_positions WHERE load_id = $1 AND owner = $2 FOR SHARE", &[&load_id, &owner]).await?;
+    Ok(rows.len())
+}
+
+/// Moves the shared inputs `owner` still owns on to where they are
+/// committed through (never back).
+pub(crate) async fn advance(client: &Client, load_id: &str, owner: &str, through: &[(u32, u64)]) -> Result<(), LoadError> {
+    let inputs: Vec<i32> = through.iter().map(|t| t.0 as i32).collect();
+    let at: Vec<i64> = through.iter().map(|t| t.1 as i64).collect();
+    client
+        .execute(
+            "UPDATE chute.load_positions p SET position = greatest(p.position, t.at), updated_at = now()
+             FROM unnest($3::int[], $4::int8[]) t(input, at)
+             WHERE p.load_id = $1 AND p.owner = $2 AND p.input = t.input",
+            &[&load_id, &owner, &inputs, &at],
+        )
+        .await
+        .map_err(|e| LoadError::sql("recording how far the load's partitions are committed", e))?;
+    Ok(())
+}
+
+/// Where each shared input of a load is committed through, by name.
+pub async fn positions(client: &Client, load_id: &str) -> Result<Vec<(String, u64)>, LoadError> {
+    let rows = client
+        .query("SELECT name, position FROM chute.load_positions WHERE load_id = $1 ORDER BY input", &[&load_id])
+        .await
+        .map_err(|e| LoadError::sql("reading chute.load_positions", e))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get::<_, i64>(1) as u64)).collect())
 }
 
 /// Why a load whose tables were truncated or rewritten stops, and what to do.

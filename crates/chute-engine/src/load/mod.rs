@@ -29,11 +29,11 @@ pub use sink::atomic::{Resolved, recover as recover_prepared};
 pub(crate) mod model;
 mod oversized;
 mod pipeline;
-mod rejects;
+pub mod rejects;
 mod routing;
 mod setup;
 mod sink;
-pub(crate) mod source;
+pub mod source;
 pub mod target;
 mod text_route;
 
@@ -62,6 +62,10 @@ pub enum InputFormat {
     /// Rows of values a service parsed itself (`values::ValueRows`): only
     /// encoded and routed (`chute serve`'s line protocol).
     Values,
+    /// Prometheus samples a service resolved and checked (series id, time,
+    /// value; see `kind::samples`): only encoded and routed (`chute serve`'s
+    /// remote write).
+    Samples,
 }
 
 /// What a load reads. Chosen once, when the load is specified: the load
@@ -82,6 +86,11 @@ pub enum LoadInput {
     /// made in process (a data frame): rows as record batches, numbered in
     /// their input (see `columnar`).
     Columnar { inputs: Vec<columnar::ColumnarInput> },
+    /// Partitions of Kafka topics, one run of a consumer (`crate::consume`):
+    /// each message holds one or more records in `format` (csv, text or
+    /// jsonl). Journaled under the consumer's load id, by message offset;
+    /// the partitions are shared with the group's other consumers.
+    Kafka { run: source::kafka::KafkaRun, format: InputFormat },
 }
 
 /// Everything a load needs to know, validated: a front end (the CLI, a
@@ -154,6 +163,10 @@ pub struct LoadSpec {
     /// One budget several loads share instead of `memory_budget` each
     /// (`chute serve`'s lanes, one load per table).
     pub(crate) shared_budget: Option<std::sync::Arc<budget::Budget>>,
+    /// Upsert: what a row whose conflict key is in the table already does
+    /// (`None`: it is refused, as COPY refuses it). Each leaf's batch is
+    /// staged and merged (see `sink::merge`).
+    pub on_conflict: Option<chute_core::upsert::OnConflict>,
 }
 
 /// Whether partitions a load creates take the backfill path.
@@ -204,6 +217,7 @@ impl LoadSpec {
             backfill: Backfill::Auto,
             backfill_index_memory: 256 << 20,
             shared_budget: None,
+            on_conflict: None,
         }
     }
 }
@@ -232,6 +246,27 @@ pub struct LoadStats {
     /// Input bytes (after decompression) from the start of each input
     /// whose rows are all committed or rejected, from the acknowledgements.
     pub bytes_committed: u64,
+    /// An upsert load: what its committed rows did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upsert: Option<UpsertCounts>,
+}
+
+/// What the rows of an upsert did: each committed row was inserted,
+/// updated, or left the table unchanged (its key was there and `nothing`,
+/// its `--update-if` did not hold, or its values were the same).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UpsertCounts {
+    pub inserted: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+}
+
+impl UpsertCounts {
+    pub fn add(&mut self, o: UpsertCounts) {
+        self.inserted += o.inserted;
+        self.updated += o.updated;
+        self.unchanged += o.unchanged;
+    }
 }
 
 /// The final report of a load.
@@ -324,6 +359,8 @@ impl LoadError {
             LoadError::Several { first, .. } => first.code(),
             LoadError::Catalog(crate::catalog::CatalogError::Sql(e)) => e.code(),
             LoadError::Schema(crate::schema::SchemaError::Sql(e)) => e.code(),
+            LoadError::Partition(crate::partman::PartmanError::Catalog(crate::catalog::CatalogError::Sql(e))) => e.code(),
+            LoadError::Partition(crate::partman::PartmanError::Sql(e)) => e.code(),
             _ => None,
         }
     }

@@ -40,6 +40,38 @@ pub(crate) struct Chunk {
     /// batch (`data` is empty); its rows are numbered from `base_offset`
     /// (the row's index in its input), which is what the journal records.
     pub batch: Option<arrow_array::RecordBatch>,
+    /// Messages (Kafka): the rows of each are journaled, skipped and
+    /// rejected at their message's offset, not at their byte.
+    pub marks: Option<Marks>,
+}
+
+impl Chunk {
+    /// Records read from an input (`data`, cut at a record end): no
+    /// sequence, oversized record, record batch or messages.
+    pub(crate) fn read(input: usize, data: Vec<u8>, first_line: u64, base_offset: u64, ack: Option<AckRef>) -> Chunk {
+        Chunk { input, data, first_line, base_offset, seq: None, oversized: None, ack, batch: None, marks: None }
+    }
+}
+
+/// Where each message of a chunk starts in its `data`, and its offset in
+/// its partition: a message's rows take its offset as their journal
+/// position and their "line" (one message may hold several rows; a chunk
+/// holds whole messages, so every row of one message for one leaf is in
+/// one batch).
+pub(crate) struct Marks {
+    /// Byte where each message starts in the chunk's data, ascending.
+    pub starts: Vec<u32>,
+    pub offsets: Vec<u64>,
+    /// The offsets the chunk covers (from the end of the one before).
+    pub range: (u64, u64),
+}
+
+impl Marks {
+    /// The offset of the message holding byte `at` of the chunk's data.
+    pub(crate) fn offset_at(&self, at: u64) -> u64 {
+        let i = self.starts.partition_point(|s| u64::from(*s) <= at);
+        self.offsets[i.saturating_sub(1)]
+    }
 }
 
 /// Rows of one chunk for one target, encoded.

@@ -28,6 +28,13 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     // Scale-out: the data nodes, when the table has shards on them.
     let mut distributed = Distributed::detect(&control, &prepared.tables, progress).await?;
     let load_id = setup::load_id(&spec, &opened, &prepared);
+    if spec.on_conflict.is_some() && distributed.is_some() {
+        return Err(LoadError::Setup(format!(
+            "{} has shards on data nodes, and chute does not upsert across data nodes yet: load without {}",
+            spec.table,
+            crate::setting::Setting::OnConflict
+        )));
+    }
     if spec.atomic && distributed.is_none() {
         return Err(LoadError::Setup(format!("an atomic load applies to tables distributed over data nodes; {} is not", spec.table)));
     }
@@ -38,7 +45,10 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let nonce =
         format!("{:x}", super::journal::stable_hash(&[&std::process::id().to_string(), &format!("{:?}", std::time::SystemTime::now())]));
     let resumed = match &load_id {
-        Some(id) => open_journals(&spec, &mut control, &prepared, &opened.names, &mut distributed, id, &nonce, progress).await?,
+        Some(id) => {
+            open_journals(&spec, &mut control, &prepared, (&opened.names, opened.shared.as_ref()), &mut distributed, id, &nonce, progress)
+                .await?
+        }
         None => {
             if opened.identity.is_none() && opened.delivery == Delivery::Rerun {
                 progress.notice("stdin without a load id is not journaled: an interrupted load cannot be resumed");
@@ -52,9 +62,11 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         target: spec.target.clone(),
         load_id: load_id.clone(),
         owner: nonce.clone(),
+        owned: opened.shared.as_ref().map(|s| s.inputs.len()),
         retry_for: spec.retry_for,
         budget: budget.clone(),
         rejects: rejects.clone(),
+        turns: Default::default(),
     });
 
     let (batch_tx, batch_rx) = flume::bounded::<Batch>(spec.workers * 2);
@@ -65,9 +77,14 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     let stages = start_stages(&spec, opened.source, prepared.kind.clone(), budget.clone(), halt.clone(), ack_tx)?;
     let Prepared { tables, tags, via_parent_reason, summary_table, by_ref, .. } = prepared;
     let (numbered, names) = (opened.numbered, opened.names.clone());
+    let shared = opened.shared.as_ref().map(|s| s.inputs.clone());
+    let mut control = Control::new(control, spec.target.clone(), spec.retry_for, load_id.clone());
+    if shared.is_some() {
+        control = control.shared();
+    }
     let co = Coordinator::new(Parts {
         tables,
-        control: Control::new(control, spec.target.clone(), spec.retry_for, load_id.clone()),
+        control,
         target: spec.target.clone(),
         retry_for: spec.retry_for,
         budget,
@@ -90,7 +107,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             flush_when_idle: spec.flush_when_idle,
             workers: spec.workers.max(1),
         },
-        batch_prefix: nonce,
+        batch_prefix: nonce.clone(),
         bytes_total: opened.total_bytes,
     });
     let wiring = Wiring {
@@ -120,6 +137,10 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         };
         // A lost control connection must not hide the load's own outcome.
         let _ = report.control.close_journal(status, &committed_through).await;
+        if let Some(inputs) = &shared {
+            let at: Vec<(u32, u64)> = inputs.iter().filter_map(|i| committed_through.get(*i as usize).map(|t| (*i, t.byte))).collect();
+            let _ = report.control.advance(&nonce, &at).await;
+        }
         if let (Some(d), Some(id)) = (&distributed, &load_id) {
             d.close_journals(id, status, &committed_through).await;
         }
@@ -158,15 +179,26 @@ async fn open_journals(
     spec: &LoadSpec,
     control: &mut tokio_postgres::Client,
     prepared: &Prepared,
-    names: &[String],
+    (names, shared_inputs): (&[String], Option<&setup::Shared>),
     distributed: &mut Option<Distributed>,
     id: &str,
     owner: &str,
     progress: &mut dyn LoadProgress,
 ) -> Result<usize, LoadError> {
     let inputs = names.join(", ");
-    let entry = super::journal::Entry { load_id: id, table: &prepared.summary_table, inputs: &inputs, n_inputs: names.len().max(1), owner };
+    let shared = shared_inputs.map(|s| s.inputs.as_slice());
+    let entry =
+        super::journal::Entry { load_id: id, table: &prepared.summary_table, inputs: &inputs, n_inputs: names.len().max(1), owner, shared };
+    if shared.is_some() && distributed.is_some() {
+        return Err(LoadError::Setup(format!("{} is distributed over data nodes: a Kafka topic cannot be consumed into it", spec.table)));
+    }
     let mut committed = setup::open_journal(spec, control, &prepared.tables, entry, progress).await?;
+    if let Some(s) = shared_inputs {
+        let _ = s.seek.set(std::mem::take(&mut committed.positions));
+        let _ = s.owner.set(owner.to_owned());
+        let resumed: usize = prepared.tables.iter().map(|t| t.set_committed(&committed)).sum();
+        return Ok(resumed);
+    }
     if let Some(d) = distributed {
         d.open_journals(control, spec, entry, &mut committed, progress).await?;
     }

@@ -47,6 +47,17 @@ pub(crate) struct RejectOrigin {
     /// Generated rows keep no records: they are made again from their
     /// sequence number.
     pub regenerate: Option<Arc<dyn chute_core::generate::Workload>>,
+    /// Rejects go here instead of the file (a Kafka dead-letter topic).
+    pub dead_letter: Option<Arc<dyn DeadLetter>>,
+}
+
+/// Somewhere other than a file that takes rejected records: each is sent,
+/// then `flush` returns once all sent are safe (before their rows' ranges commit).
+pub trait DeadLetter: Send + Sync {
+    fn send(&self, input: &str, line: u64, raw: &[u8], reason: &str) -> Result<(), String>;
+    fn flush(&self) -> Result<(), String>;
+    /// How people read where it is (`dead-letter topic T`).
+    fn name(&self) -> String;
 }
 
 /// Writes rejected records: a comment line with where and why, then the
@@ -74,6 +85,8 @@ pub(crate) struct RejectWriter {
     append: bool,
     /// The SQLSTATE of the first reject that has one (the report's).
     first_sqlstate: Option<String>,
+    /// Rejects go here instead of the file (see `RejectOrigin`).
+    dead_letter: Option<Arc<dyn DeadLetter>>,
 }
 
 impl RejectWriter {
@@ -94,6 +107,7 @@ impl RejectWriter {
             }
         }
         let files = origin.plain_files.clone();
+        let dead_letter = origin.dead_letter.clone();
         RejectWriter {
             workload,
             path,
@@ -105,6 +119,7 @@ impl RejectWriter {
             seen,
             append: resuming,
             first_sqlstate: None,
+            dead_letter,
         }
     }
 
@@ -130,6 +145,19 @@ impl RejectWriter {
 
     pub(crate) fn flush_pending(&mut self) -> Result<(), LoadError> {
         if self.pending.is_empty() {
+            return Ok(());
+        }
+        if let Some(d) = self.dead_letter.clone() {
+            let err = |message: String| LoadError::RejectFile { path: d.name(), message };
+            let mut acks = Vec::new();
+            for mut r in self.pending.drain(..) {
+                acks.extend(r.ack.take());
+                let name = self.names.get(r.input).map(String::as_str).unwrap_or("input");
+                d.send(name, r.line, &r.raw, &r.reason).map_err(err)?;
+            }
+            d.flush().map_err(err)?;
+            self.written = true;
+            acks.into_iter().for_each(super::ack::AckRef::settle);
             return Ok(());
         }
         let Some(path) = self.path.clone() else {
@@ -188,6 +216,9 @@ impl RejectWriter {
     }
 
     pub(crate) fn path_if_written(&self) -> Option<String> {
+        if let Some(d) = &self.dead_letter {
+            return self.written.then(|| d.name());
+        }
         self.written.then(|| self.path.as_ref().map(|p| p.display().to_string())).flatten()
     }
 }

@@ -145,6 +145,8 @@ pub(crate) struct Routing {
     /// Set when rows go through the parent as INSERTs (row-level security
     /// that applies to the loading role refuses COPY; see `insert`).
     pub insert: Option<Arc<super::insert::InsertPlan>>,
+    /// Set when rows are upserted (see `sink::merge`).
+    pub merge: Option<Arc<super::sink::merge::MergePlan>>,
 }
 
 /// Per-chunk routing state: the tree version in use and a scratch buffer.
@@ -165,6 +167,7 @@ impl Routing {
             registry: RwLock::new(vec![name]),
             committed: Default::default(),
             insert: None,
+            merge: None,
         }
     }
 
@@ -176,6 +179,7 @@ impl Routing {
             registry: RwLock::new(vec![]),
             committed: Default::default(),
             insert: None,
+            merge: None,
         }
     }
 
@@ -202,6 +206,7 @@ impl Routing {
             registry: RwLock::new(names),
             committed: Default::default(),
             insert: None,
+            merge: None,
         }
     }
 
@@ -474,9 +479,58 @@ fn key_value(ty: KeyType, v: &[u8]) -> Option<i64> {
     })
 }
 
-/// Decides how one table's rows are routed; returns the routing and, when
-/// rows go through the parent, why.
+/// Decides how one table's rows are routed and, for an upsert, how they
+/// are merged; returns the routing and, when rows go through the parent, why.
 pub(crate) async fn build(
+    spec: &LoadSpec,
+    control: &tokio_postgres::Client,
+    info: &TableInfo,
+    plan: &ColumnPlan,
+    progress: &mut dyn LoadProgress,
+) -> Result<(Routing, Option<String>), LoadError> {
+    let (mut routing, reason) = route(spec, control, info, plan, progress).await?;
+    if let Some(want) = &spec.on_conflict {
+        routing.merge = Some(Arc::new(merge_plan(control, info, plan, &routing, want).await?));
+    }
+    Ok((routing, reason))
+}
+
+/// An upsert made concrete for this table and checked with the server
+/// before any row moves (see `conflict`), or the refusal with its fix.
+async fn merge_plan(
+    control: &tokio_postgres::Client,
+    info: &TableInfo,
+    plan: &ColumnPlan,
+    routing: &Routing,
+    want: &chute_core::upsert::OnConflict,
+) -> Result<super::sink::merge::MergePlan, LoadError> {
+    use crate::conflict::{self, ConflictError};
+    let refused = |e: ConflictError| match e {
+        ConflictError::Refused(m) => LoadError::Setup(m),
+        ConflictError::Sql(e) => LoadError::Sql(e),
+    };
+    if routing.insert.is_some() {
+        return Err(LoadError::Setup(format!(
+            "row-level security on {} applies to this role, so its rows go in as INSERTs that chute does not upsert yet: load as a role \
+             the policies do not apply to (such as the owner), or without {}",
+            info.name,
+            crate::setting::Setting::OnConflict
+        )));
+    }
+    let loaded: Vec<String> = plan.targets.iter().map(|t| t.name.clone()).collect();
+    let resolved = conflict::resolve(control, info, &loaded, want).await.map_err(refused)?;
+    let leaves = info.relkind != 'p' || !matches!(routing.mode, RouteMode::Parent);
+    let leaf = match &routing.mode {
+        RouteMode::Tree(_) => routing.registry.read().expect("leaf registry").first().cloned(),
+        _ => None,
+    };
+    conflict::check_with_server(control, info, &loaded, &resolved, leaf.as_ref()).await.map_err(refused)?;
+    Ok(super::sink::merge::MergePlan::new(info.oid as usize, &routing.parent.quoted(), &plan.copy_list, &resolved, &loaded, leaves))
+}
+
+/// How one table's rows are routed; returns the routing and, when rows go
+/// through the parent, why.
+async fn route(
     spec: &LoadSpec,
     control: &tokio_postgres::Client,
     info: &TableInfo,
@@ -619,6 +673,18 @@ pub(crate) async fn reread_tree(client: &tokio_postgres::Client, routing: &Routi
     Ok(())
 }
 
+/// The server could not reach another one (SQLSTATE class 08 on a
+/// connection that is itself fine): postgres_fdw on the coordinator
+/// reading a data node that is down. Retried like a lost connection.
+fn a_node_unreachable(e: &LoadError) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.code().is_some_and(|c| {
+        *c == SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
+            || *c == SqlState::CONNECTION_FAILURE
+            || *c == SqlState::CONNECTION_EXCEPTION
+    })
+}
+
 /// Keeps one partition manager connection for just-in-time creation.
 pub(crate) struct JitCreator {
     mgr: Option<PartitionManager>,
@@ -646,10 +712,17 @@ impl JitCreator {
         loop {
             match self.attempt(spec_target, routing, j, starts).await {
                 Ok(created) => return Ok(created),
-                Err(e) if e.connection_lost() => {
-                    self.mgr = None;
+                Err(e) if e.connection_lost() || a_node_unreachable(&e) => {
+                    if e.connection_lost() {
+                        self.mgr = None;
+                    }
                     if !backoff.wait().await {
-                        return Err(e);
+                        return Err(LoadError::Setup(format!(
+                            "making new partitions of {}: {e}; it was retried for {} {:?}: check that the server and every data node are up (chute cluster status shows a node that is down), then run the same command again: the rows committed so far are skipped",
+                            routing.parent,
+                            crate::setting::Setting::RetryFor,
+                            self.retry_for
+                        )));
                     }
                 }
                 Err(e) => return Err(e),

@@ -21,6 +21,7 @@ use super::routing::{RouteMode, Routing, reread_tree};
 use super::source::columnar::ColumnarSource;
 use super::source::files::FileSource;
 use super::source::generated::GenSource;
+use super::source::kafka::KafkaSource;
 use super::source::{FeedSource, Source};
 use super::{InputFormat, LoadError, LoadInput, LoadProgress, LoadSpec};
 use crate::retry::{self, Backoff, Lost};
@@ -78,6 +79,16 @@ pub(crate) struct Opened {
     pub rejects: RejectOrigin,
     /// Rows are numbered, not read: "line" N is sequence number N - 1.
     pub numbered: bool,
+    /// Inputs several runs share (Kafka partitions): the ones this run
+    /// reads, and where the source learns from which position (see `journal`).
+    pub shared: Option<Shared>,
+}
+
+pub(crate) struct Shared {
+    pub inputs: Vec<u32>,
+    pub seek: Arc<std::sync::OnceLock<std::collections::HashMap<u32, u64>>>,
+    /// Told the run's token once the journal is open.
+    pub owner: Arc<std::sync::OnceLock<String>>,
 }
 
 /// What a load's id is derived from.
@@ -134,8 +145,14 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
                 total_bytes,
                 bytes_read,
                 delivery: Delivery::Rerun,
-                rejects: RejectOrigin { default_path: inputs.first().map(InputSpec::default_reject_file), plain_files, regenerate: None },
+                rejects: RejectOrigin {
+                    default_path: inputs.first().map(InputSpec::default_reject_file),
+                    plain_files,
+                    regenerate: None,
+                    dead_letter: None,
+                },
                 numbered: false,
+                shared: None,
             })
         }
         LoadInput::Generated { workload, rows } => Ok(Opened {
@@ -149,8 +166,10 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
                 default_path: Some("generated.rejects".into()),
                 plain_files: vec![None],
                 regenerate: Some(workload.clone()),
+                dead_letter: None,
             },
             numbered: true,
+            shared: None,
         }),
         LoadInput::Columnar { inputs } => {
             // Every input opened (a stream taken) before any row moves.
@@ -179,8 +198,9 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
                 total_bytes,
                 bytes_read,
                 delivery: Delivery::Rerun,
-                rejects: RejectOrigin { default_path, plain_files: vec![None; inputs.len()], regenerate: None },
+                rejects: RejectOrigin { default_path, plain_files: vec![None; inputs.len()], regenerate: None, dead_letter: None },
                 numbered: false,
+                shared: None,
             })
         }
         LoadInput::Feed { feed, .. } => Ok(Opened {
@@ -190,9 +210,33 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
             total_bytes: None,
             bytes_read,
             delivery: Delivery::Callers,
-            rejects: RejectOrigin { default_path: None, plain_files: vec![None], regenerate: None },
+            rejects: RejectOrigin { default_path: None, plain_files: vec![None], regenerate: None, dead_letter: None },
             numbered: false,
+            shared: None,
         }),
+        LoadInput::Kafka { run, .. } => {
+            let topic = run.parts.first().map_or("kafka", |p| p.topic.as_str());
+            Ok(Opened {
+                source: Box::new(KafkaSource { run: run.clone(), chunk_bytes: spec.chunk_bytes, bytes_read: bytes_read.clone() }),
+                names: run.names.clone(),
+                identity: None,
+                total_bytes: None,
+                bytes_read,
+                delivery: Delivery::Rerun,
+                rejects: RejectOrigin {
+                    default_path: Some(format!("{topic}.rejects").into()),
+                    plain_files: vec![None; run.names.len().max(1)],
+                    regenerate: None,
+                    dead_letter: run.dead_letter.clone(),
+                },
+                numbered: false,
+                shared: Some(Shared {
+                    inputs: run.parts.iter().map(|p| p.input).collect(),
+                    seek: run.seek.clone(),
+                    owner: run.owner.clone(),
+                }),
+            })
+        }
     }
 }
 
@@ -238,8 +282,11 @@ pub(crate) async fn open_journal(
             *control = retry::connect(&spec.target, spec.retry_for, |_| {}).await?;
         }
         // The load's lock goes with the connection: taken on each new one.
+        // Shared inputs are owned one by one instead (see `claim::fence`).
         let opened = async {
-            super::claim::acquire(control, entry.load_id, spec.wait, progress).await?;
+            if entry.shared.is_none() {
+                super::claim::acquire(control, entry.load_id, spec.wait, progress).await?;
+            }
             for t in tables.iter().filter(|t| matches!(t.mode, RouteMode::Tree(_))) {
                 reread_tree(control, t).await?;
             }

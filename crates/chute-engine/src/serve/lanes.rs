@@ -43,7 +43,17 @@ pub(crate) enum Shape {
     /// Line protocol: parsed values in the lane's column order (`load::values`).
     Lines,
     /// `POST /v1/tables/…`: CSV or JSON Lines with these columns (or all).
-    Table { format: TableFormat, columns: Option<Vec<String>>, delimiter: Option<u8>, null: Option<String>, epoch: Option<char> },
+    Table {
+        format: TableFormat,
+        columns: Option<Vec<String>>,
+        delimiter: Option<u8>,
+        null: Option<String>,
+        epoch: Option<char>,
+        /// The request's own upsert action (`?on_conflict=`), where the table allows one.
+        on_conflict: Option<chute_core::upsert::ConflictAction>,
+    },
+    /// Prometheus remote write: samples as series id, time and value (`load::kind::samples`).
+    Samples,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -264,8 +274,10 @@ impl Lanes {
         };
         // What is older than the idempotency window is forgotten: the lane reads less when it starts.
         self.keys.prune(c, &id, c.idempotency_window).await?;
+        let on_conflict = self.upsert(table, shape).await?;
         let (tx, feed) = Feed::bounded(c.queue_depth);
-        let spec = self.spec(table, shape, &columns, &id, feed.clone());
+        let mut spec = self.spec(table, shape, &columns, &id, feed.clone());
+        spec.on_conflict = on_conflict;
         let serial = self.next_serial.fetch_add(1, Ordering::Relaxed);
         let lane = Arc::new(Lane {
             id,
@@ -319,11 +331,51 @@ impl Lanes {
         Ok(lane)
     }
 
+    /// The upsert of a lane's rows: the table's setting (`chute partition
+    /// set --on-conflict`), or the request's own action where the setting
+    /// allows one.
+    async fn upsert(&self, table: &QualifiedName, shape: &Shape) -> Result<Option<chute_core::upsert::OnConflict>, LaneError> {
+        use chute_core::upsert::{ConflictAction, OnConflict};
+        let setting = {
+            let client = super::catalog::connect(&self.config).await?;
+            crate::conflict::table_setting(&client, table).await.map_err(|e| match e {
+                crate::conflict::ConflictError::Sql(e) => LaneError::Sql(e),
+                crate::conflict::ConflictError::Refused(m) => LaneError::Refused(m),
+            })?
+        };
+        let asked = match shape {
+            Shape::Table { on_conflict: Some(a), .. } => Some(*a),
+            _ => None,
+        };
+        let chosen = match (setting, asked) {
+            (setting, None) => setting,
+            (Some(s), Some(action)) if s.per_request => {
+                // What an update does is the table's; another action has none of it.
+                let update = action == ConflictAction::Update;
+                Some(OnConflict {
+                    action,
+                    update_columns: s.update_columns.filter(|_| update),
+                    update_if: s.update_if.filter(|_| update),
+                    ..s
+                })
+            }
+            (s, Some(_)) => {
+                let now = s.map_or_else(|| "error".to_owned(), |s| s.action.to_string());
+                return Err(LaneError::Refused(format!(
+                    "{table} does not let a request choose on_conflict (its setting: {now}): its owner allows it with \
+                     chute partition set {table} --on-conflict {now} --per-request"
+                )));
+            }
+        };
+        Ok(chosen.filter(|o| o.action != ConflictAction::Error))
+    }
+
     /// The load of a lane.
     fn spec(&self, table: &QualifiedName, shape: &Shape, columns: &[LaneColumn], id: &str, feed: Feed) -> LoadSpec {
         let c = &self.config;
         let format = match shape {
             Shape::Lines => InputFormat::Values,
+            Shape::Samples => InputFormat::Samples,
             Shape::Table { format: TableFormat::Csv, .. } => InputFormat::Csv,
             Shape::Table { format: TableFormat::Jsonl, .. } => InputFormat::Jsonl,
         };
@@ -346,6 +398,7 @@ impl Lanes {
                 spec.columns = Some(columns.iter().map(|c| c.name.clone()).collect());
                 spec.epoch = Some(EpochUnit::Nanos);
             }
+            Shape::Samples => {}
             Shape::Table { columns, delimiter, null, epoch, .. } => {
                 spec.columns = columns.clone();
                 spec.delimiter = *delimiter;

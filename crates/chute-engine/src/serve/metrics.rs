@@ -99,6 +99,42 @@ impl Metrics {
         counter!("chute_idempotent_replays_total").increment(1);
     }
 
+    /// Samples of remote write requests as decoded; `dropped`: exemplars and
+    /// native histogram samples, which are not stored.
+    pub(crate) fn prom_received(&self, samples: u64, dropped: u64) {
+        counter!("chute_prometheus_samples_received_total").increment(samples);
+        if dropped > 0 {
+            counter!("chute_prometheus_dropped_total").increment(dropped);
+        }
+    }
+
+    /// Samples of remote write requests answered 2xx (every one committed).
+    pub(crate) fn prom_committed(&self, samples: u64) {
+        counter!("chute_prometheus_samples_committed_total").increment(samples);
+    }
+
+    /// A remote write request refused whole (its samples are not counted as received).
+    pub(crate) fn prom_refused(&self) {
+        counter!("chute_prometheus_requests_refused_total").increment(1);
+    }
+
+    /// Samples of remote write requests rejected one by one (a time outside retention, say).
+    pub(crate) fn prom_rejected(&self, samples: u64) {
+        counter!("chute_prometheus_samples_rejected_total").increment(samples);
+    }
+
+    pub(crate) fn prom_series_created(&self, n: u64) {
+        counter!("chute_prometheus_series_created_total").increment(n);
+    }
+
+    /// A remote read query answered (`outcome`: ok or error), and how long it took.
+    pub(crate) fn prom_read(&self, outcome: &'static str, seconds: f64, series: u64, samples: u64) {
+        counter!("chute_prometheus_read_queries_total", "outcome" => outcome).increment(1);
+        histogram!("chute_prometheus_read_seconds").record(seconds);
+        counter!("chute_prometheus_read_series_total").increment(series);
+        counter!("chute_prometheus_read_samples_total").increment(samples);
+    }
+
     /// A lane's load reported: the differences since its last report.
     pub(crate) fn lane_progress(&self, table: &str, last: &LoadStats, now: &LoadStats) {
         let d = |a: u64, b: u64| b.saturating_sub(a);

@@ -26,7 +26,8 @@ mod keys;
 mod lanes;
 mod matcher;
 mod memory;
-mod metrics;
+pub(crate) mod metrics;
+pub mod prom;
 mod query;
 mod submit;
 mod tables;
@@ -97,6 +98,8 @@ pub struct ServeConfig {
     pub idle_timeout: Duration,
     /// After SIGTERM: how long requests in flight get before they are answered 503.
     pub shutdown_timeout: Duration,
+    /// Prometheus remote write and read (`prom`), when on.
+    pub prometheus: Option<prom::PromConfig>,
 }
 
 impl ServeConfig {
@@ -127,6 +130,7 @@ impl ServeConfig {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(20),
+            prometheus: None,
         }
     }
 
@@ -172,6 +176,8 @@ pub(crate) struct Shared {
     pub parse_slots: tokio::sync::Semaphore,
     /// Where the service is in its life (see `http::Stage`).
     pub stage: tokio::sync::watch::Receiver<http::Stage>,
+    /// Prometheus's tables and series cache, with `--prometheus`.
+    pub prom: Option<Arc<prom::Prom>>,
 }
 
 /// Runs the service until `shutdown` completes: then it stops accepting,
@@ -199,12 +205,15 @@ pub async fn serve(
         ready: tokio::sync::Mutex::new((Instant::now() - Duration::from_secs(60), false)),
         parse_slots: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()).saturating_sub(1).max(1)),
         stage,
+        prom: config.prometheus.as_ref().map(prom::Prom::new),
     });
     let app = Router::new()
         .route("/write", post(influx::write_v1))
         .route("/api/v2/write", post(influx::write_v2))
         .route("/v1/tables/{table}", post(tables::write_table))
         .route("/query", get(query::query).post(query::query))
+        .route("/api/v1/write", post(prom::write))
+        .route("/api/v1/read", post(prom::read))
         .route("/ping", get(query::ping).head(query::ping))
         .route("/api/v2/ping", get(query::ping).head(query::ping))
         .route("/health", get(query::health))

@@ -245,6 +245,7 @@ async fn send_part(p: Part, start: u64, ack: &AckRef) {
             oversized: None,
             ack: Some(ack.share()),
             batch: None,
+            marks: None,
         };
         // A lane that is closing drops the chunk: its share fails the request (503).
         let _ = p.lane.send(chunk).await;

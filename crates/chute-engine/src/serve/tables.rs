@@ -70,6 +70,11 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
         Some("ns") => Some('n'),
         Some(e) => return bad(&format!("unknown epoch unit {e:?}: use s, ms, us or ns")),
     };
+    let on_conflict = match q.get("on_conflict").map(|a| (a, chute_core::upsert::ConflictAction::parse(a))) {
+        None => None,
+        Some((_, Some(a))) => Some(a),
+        Some((a, None)) => return bad(&format!("unknown on_conflict {a:?}: use error, nothing or update")),
+    };
     let mut reserved = s.memory.reservation();
     let body = match super::body::read(s, headers, body, &mut reserved).await {
         Ok(b) => b,
@@ -104,7 +109,7 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
     if data.last() != Some(&b'\n') {
         data.push(b'\n');
     }
-    let shape = Shape::Table { format, columns, delimiter, null: q.get("null").cloned(), epoch };
+    let shape = Shape::Table { format, columns, delimiter, null: q.get("null").cloned(), epoch, on_conflict };
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let lane = match super::patiently(deadline, || s.lanes.get(&table, &shape)).await {
         Ok(l) => l,

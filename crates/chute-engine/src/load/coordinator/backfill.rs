@@ -152,6 +152,8 @@ impl Coordinator {
             Some(why.clone())
         } else if text {
             Some("its rows are parsed by the server (they go through the parent)".to_owned())
+        } else if routing.merge.is_some() {
+            Some("the load upserts: rows merge into partitions that have their unique index (backfilling new ones is not done for upserts yet)".to_owned())
         } else if routing.insert.is_some() {
             Some("row-level security applies: rows go in as INSERTs through the parent".to_owned())
         } else {

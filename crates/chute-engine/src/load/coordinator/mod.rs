@@ -89,6 +89,9 @@ pub(crate) struct Coordinator {
     jit_rx: flume::Receiver<JitDone>,
     /// Rows whose partition is being (or is about to be) created.
     waiting: Vec<PendingPart>,
+    /// Since when rows wait for a creation, and when the user was last
+    /// told (see `tell_of_long_waits`).
+    waiting_since: Option<(Instant, Instant)>,
     /// Partitions to make ahead of the rows: the policy's premake intervals
     /// past the newest one rows needed or reached, made one at a time while
     /// no row waits, so sorted input finds the next interval ready instead
@@ -119,6 +122,8 @@ pub(crate) struct Coordinator {
     delivery: Delivery,
     /// Partitions filled before they are attached (see `backfill`).
     backfill: backfill::Backfills,
+    /// Upserts: numbers the batches of each leaf (see `sink::merge::Turns`).
+    turns: super::sink::merge::TurnCounter,
 }
 
 /// How rows are gathered into batches and when they leave.
@@ -160,6 +165,7 @@ impl Coordinator {
     pub(crate) fn new(p: Parts) -> Self {
         let (jit_done, jit_rx) = flume::unbounded();
         let mut backfill = p.backfill;
+        let upsert = p.tables.iter().any(|t| t.merge.is_some()).then(Default::default);
         if let Some(every) = p.batching.flush_every {
             backfill.long_idle = every;
         }
@@ -170,7 +176,7 @@ impl Coordinator {
             accum_bytes: 0,
             batch_tx: Some(p.batches),
             budget: p.budget,
-            stats: LoadStats { bytes_total: p.bytes_total, ..LoadStats::default() },
+            stats: LoadStats { bytes_total: p.bytes_total, upsert, ..LoadStats::default() },
             touched: HashSet::new(),
             rejects: p.rejects,
             limit_hit: false,
@@ -180,6 +186,7 @@ impl Coordinator {
             jit_done,
             jit_rx,
             waiting: Vec::new(),
+            waiting_since: None,
             ahead: Vec::new(),
             made_ahead: HashSet::new(),
             ahead_leaves: HashMap::new(),
@@ -193,6 +200,7 @@ impl Coordinator {
             vanished: Vec::new(),
             delivery: p.delivery,
             backfill,
+            turns: Default::default(),
         }
     }
 }
@@ -360,6 +368,10 @@ impl Coordinator {
         for (table, start) in wanted {
             by_table.entry(table).or_default().push(start);
         }
+        if !ahead && self.waiting_since.is_none() {
+            let now = Instant::now();
+            self.waiting_since = Some((now, now));
+        }
         let mut creator = self.jit.take().expect("checked above");
         let (tables, target, done) = (self.tables.clone(), self.target.clone(), self.jit_done.clone());
         tokio::spawn(async move {
@@ -388,6 +400,30 @@ impl Coordinator {
             }
             let _ = done.send((creator, result));
         });
+    }
+
+    /// Rows that wait long for their partitions: making them is retrying
+    /// (the server, or a data node that holds a shard of every new
+    /// partition, is unreachable) or waits for a lock. Said after 5 s and
+    /// every 10 s after that, so a load that makes no progress says why.
+    pub(crate) fn tell_of_long_waits(&mut self) {
+        let Some((since, told)) = self.waiting_since else { return };
+        let waited = since.elapsed();
+        if waited < Duration::from_secs(5) || (told != since && told.elapsed() < Duration::from_secs(10)) {
+            return;
+        }
+        self.waiting_since = Some((since, Instant::now()));
+        let mut tables: Vec<String> = self.waiting.iter().map(|p| self.tables[usize::from(p.table)].parent.to_string()).collect();
+        tables.sort();
+        tables.dedup();
+        self.notices.push(format!(
+            "{} rows have waited {} s for new partitions of {} to be made: the server or a data node may be unreachable, or a lock held; chute keeps trying for up to {} {:?}",
+            self.waiting.len(),
+            waited.as_secs(),
+            tables.join(", "),
+            crate::setting::Setting::RetryFor,
+            self.retry_for
+        ));
     }
 
     /// Queues the partitions of the policy's premake intervals after the
@@ -424,6 +460,7 @@ impl Coordinator {
     /// A creation finished: route the rows that waited for it.
     pub(crate) async fn jit_finished(&mut self, creator: JitCreator, result: Result<JitMade, LoadError>) -> Result<(), LoadError> {
         self.jit = Some(creator);
+        self.waiting_since = None;
         let JitMade { created, asked, ahead } = match result {
             Ok(r) => r,
             Err(e) => {
@@ -559,7 +596,10 @@ impl Coordinator {
         let table = &self.tables[usize::from(target.table)];
         let name = table.name(target.leaf);
         let insert = table.insert.clone();
-        let sql = if target.text {
+        let merge = table.merge.clone();
+        let sql = if let Some(m) = &merge {
+            m.copy_sql(&table.copy_list, target.text)
+        } else if target.text {
             format!("COPY {} {} FROM STDIN", name.quoted(), table.copy_list)
         } else {
             format!("COPY {} {} FROM STDIN (FORMAT binary)", name.quoted(), table.copy_list)
@@ -580,16 +620,19 @@ impl Coordinator {
             sql,
             text: target.text,
             insert,
+            merge,
+            turn: 0,
             body,
             seg,
         };
         Some((part, a.budget))
     }
 
-    pub(crate) async fn send(&mut self, parts: Vec<BatchPart>, budget: usize) {
+    pub(crate) async fn send(&mut self, mut parts: Vec<BatchPart>, budget: usize) {
         if parts.is_empty() {
             return;
         }
+        self.turns.number(&mut parts);
         let batch = Batch { parts, budget, batch_id: format!("{}-{}", self.batch_prefix, self.stats.batches) };
         self.stats.batches += 1;
         self.in_flight += 1;
@@ -655,8 +698,11 @@ impl Coordinator {
 
     pub(crate) fn absorb(&mut self, o: CopyOutcome, error: &mut super::Errors) {
         match o {
-            CopyOutcome::Loaded { rows, bytes } => {
+            CopyOutcome::Loaded { rows, bytes, upsert } => {
                 self.in_flight = self.in_flight.saturating_sub(1);
+                if let Some(u) = &mut self.stats.upsert {
+                    u.add(upsert);
+                }
                 self.stats.rows_loaded += rows;
                 self.stats.bytes_sent += bytes;
             }

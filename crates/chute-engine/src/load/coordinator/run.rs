@@ -83,8 +83,13 @@ impl Coordinator {
                     Err(_) => break,
                 }
             } else {
+                // An upsert applies rows in input order, so the next chunk
+                // waits while rows of earlier ones wait for their partition
+                // (not once the load is failing: then the stages must drain).
+                let failing = errors.any() || halt.load(Ordering::Relaxed);
+                let take_rows = !parsing_done && (self.stats.upsert.is_none() || self.jit_idle() || failing);
                 tokio::select! {
-                    out = async { rows.as_ref().expect("receiving").recv_async().await }, if !parsing_done => match out {
+                    out = async { rows.as_ref().expect("receiving").recv_async().await }, if take_rows => match out {
                         Ok(out) => if let Err(e) = self.merge(out).await { errors.add(e); },
                         Err(_) => parsing_done = true,
                     },
@@ -144,6 +149,7 @@ impl Coordinator {
     /// rejects written, batches sent early (memory pressure, idle workers,
     /// rows that waited long enough) and backfills closed.
     async fn upkeep(&mut self, errors: &mut Errors, parsing_done: bool) {
+        self.tell_of_long_waits();
         if !self.vanished.is_empty()
             && let Err(e) = self.reroute_vanished().await
         {

@@ -59,7 +59,7 @@ fn a_resume_skips_exactly_the_rows_in_ranges_committed_for_their_leaf() {
     // Input 0: bytes [0, 100) and [300, 400) committed into public.t.
     by_target.insert(name.to_string(), vec![RangeSet::from_ranges(vec![(0, 100), (300, 400)])]);
     // One table: it is both leaf 0 and the parent.
-    assert_eq!(routing.set_committed(&Committed { by_target, rows: 7 }), 2);
+    assert_eq!(routing.set_committed(&Committed { by_target, rows: 7, ..Default::default() }), 2);
     let mut filed = Filed::default();
     for offset in [0u64, 99, 100, 250, 300, 399, 400] {
         let at = RowPos { input: 0, line: offset + 1, offset, range: (0, 0, 500) };

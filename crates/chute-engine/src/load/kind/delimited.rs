@@ -45,7 +45,9 @@ fn make_format(spec: &LoadSpec, format: InputFormat, plan: &ColumnPlan) -> Resul
             Box::new(TextParser::new(o).map_err(setup)?)
         }
         InputFormat::Jsonl => Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?),
-        InputFormat::Tsbs | InputFormat::Values => return Err(LoadError::Setup(format!("{format:?} is not delimited text"))),
+        InputFormat::Tsbs | InputFormat::Values | InputFormat::Samples => {
+            return Err(LoadError::Setup(format!("{format:?} is not delimited text")));
+        }
     })
 }
 
@@ -93,14 +95,26 @@ struct Delimited {
 impl Kind for Delimited {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
         let (encoder, routing) = (&self.encoder, &self.routing);
-        let range = (chunk.input as u32, chunk.base_offset, chunk.base_offset + chunk.data.len() as u64);
+        let range = match &chunk.marks {
+            Some(m) => (chunk.input as u32, m.range.0, m.range.1),
+            None => (chunk.input as u32, chunk.base_offset, chunk.base_offset + chunk.data.len() as u64),
+        };
+        // A record's line and journal position: its message's offset, for messages.
+        let place = |line: u64, offset: u64| match &chunk.marks {
+            Some(m) => {
+                let o = m.offset_at(offset - chunk.base_offset);
+                (o, o)
+            }
+            None => (line, offset),
+        };
         let mut filed = Filed { by_ref: self.by_ref, ..Filed::default() };
         let mut row = Vec::with_capacity(512);
         let mut rc = routing.ctx();
         let mut parse_errors = Vec::new();
         let mut on_record = |fields: &Fields, pos: RecordPos| {
             let raw = pos.slice(&chunk.data, chunk.base_offset);
-            let at = RowPos { input: chunk.input, line: pos.line, offset: pos.offset, range };
+            let (line, offset) = place(pos.line, pos.offset);
+            let at = RowPos { input: chunk.input, line, offset, range };
             row.clear();
             match encoder.encode(fields, &mut row) {
                 RowOutcome::Binary => {
@@ -114,19 +128,16 @@ impl Kind for Delimited {
                 }
                 RowOutcome::Invalid { column, reason } => {
                     let reason = format!("column {}: {reason}", encoder.columns[column].name);
-                    filed.rejects.push(Reject::new(chunk.input, pos.line, raw.to_vec(), reason))
+                    filed.rejects.push(Reject::new(chunk.input, line, raw.to_vec(), reason))
                 }
-                RowOutcome::FieldCount { expected, found } => filed.rejects.push(Reject::new(
-                    chunk.input,
-                    pos.line,
-                    raw.to_vec(),
-                    format!("expected {expected} fields, found {found}"),
-                )),
+                RowOutcome::FieldCount { expected, found } => {
+                    filed.rejects.push(Reject::new(chunk.input, line, raw.to_vec(), format!("expected {expected} fields, found {found}")))
+                }
             }
         };
         let mut on_error = |e: RecordError| {
             let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
-            parse_errors.push(Reject::new(chunk.input, e.pos.line, raw, e.reason));
+            parse_errors.push(Reject::new(chunk.input, place(e.pos.line, e.pos.offset).0, raw, e.reason));
         };
         // The reader already cut the input at an end-of-data marker.
         let _: ChunkEnd = self.format.parse_chunk(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);

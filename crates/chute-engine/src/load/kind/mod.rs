@@ -3,10 +3,11 @@
 //! made once per load, before any row moves, from the load's
 //! [`LoadInput`] (see [`prepare`], the one place that asks which kind a
 //! load has). Delimited text (CSV, text, JSON lines), tsbs files, rows a
-//! service parsed itself (`values`), rows a workload makes (`generated`)
-//! and Arrow record batches (`columnar`: Parquet, Arrow IPC, data frames)
-//! are the kinds today; a new format is a new module here and one arm of
-//! `prepare`, and touches neither the coordinator nor the sinks.
+//! service parsed itself (`values`), rows a workload makes (`generated`),
+//! Prometheus samples (`samples`) and Arrow record batches (`columnar`:
+//! Parquet, Arrow IPC, data frames) are the kinds today; a new format is a
+//! new module here and one arm of `prepare`, and touches neither the
+//! coordinator nor the sinks.
 
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ use crate::catalog::TableInfo;
 pub(crate) mod columnar;
 pub(crate) mod delimited;
 pub(crate) mod generated;
+pub(crate) mod samples;
 pub(crate) mod tsbs;
 pub(crate) mod values;
 
@@ -81,7 +83,12 @@ pub(crate) async fn prepare(
         LoadInput::Generated { workload, .. } => generated::prepare(spec, workload.clone(), control, progress).await,
         LoadInput::Read { inputs, format: InputFormat::Tsbs } => tsbs::prepare(spec, inputs, control, progress).await,
         LoadInput::Read { inputs, format } => delimited::prepare(spec, *format, inputs, control, progress).await,
+        LoadInput::Kafka { format: f @ (InputFormat::Csv | InputFormat::Text | InputFormat::Jsonl), .. } => {
+            delimited::prepare(spec, *f, &[], control, progress).await
+        }
+        LoadInput::Kafka { format, .. } => Err(LoadError::Setup(format!("{format:?} messages cannot be consumed: csv, text or json"))),
         LoadInput::Feed { format: InputFormat::Values, .. } => values::prepare(spec, control, progress).await,
+        LoadInput::Feed { format: InputFormat::Samples, .. } => samples::prepare(spec, control, progress).await,
         LoadInput::Feed { format: InputFormat::Tsbs, .. } => {
             Err(LoadError::Setup("tsbs input names its tables in a header: it is read from files, not fed".into()))
         }

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 
-use super::{AttemptError, Committed, CopyOutcome, Written, commit_batch};
+use super::{Attempt, AttemptError, Committed, CopyOutcome, Written, commit_batch};
 use super::{Job, WorkerCtx};
 use crate::ConnectOptions;
 use crate::load::LoadError;
@@ -62,7 +62,7 @@ pub(crate) async fn worker(
         worked = true;
         let mut written = Written::default();
         let result = match commit_batch(&mut txn, &job.batch, &tx, &ctx, false, &mut written).await {
-            Ok((rows, bytes, vanished)) => Ok(Committed { rows, bytes, vanished, rejected: written.rows }),
+            Ok(Attempt { rows, bytes, vanished, upsert }) => Ok(Committed { rows, bytes, vanished, rejected: written.rows, upsert }),
             Err(AttemptError::Pg(e)) => {
                 Err(LoadError::sql(format!("COPY into {} (an atomic load: the whole load rolls back; run it again)", job.batch.label()), e))
             }

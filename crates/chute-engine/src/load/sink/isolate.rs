@@ -14,7 +14,7 @@ use tokio_postgres::Transaction;
 use tokio_postgres::error::SqlState;
 
 use super::super::LoadError;
-use super::{BatchPart, RejectedRow, copy_once};
+use super::{BatchPart, RejectedRow, load_rows};
 
 /// Why a target's rows could not be loaded, isolated or rejected.
 pub(crate) enum PartError {
@@ -46,9 +46,14 @@ async fn release(txn: &Transaction<'_>, name: &str) -> Result<(), tokio_postgres
 const AFTER_ERROR_WINDOW: usize = 1024;
 
 /// Loads one target's rows under savepoints; refused rows go to `rejected`.
-pub(crate) async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejected: &mut Vec<RejectedRow>) -> Result<u64, PartError> {
+pub(crate) async fn load_part(
+    txn: &mut Transaction<'_>,
+    part: &BatchPart,
+    rejected: &mut Vec<RejectedRow>,
+) -> Result<(u64, crate::load::UpsertCounts), PartError> {
     let n = part.seg.row_ends.len();
     let mut loaded = 0u64;
+    let mut upsert = crate::load::UpsertCounts::default();
     // The whole part first. On a data error the server names the failing
     // row: load the rows before it, then try that row alone, and reject it
     // only if it fails alone. Without a row number, halve the window.
@@ -64,10 +69,11 @@ pub(crate) async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejec
             (pos + window.max(1)).min(n).min(cap)
         };
         let sp = txn.savepoint(SAVEPOINT).await?;
-        match copy_once(&sp, part, pos, end).await {
-            Ok(rows) => {
+        match load_rows(&sp, part, pos, end).await {
+            Ok((rows, counts)) => {
                 sp.commit().await?;
                 loaded += rows;
+                upsert.add(counts);
                 pos = end;
                 if suspect.is_some_and(|s| s < pos) {
                     // The blamed row loaded alone: the error was not its own.
@@ -106,7 +112,7 @@ pub(crate) async fn load_part(txn: &mut Transaction<'_>, part: &BatchPart, rejec
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(loaded)
+    Ok((loaded, upsert))
 }
 
 fn reject_row(batch: &BatchPart, i: usize, reason: String, sqlstate: Option<String>) -> RejectedRow {
@@ -187,7 +193,7 @@ async fn batch_wide(txn: &mut Transaction<'_>, part: &BatchPart, e: &tokio_postg
     let n = part.seg.row_ends.len();
     for row in [0, n - 1] {
         let sp = txn.savepoint(PROBE).await?;
-        let alone = copy_once(&sp, part, row, row + 1).await;
+        let alone = load_rows(&sp, part, row, row + 1).await;
         sp.rollback().await?;
         release(txn, PROBE).await?;
         match alone {

@@ -29,6 +29,7 @@ use super::LoadError;
 pub(crate) mod atomic;
 pub(crate) mod backfill;
 mod isolate;
+pub(crate) mod merge;
 pub(crate) mod nodes;
 
 use super::budget::Budget;
@@ -61,6 +62,11 @@ pub(crate) struct BatchPart {
     pub text: bool,
     /// Set when these rows go in as INSERTs, not COPY (see `insert`).
     pub insert: Option<Arc<InsertPlan>>,
+    /// Set when these rows are upserted: `sql` COPYs them into a staging
+    /// table, merged into the target from there (see `merge`).
+    pub merge: Option<Arc<merge::MergePlan>>,
+    /// With `merge`: this batch's place among the batches of its target (see `merge::Turns`).
+    pub turn: u64,
     /// The encoded rows, shared with every COPY attempt without copying.
     pub body: Bytes,
     /// Row boundaries, original records and positions (`seg.data` is moved into `body`).
@@ -80,6 +86,21 @@ impl Batch {
             [one] => one.target_name.clone(),
             many => format!("{} partitions ({} …)", many.len(), many.first().map(|p| p.target_name.as_str()).unwrap_or("")),
         }
+    }
+
+    /// Whether this batch's rows are upserted.
+    fn merges(&self) -> bool {
+        self.parts.iter().any(|p| p.merge.is_some())
+    }
+
+    /// The order its parts are loaded in: as sent, or for an upsert by
+    /// target name, so every session locks leaves in one order (see `merge`).
+    fn order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.parts.len()).collect();
+        if self.merges() {
+            order.sort_by(|a, b| self.parts[*a].target_name.cmp(&self.parts[*b].target_name));
+        }
+        order
     }
 
     fn bytes(&self) -> u64 {
@@ -106,6 +127,8 @@ pub(crate) enum CopyOutcome {
     Loaded {
         rows: u64,
         bytes: u64,
+        /// An upsert's batch: what its rows did.
+        upsert: super::UpsertCounts,
     },
     /// Rows the server refused, already written to the reject file (`new`
     /// of them were not there before).
@@ -146,11 +169,15 @@ pub(crate) struct WorkerCtx {
     pub load_id: Option<String>,
     /// This run's token: a batch commits only while `chute.loads.owner` is it (see `claim`).
     pub owner: String,
+    /// A load whose inputs several runs share: how many this run owns (see `claim::fence`).
+    pub owned: Option<usize>,
     pub retry_for: Duration,
     pub budget: Arc<Budget>,
     /// Shared with the coordinator: a worker writes its rejects itself, so it
     /// never waits for the coordinator (which may be waiting for workers).
     pub rejects: Arc<std::sync::Mutex<super::rejects::RejectWriter>>,
+    /// Upserts: batches of one leaf merge one after the other, in the order sent.
+    pub turns: Arc<merge::Turns>,
 }
 
 /// Why one attempt at a batch failed.
@@ -244,7 +271,9 @@ async fn worker(
 ) -> Result<(), LoadError> {
     while let Ok(batch) = rx.recv_async().await {
         let began = std::time::Instant::now();
+        ctx.turns.wait(&batch).await;
         let result = commit_with_retries(&mut client, &batch, &tx, &ctx).await;
+        ctx.turns.finish(&batch);
         ctx.budget.release(batch.budget);
         match result {
             Ok(committed) => {
@@ -257,7 +286,7 @@ async fn worker(
                 if !gone.is_empty() {
                     let _ = tx.send(CopyOutcome::Vanished(gone));
                 }
-                let _ = tx.send(CopyOutcome::Loaded { rows: committed.rows, bytes: committed.bytes });
+                let _ = tx.send(CopyOutcome::Loaded { rows: committed.rows, bytes: committed.bytes, upsert: committed.upsert });
             }
             Err(e) => {
                 let _ = tx.send(CopyOutcome::Failed(e));
@@ -284,6 +313,7 @@ pub(crate) fn settle(batch: Batch, c: &Committed) -> Vec<BatchPart> {
 
 /// What a committed batch did.
 pub(crate) struct Committed {
+    pub(crate) upsert: super::UpsertCounts,
     rows: u64,
     bytes: u64,
     /// The parts whose leaf vanished (by index): nothing of them is committed.
@@ -304,7 +334,9 @@ pub(crate) async fn commit_with_retries(
     loop {
         let retry = backoff.attempts() > 0;
         match commit_batch(client, batch, tx, ctx, retry, &mut written).await {
-            Ok((rows, bytes, vanished)) => return Ok(Committed { rows, bytes, vanished, rejected: written.rows }),
+            Ok(Attempt { rows, bytes, vanished, upsert }) => {
+                return Ok(Committed { rows, bytes, vanished, rejected: written.rows, upsert });
+            }
             Err(AttemptError::Pg(e)) if retry::transient(&e) && backoff.elapsed() < ctx.retry_for => {
                 let _ = tx.send(CopyOutcome::Retrying {
                     message: format!("COPY into {}: {}; retrying", batch.label(), crate::exec::describe(&e)),
@@ -368,10 +400,10 @@ pub(crate) async fn commit_batch<C: Begin>(
     ctx: &WorkerCtx,
     retry: bool,
     written: &mut Written,
-) -> Result<(u64, u64, Vec<usize>), AttemptError> {
+) -> Result<Attempt, AttemptError> {
     let mut txn = client.begin().await?;
     if let Some(load_id) = &ctx.load_id
-        && let Err(e) = super::claim::fence(&txn, load_id, &ctx.owner).await?
+        && let Err(e) = super::claim::fence(&txn, load_id, &ctx.owner, ctx.owned).await?
     {
         // Another run of the load took it over: this run stops.
         return Err(AttemptError::Stop(e));
@@ -380,23 +412,33 @@ pub(crate) async fn commit_batch<C: Begin>(
         && let Some(load_id) = &ctx.load_id
         && let Some(rows) = super::journal::landed(&txn, load_id, &batch.batch_id).await?
     {
-        // The commit landed before the connection was lost.
-        return Ok((rows, batch.bytes(), Vec::new()));
+        // The commit landed before the connection was lost (an upsert's
+        // counts of it are lost with the connection: they count as unchanged).
+        let upsert = super::UpsertCounts { unchanged: rows, ..Default::default() };
+        return Ok(Attempt {
+            rows,
+            bytes: batch.bytes(),
+            vanished: Vec::new(),
+            upsert: if batch.merges() { upsert } else { Default::default() },
+        });
     }
     let mut loaded = 0u64;
+    let mut upsert = super::UpsertCounts::default();
     let mut rejected = Vec::new();
     let vanished = lock_targets(&txn, batch).await?;
-    for (index, part) in batch.parts.iter().enumerate() {
+    for index in batch.order() {
+        let part = &batch.parts[index];
         if vanished.contains(&index) {
             // Nothing of it is journaled: its rows are routed again.
             continue;
         }
         let before = rejected.len();
-        let rows = isolate::load_part(&mut txn, part, &mut rejected).await.map_err(|e| match e {
+        let (rows, counts) = isolate::load_part(&mut txn, part, &mut rejected).await.map_err(|e| match e {
             isolate::PartError::Pg(e) => AttemptError::Pg(e),
             isolate::PartError::Mismatch(e) => AttemptError::Stop(e),
         })?;
         loaded += rows;
+        upsert.add(counts);
         rejected[before..].iter_mut().for_each(|r| r.part = index);
         if let Some(load_id) = &ctx.load_id {
             super::journal::record(&txn, load_id, &batch.batch_id, part.claim(rows)).await?;
@@ -437,7 +479,16 @@ pub(crate) async fn commit_batch<C: Begin>(
     }
     txn.commit().await?;
     let sent = batch.parts.iter().enumerate().filter(|(i, _)| !vanished.contains(i)).map(|(_, p)| p.body.len() as u64).sum();
-    Ok((loaded, sent, vanished))
+    Ok(Attempt { rows: loaded, bytes: sent, vanished, upsert })
+}
+
+/// What one committed attempt at a batch did.
+pub(crate) struct Attempt {
+    pub rows: u64,
+    pub bytes: u64,
+    /// The parts whose target vanished (nothing of them is committed).
+    pub vanished: Vec<usize>,
+    pub upsert: super::UpsertCounts,
 }
 
 /// Locks every target of the batch as its COPY would (ROW EXCLUSIVE), so
@@ -471,6 +522,21 @@ async fn lock_targets(txn: &Transaction<'_>, batch: &Batch) -> Result<Vec<usize>
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Loads rows `a..b` of `part`: COPYs them into its target, or for an
+/// upsert stages and merges them; returns the rows taken and, for an
+/// upsert, what they did.
+pub(crate) async fn load_rows(
+    txn: &Transaction<'_>,
+    part: &BatchPart,
+    a: usize,
+    b: usize,
+) -> Result<(u64, super::UpsertCounts), tokio_postgres::Error> {
+    match &part.merge {
+        Some(plan) => merge::merge_rows(txn, part, plan, a, b).await,
+        None => Ok((copy_once(txn, part, a, b).await?, Default::default())),
     }
 }
 

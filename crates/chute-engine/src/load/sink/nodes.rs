@@ -238,9 +238,11 @@ fn clone_ctx(c: &WorkerCtx) -> WorkerCtx {
         target: c.target.clone(),
         load_id: c.load_id.clone(),
         owner: c.owner.clone(),
+        owned: c.owned,
         retry_for: c.retry_for,
         budget: c.budget.clone(),
         rejects: c.rejects.clone(),
+        turns: c.turns.clone(),
     }
 }
 
@@ -349,11 +351,13 @@ async fn answer(
     failed: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let (mut rows, mut sent, mut gone, mut error) = (0u64, 0u64, Vec::new(), None);
+    let mut upsert = crate::load::UpsertCounts::default();
     for w in waits {
         match w.await {
             Ok((batch, Ok(c))) => {
                 rows += c.rows;
                 sent += c.bytes;
+                upsert.add(c.upsert);
                 gone.extend(super::settle(batch, &c));
             }
             Ok((_, Err(e))) => {
@@ -373,6 +377,6 @@ async fn answer(
     }
     let _ = tx.send(match error {
         Some(e) => CopyOutcome::Failed(e),
-        None => CopyOutcome::Loaded { rows, bytes: sent },
+        None => CopyOutcome::Loaded { rows, bytes: sent, upsert },
     });
 }

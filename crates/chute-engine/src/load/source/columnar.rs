@@ -65,6 +65,7 @@ impl Emitter<'_> {
                 oversized: None,
                 ack: Some(AckRef::new(id, self.acks.clone())),
                 batch: Some(batch.slice(at, n)),
+                marks: None,
             };
             if self.out.send(chunk).is_err() {
                 return false;

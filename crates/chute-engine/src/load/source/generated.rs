@@ -33,6 +33,7 @@ impl Source for GenSource {
                 oversized: None,
                 ack,
                 batch: None,
+                marks: None,
             };
             if tx.send(chunk).is_err() {
                 break;

@@ -17,6 +17,7 @@ use super::model::Chunk;
 pub(crate) mod columnar;
 pub(crate) mod files;
 pub(crate) mod generated;
+pub mod kafka;
 
 /// Where a load's rows come from.
 ///

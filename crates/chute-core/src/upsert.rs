@@ -1,0 +1,349 @@
+//! Upserts: what a write does with a row whose key is already in the table,
+//! and the SQL that does it after the rows are staged.
+//!
+//! COPY has no `ON CONFLICT`, so a load that upserts COPYs each leaf's batch
+//! into a staging table of its session and merges it with one `INSERT …
+//! SELECT … ON CONFLICT` (see `chute-engine`'s merge sink). This module is
+//! the part of that which needs no server: the setting as it is stored
+//! ([`OnConflict`]), the statements ([`MergeSql`]), and how many times a key
+//! occurs in a batch ([`key_multiplicity`], [`order_by_key`]), which decides whether the batch
+//! merges in one statement or in rounds.
+//!
+//! Rows apply as if one by one in input order. `DO NOTHING` does that by
+//! itself when the staged rows are read in the order they were COPYed (a
+//! later duplicate conflicts with the row just inserted). `DO UPDATE` may not
+//! touch a row twice in one statement, so a batch whose keys repeat merges in
+//! rounds: round *k* takes the *k*-th occurrence of each key, in input order,
+//! so every round applies on top of the one before, `--update-if` included.
+
+use crate::ident::quote_ident;
+
+/// What happens to an incoming row whose conflict key is in the table already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConflictAction {
+    /// The row is refused, as COPY refuses it (a rejected row): no upsert.
+    Error,
+    /// The row already there stays.
+    Nothing,
+    /// The row already there takes the incoming row's values.
+    Update,
+}
+
+impl ConflictAction {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConflictAction::Error => "error",
+            ConflictAction::Nothing => "nothing",
+            ConflictAction::Update => "update",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ConflictAction> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "error" => Some(ConflictAction::Error),
+            "nothing" => Some(ConflictAction::Nothing),
+            "update" => Some(ConflictAction::Update),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ConflictAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An upsert as a load asks for it, or as a table keeps it
+/// (`chute.partition_config.on_conflict`, JSON).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OnConflict {
+    pub action: ConflictAction,
+    /// The columns whose values identify a row (default: the primary key,
+    /// or the table's one unique index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<Vec<String>>,
+    /// `Update`: the columns overwritten (default: every loaded column not in the key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_columns: Option<Vec<String>>,
+    /// `Update`: a row is overwritten only where this SQL condition holds
+    /// (`t` is the row in the table, `excluded` the incoming one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_if: Option<String>,
+    /// A table's setting: a `chute serve` request may choose another action
+    /// for its own rows (`on_conflict=…`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_request: bool,
+}
+
+impl OnConflict {
+    pub fn new(action: ConflictAction) -> OnConflict {
+        OnConflict { action, key: None, update_columns: None, update_if: None, per_request: false }
+    }
+
+    /// The setting in the words of the command line (`update on (a, b) if …`).
+    pub fn describe(&self) -> String {
+        let mut s = self.action.name().to_owned();
+        if let Some(k) = &self.key {
+            s.push_str(&format!(" on ({})", k.join(", ")));
+        }
+        if let Some(c) = &self.update_columns {
+            s.push_str(&format!(" set ({})", c.join(", ")));
+        }
+        if let Some(w) = &self.update_if {
+            s.push_str(&format!(" if {w}"));
+        }
+        s
+    }
+}
+
+/// The columns of one merge statement, quoted, and what the merge does.
+#[derive(Debug, Clone)]
+pub struct MergeSql {
+    pub action: ConflictAction,
+    /// The staging table, qualified and quoted (`pg_temp."chute_stage_0"`).
+    pub stage: String,
+    /// The loaded columns, in COPY order.
+    pub columns: Vec<String>,
+    pub key: Vec<String>,
+    /// `Update`: each overwritten column, and whether its type has an
+    /// equality (values of the others are compared as text).
+    pub update: Vec<(String, bool)>,
+    pub update_if: Option<String>,
+}
+
+/// Where the rows of one merge statement come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// Every staged row, in the order it was COPYed.
+    Stage,
+    /// The rows of round `$1` of the staged rows: the `$1`-th occurrence of
+    /// each key, in the order they were COPYed (the staging table is filled
+    /// in order; see the module's doc).
+    StageRound,
+    /// The rows of round `$1` of a table (a FROM item) that numbers them
+    /// itself in `column`.
+    Numbered { from: &'a str, column: &'a str },
+}
+
+impl MergeSql {
+    /// A name for the round number that no loaded column has.
+    fn round_column(&self) -> String {
+        let mut name = "chute_round".to_owned();
+        while self.columns.iter().any(|c| *c == quote_ident(&name)) {
+            name.push('_');
+        }
+        quote_ident(&name)
+    }
+
+    /// One statement that merges the rows of `source` into `target` (a
+    /// leaf, or a parent that routes: `leaf` false) and returns one row:
+    /// rows read (round sources; 0 for [`Source::Stage`], whose count the
+    /// COPY gave), rows inserted, rows updated (int8 each). Rows read and
+    /// neither inserted nor updated were left unchanged.
+    pub fn statement(&self, target: &str, leaf: bool, source: Source<'_>) -> String {
+        let cols = self.columns.join(", ");
+        let keys = self.key.join(", ");
+        let round = self.round_column();
+        let (src, src_sql, counted) = match source {
+            Source::Stage => (self.stage.clone(), String::new(), "0::int8".to_owned()),
+            Source::StageRound => (
+                "chute_src".to_owned(),
+                format!(
+                    "chute_src AS MATERIALIZED (SELECT {cols} FROM (SELECT {cols}, row_number() OVER (PARTITION BY {keys} ORDER BY ctid) AS {round} FROM {}) g WHERE {round} = $1), ",
+                    self.stage
+                ),
+                "(SELECT count(*) FROM chute_src)".to_owned(),
+            ),
+            Source::Numbered { from, column } => (
+                "chute_src".to_owned(),
+                format!("chute_src AS MATERIALIZED (SELECT {cols} FROM {from} WHERE {column} = $1), "),
+                "(SELECT count(*) FROM chute_src)".to_owned(),
+            ),
+        };
+        let insert = format!("INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM {src} s ON CONFLICT ({keys}) {}", self.action_sql());
+        match (self.action, leaf) {
+            (ConflictAction::Update, true) => format!(
+                "WITH {src_sql}chute_m AS ({insert} RETURNING t.xmax = 0 AS chute_new) \
+                 SELECT {counted}::int8, count(*) FILTER (WHERE chute_new)::int8, count(*) FILTER (WHERE NOT chute_new)::int8 FROM chute_m"
+            ),
+            // A partitioned table does not return system columns: the rows
+            // whose key is there already are counted first, in the
+            // statement's snapshot (exact but for writers of the same keys
+            // outside this load at the same moment).
+            (ConflictAction::Update, false) => {
+                let matches = self.key.iter().map(|k| format!("o.{k} = s.{k}")).collect::<Vec<_>>().join(" AND ");
+                format!(
+                    "WITH {src_sql}chute_old AS (SELECT count(*) AS n FROM {src} s WHERE EXISTS (SELECT 1 FROM {target} o WHERE {matches})), \
+                     chute_m AS ({insert} RETURNING 1) \
+                     SELECT {counted}::int8, ((SELECT count(*) FROM {src}) - (SELECT n FROM chute_old))::int8, \
+                            (count(*) - ((SELECT count(*) FROM {src}) - (SELECT n FROM chute_old)))::int8 FROM chute_m"
+                )
+            }
+            _ => format!("WITH {src_sql}chute_m AS ({insert} RETURNING 1) SELECT {counted}::int8, count(*)::int8, 0::int8 FROM chute_m"),
+        }
+    }
+
+    /// `DO NOTHING`, or `DO UPDATE SET … WHERE …`: an update only where the
+    /// condition holds and some overwritten value differs (a row that would
+    /// not change is left alone, and counted unchanged).
+    fn action_sql(&self) -> String {
+        if self.action != ConflictAction::Update || self.update.is_empty() {
+            return "DO NOTHING".to_owned();
+        }
+        let set = self.update.iter().map(|(c, _)| format!("{c} = excluded.{c}")).collect::<Vec<_>>().join(", ");
+        let differs = self
+            .update
+            .iter()
+            .map(|(c, eq)| {
+                if *eq {
+                    format!("t.{c} IS DISTINCT FROM excluded.{c}")
+                } else {
+                    format!("t.{c}::text IS DISTINCT FROM excluded.{c}::text")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        match &self.update_if {
+            // On lines of their own: a `--` comment in the condition ends with its line.
+            Some(cond) => format!("DO UPDATE SET {set} WHERE (\n{cond}\n) AND ({differs})"),
+            None => format!("DO UPDATE SET {set} WHERE {differs}"),
+        }
+    }
+}
+
+/// The most rows among `rows` (binary COPY rows: a field count, then each
+/// field's length and bytes) that share one value of the fields at
+/// `key_fields`: 1 when every key occurs once. Keys are compared byte for
+/// byte (NULL equal to NULL), which is the server's equality for the types
+/// whose binary form is canonical (integers, timestamps, dates, uuid, text
+/// under a deterministic collation, …). `None` when a row is malformed.
+pub fn key_multiplicity(rows: &[&[u8]], key_fields: &[usize]) -> Option<u32> {
+    order_by_key(rows, key_fields).map(|(_, most)| most)
+}
+
+/// The order in which to stage `rows` so that every session merging into
+/// a leaf takes the row locks of its keys in one global order (the key's
+/// bytes), which is what keeps concurrent upserts of overlapping keys from
+/// deadlocking; rows of one key keep their input order (the sort is
+/// stable). Also returns [`key_multiplicity`]'s answer, read off the runs
+/// of equal keys. `None` when a row is malformed.
+pub fn order_by_key(rows: &[&[u8]], key_fields: &[usize]) -> Option<(Vec<usize>, u32)> {
+    let mut ranges = Vec::new();
+    let mut keyed = Vec::with_capacity(rows.len());
+    for (i, row) in rows.iter().enumerate() {
+        keyed.push((key_of(row, key_fields, &mut ranges)?, i));
+    }
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut most = u32::from(!rows.is_empty());
+    let mut run = 1u32;
+    for w in keyed.windows(2) {
+        if w[0].0 == w[1].0 {
+            run += 1;
+            most = most.max(run);
+        } else {
+            run = 1;
+        }
+    }
+    Some((keyed.into_iter().map(|(_, i)| i).collect(), most))
+}
+
+/// The key fields of a row, as (length or -1, bytes) in key order.
+fn key_of<'r>(row: &'r [u8], key_fields: &[usize], ranges: &mut Vec<Option<(usize, usize)>>) -> Option<Vec<Option<&'r [u8]>>> {
+    crate::rowenc::field_ranges(row, ranges)?;
+    key_fields.iter().map(|&f| ranges.get(f).copied().map(|r| r.map(|(s, l)| &row[s..s + l]))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(fields: &[Option<&[u8]>]) -> Vec<u8> {
+        let mut r = (fields.len() as i16).to_be_bytes().to_vec();
+        for f in fields {
+            match f {
+                Some(v) => {
+                    r.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                    r.extend_from_slice(v);
+                }
+                None => r.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn multiplicity_counts_byte_equal_keys_nulls_included() {
+        let rows = [
+            row(&[Some(b"a"), Some(b"1"), Some(b"x")]),
+            row(&[Some(b"a"), Some(b"2"), Some(b"x")]),
+            row(&[Some(b"a"), Some(b"1"), Some(b"y")]),
+            row(&[None, Some(b"1"), Some(b"y")]),
+            row(&[None, Some(b"1"), Some(b"z")]),
+            row(&[Some(b"a"), Some(b"1"), Some(b"z")]),
+        ];
+        let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+        // Key (0, 1): ("a","1") three times.
+        assert_eq!(key_multiplicity(&refs, &[0, 1]), Some(3));
+        // Key (1, 2): every pair once but ("1","y") twice (NULL is not a key field here).
+        assert_eq!(key_multiplicity(&refs, &[1, 2]), Some(2));
+        // Key (2, 0): (x, a) twice; (y, NULL) and (z, NULL) differ from (y, a) and (z, a).
+        assert_eq!(key_multiplicity(&refs, &[2, 0]), Some(2));
+        assert_eq!(key_multiplicity(&refs[2..], &[2, 0]), Some(1));
+        assert_eq!(key_multiplicity(&[], &[0]), Some(0));
+        assert_eq!(key_multiplicity(&[&[0, 1, 0][..]], &[0]), None, "a malformed row");
+        // A length that differs is a different key even where the bytes start alike.
+        let (a, b) = (row(&[Some(b"ab")]), row(&[Some(b"a")]));
+        assert_eq!(key_multiplicity(&[&a, &b], &[0]), Some(1));
+        // Sorted by key, rows of one key in input order.
+        let (order, most) = order_by_key(&refs, &[0, 1]).unwrap();
+        assert_eq!(most, 3);
+        assert_eq!(order, vec![3, 4, 0, 2, 5, 1], "NULL first, then (a,1) rows in input order, then (a,2)");
+    }
+
+    fn sql(action: ConflictAction, update_if: Option<&str>) -> MergeSql {
+        MergeSql {
+            action,
+            stage: "pg_temp.\"chute_stage_0\"".into(),
+            columns: vec!["\"time\"".into(), "\"dev\"".into(), "\"v\"".into(), "\"doc\"".into()],
+            key: vec!["\"dev\"".into(), "\"time\"".into()],
+            update: vec![("\"v\"".into(), true), ("\"doc\"".into(), false)],
+            update_if: update_if.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn statements_name_every_column_and_keep_the_condition_on_its_own_lines() {
+        let s = sql(ConflictAction::Update, Some("excluded.v > t.v -- newest")).statement("\"m_1\"", true, Source::Stage);
+        assert!(s.contains("INSERT INTO \"m_1\" AS t (\"time\", \"dev\", \"v\", \"doc\") SELECT \"time\", \"dev\", \"v\", \"doc\" FROM pg_temp.\"chute_stage_0\" s ON CONFLICT (\"dev\", \"time\") DO UPDATE SET \"v\" = excluded.\"v\", \"doc\" = excluded.\"doc\" WHERE (\nexcluded.v > t.v -- newest\n) AND (t.\"v\" IS DISTINCT FROM excluded.\"v\" OR t.\"doc\"::text IS DISTINCT FROM excluded.\"doc\"::text)"), "{s}");
+        assert!(s.contains("RETURNING t.xmax = 0"), "{s}");
+        let p = sql(ConflictAction::Update, None).statement("\"m\"", false, Source::StageRound);
+        assert!(!p.contains("xmax"), "a parent returns no system column: {p}");
+        assert!(p.contains("row_number() OVER (PARTITION BY \"dev\", \"time\" ORDER BY ctid) AS \"chute_round\""), "{p}");
+        assert!(p.contains("o.\"dev\" = s.\"dev\" AND o.\"time\" = s.\"time\""), "{p}");
+        let n = sql(ConflictAction::Nothing, None).statement("\"m_1\"", true, Source::Numbered { from: "pg_temp.d", column: "n" });
+        assert!(n.contains("ON CONFLICT (\"dev\", \"time\") DO NOTHING RETURNING 1"), "{n}");
+        assert!(n.contains("FROM pg_temp.d WHERE n = $1"), "{n}");
+    }
+
+    #[test]
+    fn the_round_column_is_not_a_loaded_column() {
+        let mut m = sql(ConflictAction::Update, None);
+        m.columns.push("\"chute_round\"".into());
+        assert_eq!(m.round_column(), "\"chute_round_\"");
+    }
+
+    #[test]
+    fn a_setting_reads_back_and_describes_itself() {
+        let mut o = OnConflict::new(ConflictAction::Update);
+        o.key = Some(vec!["dev".into(), "time".into()]);
+        o.update_if = Some("excluded.v > t.v".into());
+        let json = serde_json::to_string(&o).unwrap();
+        assert_eq!(json, r#"{"action":"update","key":["dev","time"],"update_if":"excluded.v > t.v"}"#);
+        assert_eq!(serde_json::from_str::<OnConflict>(&json).unwrap(), o);
+        assert_eq!(o.describe(), "update on (dev, time) if excluded.v > t.v");
+        assert_eq!(ConflictAction::parse(" Nothing "), Some(ConflictAction::Nothing));
+        assert_eq!(ConflictAction::parse("ignore"), None);
+    }
+}

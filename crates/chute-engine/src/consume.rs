@@ -1,0 +1,441 @@
+//! `chute consume`: Kafka topics into a table, exactly once, without Kafka
+//! transactions.
+//!
+//! A consumer joins its group and loads the partitions the group gives it
+//! as one load ([`LoadInput::Kafka`]): each partition is an input of the
+//! load's journal (`journal::shared_inputs` numbers them) and a message's
+//! offset is where its rows are, so every batch records the offsets it
+//! holds in the transaction of its rows. A run reads each partition from the
+//! journal's position, never from the group's offsets, and skips what a
+//! leaf already holds; the group's offsets are committed after a run only
+//! so that lag tools see them. Each rebalance of the group ends the run
+//! (its batches in flight finish, or fail if another consumer took their
+//! partitions over: see `claim::fence`) and the next run takes the new
+//! assignment from the journal again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::load::source::kafka::{KafkaConsumer, KafkaPart, KafkaRun, Watch};
+use crate::load::{InputFormat, LoadError, LoadInput, LoadProgress, LoadSpec, journal};
+
+/// Everything a consumer needs, validated.
+#[derive(Debug, Clone)]
+pub struct ConsumeSpec {
+    /// The load each run makes: table, server, batching, rejects, stop flag
+    /// (its input is set per run).
+    pub load: LoadSpec,
+    pub brokers: String,
+    pub topics: Vec<String>,
+    pub group: String,
+    pub format: InputFormat,
+    /// Stop once every partition reached the end it had at start.
+    pub until_end: bool,
+    /// librdkafka settings (TLS, SASL, timeouts), applied after chute's own.
+    pub kafka_options: Vec<(String, String)>,
+    /// A partition's messages are sent after waiting this long (default 200 ms).
+    pub flush_after: Duration,
+    /// Columns filled from each message's key, headers and timestamp (JSON messages).
+    pub fields: crate::load::source::kafka::MessageFields,
+    /// Serve `GET /metrics` (Prometheus text) here.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Rejected messages go to this topic (with their partition, offset and reason) instead of the reject file.
+    pub dead_letter_topic: Option<String>,
+}
+
+/// What a consumer did, over all its runs.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ConsumeReport {
+    pub load_id: String,
+    pub rows_loaded: u64,
+    pub rows_skipped: u64,
+    pub rows_rejected: u64,
+    pub bytes_read: u64,
+    pub seconds: f64,
+    /// Runs: one per assignment the group gave this consumer.
+    pub runs: u64,
+    pub interrupted: bool,
+    pub reject_limit_exceeded: bool,
+    pub reject_file: Option<String>,
+    /// Every partition of the topics and where it is committed through (its next offset).
+    pub positions: Vec<Position>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Position {
+    pub partition: String,
+    pub offset: u64,
+}
+
+/// The journal's name for a consumer group's load of `topics` into `table`.
+pub fn load_id(group: &str, topics: &[String], table: &str) -> String {
+    format!("kafka:{group}:{}:{table}", topics.join(","))
+}
+
+/// Consumes until stopped (or, with `until_end`, until every partition
+/// reached the end it had at start).
+pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<ConsumeReport, LoadError> {
+    let began = Instant::now();
+    if !spec.fields.is_empty() && spec.format != InputFormat::Jsonl {
+        return Err(setup("the message's key, headers and timestamp fill columns of JSON messages only".into()));
+    }
+    let metrics = match spec.metrics_listen {
+        Some(addr) => Some(serve_metrics(addr).await?),
+        None => None,
+    };
+    let consumer = Arc::new(connect(&spec)?);
+    let dead_letter = match &spec.dead_letter_topic {
+        Some(topic) => Some(dead_letter(&spec, topic)?),
+        None => None,
+    };
+    let parts = {
+        let (c, topics) = (consumer.clone(), spec.topics.clone());
+        tokio::task::spawn_blocking(move || partitions(&c, &topics)).await.map_err(|e| setup(format!("reading the topics: {e}")))??
+    };
+    let table = spec.load.table.to_string();
+    let id = spec.load.load_id.clone().unwrap_or_else(|| load_id(&spec.group, &spec.topics, &table));
+    let names: Vec<String> = parts.iter().map(|(t, p)| format!("{t}/{p}")).collect();
+    let numbers = {
+        let mut client = crate::retry::connect(&spec.load.target, spec.load.retry_for, |_| {}).await?;
+        journal::shared_inputs(&mut client, &id, &table, &spec.topics.join(", "), &names).await?
+    };
+    let mut by_number = vec![String::new(); numbers.iter().max().map_or(0, |m| *m as usize + 1)];
+    for (n, name) in numbers.iter().zip(&names) {
+        by_number[*n as usize] = name.clone();
+    }
+    let number: HashMap<(String, i32), u32> = parts.iter().cloned().zip(numbers.iter().copied()).collect();
+    let ends: HashMap<(String, i32), i64> = if spec.until_end {
+        let (c, parts) = (consumer.clone(), parts.clone());
+        tokio::task::spawn_blocking(move || high_watermarks(&c, &parts))
+            .await
+            .map_err(|e| setup(format!("reading the topics' ends: {e}")))??
+    } else {
+        HashMap::new()
+    };
+    let topics: Vec<&str> = spec.topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&topics).map_err(crate::load::source::kafka::kafka_error)?;
+    let mut report = ConsumeReport { load_id: id.clone(), ..Default::default() };
+    // Partitions found at their end, by a run or before one.
+    let mut finished: std::collections::HashSet<u32> = std::collections::HashSet::new();
+    loop {
+        let Some((generation, assigned)) = wait_for_assignment(&consumer, &spec).await else { break };
+        let parts: Vec<KafkaPart> = assigned
+            .iter()
+            .filter_map(|(t, p)| {
+                let input = *number.get(&(t.clone(), *p))?;
+                Some(KafkaPart { input, topic: t.clone(), partition: *p, until: ends.get(&(t.clone(), *p)).copied() })
+            })
+            .filter(|p| !finished.contains(&p.input))
+            .collect();
+        if spec.until_end && parts.is_empty() {
+            break;
+        }
+        let mut run = KafkaRun::new(consumer.clone(), parts.clone(), by_number.clone(), generation, spec.flush_after);
+        run.fields = Arc::new(spec.fields.clone());
+        run.dead_letter = dead_letter.clone();
+        let rebalanced = run.rebalanced.clone();
+        let mut load = spec.load.clone();
+        load.input = LoadInput::Kafka { run: run.clone(), format: spec.format };
+        load.load_id = Some(id.clone());
+        report.runs += 1;
+        let keeper = tokio::spawn(keep_positions(run.clone(), spec.load.target.clone(), id.clone(), parts.clone()));
+        let outcome = crate::load::run(load, &mut Counting { inner: &mut *progress, last: Default::default() }).await;
+        keeper.abort();
+        // Every acknowledgement has fired once the load returned: how far each partition got is final.
+        let settling = run.clone();
+        let _ = tokio::task::spawn_blocking(move || settling.settle()).await;
+        let through = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(owner) = run.owner.get() {
+            let at: Vec<(u32, u64)> = through.iter().map(|(i, o)| (*i, *o)).collect();
+            if let Ok(client) = crate::retry::connect(&spec.load.target, Duration::from_secs(10), |_| {}).await {
+                let _ = journal::advance(&client, &id, owner, &at).await;
+            }
+        }
+        commit_to_group(&consumer, &parts, &through, CommitMode::Sync);
+        let moved = rebalanced.load(Ordering::SeqCst) || consumer.context().generation.load(Ordering::SeqCst) != generation;
+        let r = match outcome {
+            Ok(r) => r,
+            // Another consumer took partitions over while batches were in flight: they load them.
+            Err(e) if moved => {
+                progress.notice(&format!("the group was rebalanced: {e}"));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        report.rows_loaded += r.stats.rows_loaded;
+        report.rows_skipped += r.stats.rows_skipped;
+        report.rows_rejected += r.stats.rows_rejected;
+        report.bytes_read += r.stats.bytes_read;
+        report.reject_file = r.reject_file.clone().or(report.reject_file.take());
+        for p in &parts {
+            let at = through.get(&p.input).copied().or_else(|| r.committed_through.get(p.input as usize).map(|t| t.byte));
+            if let (Some(at), Some(u)) = (at, p.until)
+                && at as i64 >= u
+            {
+                finished.insert(p.input);
+            }
+        }
+        if r.reject_limit_exceeded {
+            report.reject_limit_exceeded = true;
+            break;
+        }
+        if r.interrupted || spec.load.cancel.load(Ordering::SeqCst) {
+            report.interrupted = true;
+            break;
+        }
+        if spec.until_end && parts.iter().all(|p| finished.contains(&p.input)) && !moved {
+            break;
+        }
+    }
+    report.interrupted |= spec.load.cancel.load(Ordering::SeqCst);
+    if let Some(m) = metrics {
+        m.abort();
+    }
+    consumer.unsubscribe();
+    let client = crate::retry::connect(&spec.load.target, spec.load.retry_for, |_| {}).await?;
+    report.positions =
+        journal::positions(&client, &id).await?.into_iter().map(|(partition, offset)| Position { partition, offset }).collect();
+    report.seconds = began.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn setup(message: String) -> LoadError {
+    LoadError::Setup(message)
+}
+
+/// The consumer, with chute's settings and then the user's.
+fn connect(spec: &ConsumeSpec) -> Result<KafkaConsumer, LoadError> {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &spec.brokers)
+        .set("group.id", &spec.group)
+        // Offsets live in chute's journal; the group's are written after, for lag tools.
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "true")
+        // Fetched messages wait in librdkafka's queue: bounded, so a slow server pauses fetching.
+        .set("queued.max.messages.kbytes", ((spec.load.memory_budget / 4) >> 10).clamp(1024, 1 << 20).to_string());
+    for (k, v) in &spec.kafka_options {
+        config.set(k, v);
+    }
+    config.create_with_context(Watch::default()).map_err(|e| setup(format!("cannot make a Kafka consumer: {}", redact(&e.to_string()))))
+}
+
+/// The dead-letter topic's producer (idempotent: a retry writes a message once).
+fn dead_letter(spec: &ConsumeSpec, topic: &str) -> Result<Arc<dyn crate::load::rejects::DeadLetter>, LoadError> {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", &spec.brokers).set("enable.idempotence", "true").set("linger.ms", "5");
+    for (k, v) in &spec.kafka_options {
+        // The consumer's own settings are not the producer's.
+        if !k.starts_with("group.") && !k.starts_with("session.") && !k.starts_with("heartbeat.") && !k.contains("offset") {
+            config.set(k, v);
+        }
+    }
+    let producer =
+        config.create().map_err(|e| setup(format!("cannot make the dead-letter topic's producer: {}", redact(&e.to_string()))))?;
+    Ok(Arc::new(crate::load::source::kafka::DeadLetterTopic { producer, topic: topic.to_owned() }))
+}
+
+/// A librdkafka message with any secret it may quote blanked out.
+fn redact(message: &str) -> String {
+    message
+        .split_inclusive(|c: char| c.is_whitespace() || c == ',')
+        .map(|w| if w.contains("password") || w.contains("secret") { "[redacted] " } else { w })
+        .collect()
+}
+
+/// Every partition of `topics`; a topic the brokers do not have is refused.
+fn partitions(consumer: &KafkaConsumer, topics: &[String]) -> Result<Vec<(String, i32)>, LoadError> {
+    let mut out = Vec::new();
+    for topic in topics {
+        let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).map_err(|e| {
+            let why = consumer.context().last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            setup(format!(
+                "cannot read topic {topic:?} from the brokers: {e}{}; check --brokers and the TLS and SASL settings",
+                why.map(|w| format!(" ({w})")).unwrap_or_default()
+            ))
+        })?;
+        let t = md.topics().iter().find(|t| t.name() == topic);
+        match t {
+            Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
+                let mut ps: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
+                ps.sort_unstable();
+                out.extend(ps.into_iter().map(|p| (topic.clone(), p)));
+            }
+            _ => {
+                return Err(setup(format!(
+                    "topic {topic:?} does not exist on the brokers (or this client may not read it): create it first, \
+                     e.g. kafka-topics.sh --create --topic {topic} --partitions 6"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn high_watermarks(consumer: &KafkaConsumer, parts: &[(String, i32)]) -> Result<HashMap<(String, i32), i64>, LoadError> {
+    let mut out = HashMap::new();
+    for (t, p) in parts {
+        let (_, high) =
+            consumer.fetch_watermarks(t, *p, Duration::from_secs(30)).map_err(|e| setup(format!("cannot read where {t}/{p} ends: {e}")))?;
+        out.insert((t.clone(), *p), high);
+    }
+    Ok(out)
+}
+
+/// Polls the group until it gives this consumer partitions (the messages
+/// polled meanwhile are read again by the run). `None`: stopped.
+async fn wait_for_assignment(consumer: &Arc<KafkaConsumer>, spec: &ConsumeSpec) -> Option<(u64, Vec<(String, i32)>)> {
+    let cancel = spec.load.cancel.clone();
+    let c = consumer.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut settled: Option<(u64, Instant)> = None;
+        loop {
+            if cancel.load(Ordering::SeqCst) {
+                return None;
+            }
+            let _ = c.poll(Duration::from_millis(100));
+            let generation = c.context().generation.load(Ordering::SeqCst);
+            let assigned = c.context().assigned.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if assigned.is_empty() {
+                settled = None;
+                continue;
+            }
+            // The same assignment for a moment: the rebalance is over.
+            match settled {
+                Some((g, since)) if g == generation && since.elapsed() >= Duration::from_millis(200) => {
+                    return Some((generation, assigned));
+                }
+                Some((g, _)) if g == generation => {}
+                _ => settled = Some((generation, Instant::now())),
+            }
+        }
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// Tells the group how far the run's partitions are committed (for lag
+/// tools only: chute reads its own positions from the journal).
+fn commit_to_group(consumer: &KafkaConsumer, parts: &[KafkaPart], through: &HashMap<u32, u64>, mode: CommitMode) {
+    let mut tpl = TopicPartitionList::new();
+    for p in parts {
+        if let Some(at) = through.get(&p.input)
+            && *at > 0
+        {
+            let _ = tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(*at as i64));
+        }
+    }
+    if tpl.count() > 0 {
+        // A partition another consumer has now is refused by the group: nothing lost, its owner commits it.
+        let _ = consumer.commit(&tpl, mode);
+    }
+}
+
+/// While a run goes on: five times a second, moves the journal's positions of its
+/// partitions on to where they are committed (so a restart after a kill
+/// reads little again) and commits them to the group (so lag tools see them).
+async fn keep_positions(run: KafkaRun, target: crate::ConnectOptions, id: String, parts: Vec<KafkaPart>) {
+    let mut last: HashMap<u32, u64> = HashMap::new();
+    let mut client: Option<tokio_postgres::Client> = None;
+    for tick in 0u64.. {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if tick % 5 == 0 {
+            lag(&run, &parts).await;
+        }
+        let Some(owner) = run.owner.get() else { continue };
+        let now = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if now == last {
+            continue;
+        }
+        if client.as_ref().is_none_or(|c| c.is_closed()) {
+            client = target.connect().await.ok();
+        }
+        let Some(c) = &client else { continue };
+        let at: Vec<(u32, u64)> = now.iter().map(|(i, o)| (*i, *o)).collect();
+        if journal::advance(c, &id, owner, &at).await.is_ok() {
+            commit_to_group(&run.consumer, &parts, &now, CommitMode::Async);
+            last = now;
+        }
+    }
+}
+
+/// The lag of each partition of the run (its end offset minus where it is
+/// committed through), as the gauge `chute_consume_lag{partition}`.
+async fn lag(run: &KafkaRun, parts: &[KafkaPart]) {
+    let (consumer, parts) = (run.consumer.clone(), parts.to_vec());
+    let through = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        for p in &parts {
+            if let Ok((_, high)) = consumer.fetch_watermarks(&p.topic, p.partition, Duration::from_secs(1)) {
+                let at = through.get(&p.input).copied().unwrap_or(0) as i64;
+                ::metrics::gauge!("chute_consume_lag", "partition" => format!("{}/{}", p.topic, p.partition))
+                    .set((high - at).max(0) as f64);
+            }
+        }
+    })
+    .await;
+}
+
+/// A load's progress, passed on, counted into `chute_consume_rows_total`,
+/// `chute_consume_bytes_total` and `chute_consume_rejects_total`.
+struct Counting<'a> {
+    inner: &'a mut dyn LoadProgress,
+    last: crate::load::LoadStats,
+}
+
+impl LoadProgress for Counting<'_> {
+    fn update(&mut self, stats: &crate::load::LoadStats) {
+        ::metrics::counter!("chute_consume_rows_total").increment(stats.rows_loaded.saturating_sub(self.last.rows_loaded));
+        ::metrics::counter!("chute_consume_bytes_total").increment(stats.bytes_read.saturating_sub(self.last.bytes_read));
+        ::metrics::counter!("chute_consume_rejects_total").increment(stats.rows_rejected.saturating_sub(self.last.rows_rejected));
+        self.last = stats.clone();
+        self.inner.update(stats);
+    }
+
+    fn notice(&mut self, message: &str) {
+        self.inner.notice(message);
+    }
+}
+
+/// `GET /metrics` on `addr`: the process's metrics as Prometheus text
+/// (the consumer's, and each batch's commit time, `chute_batch_commit_seconds`).
+async fn serve_metrics(addr: std::net::SocketAddr) -> Result<tokio::task::JoinHandle<()>, LoadError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let metrics = crate::serve::metrics::Metrics::new();
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| setup(format!("cannot listen on {addr} for /metrics: {e}")))?;
+    let metrics = Arc::new(metrics);
+    Ok(tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 << 10 {
+                    match tokio::time::timeout(Duration::from_secs(10), conn.read(&mut buf)).await {
+                        Ok(Ok(n)) if n > 0 => head.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let (status, body) = if head.starts_with(b"GET /metrics ") || head.starts_with(b"GET /metrics?") {
+                    ("200 OK", metrics.render())
+                } else {
+                    ("404 Not Found", "GET /metrics\n".to_owned())
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+            });
+        }
+    }))
+}
