@@ -301,22 +301,50 @@ async fn until_node_has_rows(s: &Setup, i: usize) {
     }
 }
 
+/// A distributed table `m` on three nodes, a file of `rows` rows for it, and
+/// the command that loads it with `--retry-for retry_for` and one worker.
+struct NodeOutage {
+    s: Setup,
+    _dir: tempfile::TempDir,
+    file: std::path::PathBuf,
+    rows: u64,
+}
+
+impl NodeOutage {
+    async fn start(rows: u64) -> NodeOutage {
+        let s = Setup::start().await;
+        s.init();
+        s.distribute("m", "3");
+        let dir = open_tempdir();
+        let file = dir.path().join("m.csv");
+        write_rows(&file, rows);
+        NodeOutage { s, _dir: dir, file, rows }
+    }
+
+    fn load(&self, retry_for: &str) -> std::process::Command {
+        let mut cmd = chute();
+        cmd.args(["--url", &self.s.url, "load", "m"]).arg(&self.file).args([
+            "--columns",
+            "time,dev_id,v",
+            "--retry-for",
+            retry_for,
+            "--workers",
+            "1",
+        ]);
+        cmd
+    }
+
+    fn spawn(&self, retry_for: &str) -> std::process::Child {
+        self.load(retry_for).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+    }
+}
+
 #[tokio::test]
 async fn a_node_down_longer_than_retry_for_ends_the_load_and_the_rerun_loads_the_rest_once() {
-    let s = Setup::start().await;
-    s.init();
-    s.distribute("m", "3");
-    let dir = open_tempdir();
-    let file = dir.path().join("m.csv");
-    let rows = 2_000_000;
-    write_rows(&file, rows);
-    let load = || {
-        let mut cmd = chute();
-        cmd.args(["--url", &s.url, "load", "m"]).arg(&file).args(["--columns", "time,dev_id,v", "--retry-for", "5s", "--workers", "1"]);
-        cmd
-    };
-    let child = load().stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    until_node_has_rows(&s, 1).await;
+    let o = NodeOutage::start(2_000_000).await;
+    let (s, rows) = (&o.s, o.rows);
+    let child = o.spawn("5s");
+    until_node_has_rows(s, 1).await;
     s.nodes[1].cluster.stop(StopMode::Fast).unwrap();
     // The load gives up once --retry-for is over (a stall would never end).
     let out = exit_within(child, Duration::from_secs(180), "the load with a node down");
@@ -325,7 +353,7 @@ async fn a_node_down_longer_than_retry_for_ends_the_load_and_the_rerun_loads_the
     let error = &err[err.find("chute: error").unwrap_or_else(|| panic!("no error: {err}"))..];
     assert!(error.contains("run the same command again"), "the error does not say what to do: {err}");
     s.nodes[1].cluster.start().unwrap();
-    let (out, _) = run_expect(&mut load(), 0);
+    let (out, _) = run_expect(&mut o.load("5s"), 0);
     assert!(out.contains("rows loaded"), "{out}");
     let c = s.coordinator().await;
     assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64);
@@ -334,25 +362,13 @@ async fn a_node_down_longer_than_retry_for_ends_the_load_and_the_rerun_loads_the
 
 #[tokio::test]
 async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
-    let s = Setup::start().await;
-    s.init();
-    s.distribute("m", "3");
-    let dir = open_tempdir();
-    let file = dir.path().join("m.csv");
-    let rows = 2_000_000;
-    write_rows(&file, rows);
-    let mut child = chute()
-        .args(["--url", &s.url, "load", "m"])
-        .arg(&file)
-        .args(["--columns", "time,dev_id,v", "--retry-for", "120s", "--workers", "1"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let o = NodeOutage::start(2_000_000).await;
+    let (s, rows) = (&o.s, o.rows);
+    let mut child = o.spawn("120s");
     let mut said = Lines::new(child.stderr.take().unwrap());
     // Wait until node 2 has some rows, then stop it.
     let c = s.coordinator().await;
-    until_node_has_rows(&s, 1).await;
+    until_node_has_rows(s, 1).await;
     // The load holds the shard map: the nodes cannot change under it.
     let mut again = chute();
     again.args(["cluster", "init", "--coordinator", &s.url]);
@@ -379,7 +395,7 @@ async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("retrying"), "the node was not stopped while the load ran: {err}");
     assert_eq!(count(&c, "SELECT count(*) FROM m").await, rows as i64, "{err}");
-    let counts = node_counts(&s).await;
+    let counts = node_counts(s).await;
     assert_eq!(counts.iter().flat_map(|m| m.values()).sum::<i64>(), rows as i64);
     // No row twice: distinct rows equal rows.
     assert_eq!(count(&c, "SELECT count(DISTINCT (time, dev_id, v)) FROM m").await, rows as i64);

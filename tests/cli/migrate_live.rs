@@ -23,8 +23,41 @@ type PhaseFigures<'a> = HashMap<&'a str, (i64, i64, f64)>;
 
 /// The lock settings the test fixture raises for its shared clusters, at
 /// PostgreSQL's defaults.
-const DEFAULT_LOCKS: &[(&str, &str)] =
-    &[("max_locks_per_transaction", "64"), ("max_connections", "100"), ("max_prepared_transactions", "0")];
+/// `log_lock_waits` logs every lock wait that reaches `deadlock_timeout`
+/// (1 s, the `--lock-timeout` below) with the waiting statement: the test
+/// reads lock waits from the server, not from the wall clock, which a
+/// busy machine stretches without any lock being involved.
+const DEFAULT_LOCKS: &[(&str, &str)] = &[
+    ("max_locks_per_transaction", "64"),
+    ("max_connections", "100"),
+    ("max_prepared_transactions", "0"),
+    ("log_lock_waits", "on"),
+    ("deadlock_timeout", "'1s'"),
+];
+
+/// The statements that waited at least `deadlock_timeout` for a lock, as
+/// the server logged them ("process N still waiting for ... after ... ms",
+/// then the statement).
+fn long_lock_waits(log: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = log.lines().collect();
+    let mut waits = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if !line.contains("still waiting for") {
+            continue;
+        }
+        let statement =
+            lines[i + 1..].iter().take(4).find_map(|l| l.split_once("STATEMENT:").map(|(_, s)| s.trim().to_string())).unwrap_or_default();
+        waits.push((line.to_string(), statement));
+    }
+    waits
+}
+
+/// The workload's own writes (crates/chute-bench/src/simulate/ops.rs), not
+/// the copies and DDL of the migration.
+fn is_workload_write(statement: &str) -> bool {
+    (statement.starts_with("INSERT") && statement.contains("RETURNING id::int8"))
+        || (statement.starts_with("UPDATE") && statement.contains("SET status ="))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_year_of_daily_history_is_split_under_the_workload_on_default_lock_settings() {
@@ -93,10 +126,17 @@ async fn a_year_of_daily_history_is_split_under_the_workload_on_default_lock_set
     println!("{st}");
     let status: serde_json::Value = serde_json::from_str(&st).unwrap();
 
-    for k in ["insert", "update"] {
-        let max = all["ops"][k]["max_ms"].as_f64().unwrap();
-        assert!(max < 1000.0, "the slowest {k} took {max:.0} ms, past --lock-timeout 1s: {by_phase:?}");
+    // No write of the workload waited for a lock as long as --lock-timeout.
+    // The slowest operations printed above include CPU time on a shared
+    // machine; the server's log counts only the waiting.
+    let log_path = cluster.cluster.log_file();
+    let log = std::fs::read_to_string(&log_path).unwrap_or_else(|e| panic!("cannot read {}: {e}", log_path.display()));
+    let waits = long_lock_waits(&log);
+    for (wait, statement) in &waits {
+        println!("lock wait: {wait}\n    {statement}");
     }
+    let blocked: Vec<_> = waits.iter().filter(|(_, s)| is_workload_write(s)).collect();
+    assert!(blocked.is_empty(), "writes waited for a lock 1 s or longer (--lock-timeout 1s): {blocked:#?}\n{by_phase:?}");
     // The split's largest transaction fitted its share of the lock table.
     assert_eq!(status["phase"], "done", "{st}");
     let most = status["max_step_locks"].as_i64().unwrap();
