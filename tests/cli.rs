@@ -15,6 +15,8 @@ mod bench;
 mod bench_report;
 #[path = "cli/cluster.rs"]
 mod cluster;
+#[path = "cli/columnar.rs"]
+mod columnar;
 #[path = "cli/conninfo.rs"]
 mod conninfo;
 #[path = "cli/consume.rs"]
@@ -55,6 +57,8 @@ mod migrate_status;
 mod partition;
 #[path = "cli/privileges.rs"]
 mod privileges;
+#[path = "cli/python.rs"]
+mod python;
 #[path = "cli/readme.rs"]
 mod readme;
 #[path = "cli/readme_tls.rs"]

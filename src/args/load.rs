@@ -98,12 +98,20 @@ pub struct LoadArgs {
     /// positional argument is a file: the tables come from the file.
     #[arg(required_unless_present_any = ["status", "forget", "forget_done_before", "generate"])]
     pub table: Option<String>,
-    /// Input files (plain, .gz or .zst); `-` or nothing reads stdin.
+    /// Input files (plain, .gz or .zst; Parquet, Arrow IPC); `-` or nothing reads stdin.
     #[arg(conflicts_with = "generate")]
     pub files: Vec<String>,
-    /// Input format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Csv)]
-    pub format: FormatArg,
+    /// Input format [default: parquet or arrow when every file's name ends
+    /// so (.parquet, .pq; .arrow, .feather, .arrows, .ipc), else csv].
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Parquet and Arrow: make TABLE from the data's schema if it does not
+    /// exist (with --key and --interval: partitioned, as chute partition create).
+    #[arg(long)]
+    pub create: bool,
+    /// With --create: the partition key column.
+    #[arg(long, value_name = "COLUMN", requires = "create")]
+    pub key: Option<String>,
     /// The first line is a header (csv, text).
     #[arg(long)]
     pub header: bool,
@@ -207,7 +215,7 @@ pub struct LoadArgs {
     /// Keep retrying a lost connection or a restarted server this long.
     #[arg(long, default_value = "5min", value_name = "DURATION", value_parser = values::duration)]
     pub retry_for: Duration,
-    /// tsbs: partition each measurement table by time with this interval.
+    /// tsbs, and --create: partition each table by time with this interval.
     #[arg(long, value_name = "INTERVAL", value_parser = values::interval)]
     pub interval: Option<Span>,
     /// Send rows that have waited this long without filling a batch (a live
@@ -264,6 +272,10 @@ pub enum FormatArg {
     Jsonl,
     /// Time Series Benchmark Suite files (tags + one table per measurement).
     Tsbs,
+    /// Parquet files (columns matched to the table's by name).
+    Parquet,
+    /// Arrow IPC files and streams (.arrow, .feather; `-`: a stream on stdin).
+    Arrow,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

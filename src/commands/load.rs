@@ -15,6 +15,9 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     // Everything about the input is checked before a server is chosen (and perhaps started).
     let plan = settings::load::plan(&a)?;
     let spec = plan.spec(settings::target(conn)?, &a);
+    if a.create {
+        create(&spec, &a).await?;
+    }
     let mut reporter = LoadReporter::new(a.json, spec.report_every, a.rates_csv.as_deref())?;
     // A signal: in-flight batches finish, the rest is left for a resume. A
     // second one stops at once: what is not committed rolls back with the
@@ -57,6 +60,27 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Ok
     })
+}
+
+/// `--create`: the table from the data's schema, unless it exists.
+async fn create(spec: &load::LoadSpec, a: &LoadArgs) -> anyhow::Result<()> {
+    use chute_engine::load::create::{Created, Partitioning, create_table};
+    let load::LoadInput::Columnar { inputs } = &spec.input else { return Ok(()) };
+    let partitioning = a.key.clone().zip(a.interval).map(|(key, interval)| Partitioning { key, interval });
+    let mut steps = super::partition::step_printer(a.json);
+    match create_table(&spec.target, &spec.table, inputs, partitioning.as_ref(), &mut steps).await? {
+        Created::Existed => eprintln!("chute: {} exists already: loading into it as it is", spec.table),
+        Created::Made { definition, partitions } => {
+            eprintln!("chute: created {} ({definition})", spec.table);
+            if let Some(p) = &partitioning {
+                eprintln!(
+                    "chute: {} is partitioned by {} on {} ({partitions} partitions created); keep it ahead with: chute partition maintain --every 10min",
+                    spec.table, p.interval, p.key
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `--status`, `--forget` and `--forget-done-before`.

@@ -7,7 +7,7 @@
 use chute_core::ident::QualifiedName;
 use chute_core::value::EpochUnit;
 use chute_engine::ConnectOptions;
-use chute_engine::load::{Backfill, GeneratedInput, InputFormat, InputSpec, LoadInput, LoadSpec};
+use chute_engine::load::{Backfill, BatchStream, ColumnarInput, GeneratedInput, InputFormat, InputSpec, LoadInput, LoadSpec};
 
 use super::generate;
 use crate::args::{BackfillArg, EpochArg, FormatArg, GenArg, LoadArgs, OnConflictArg};
@@ -20,24 +20,76 @@ pub struct LoadPlan {
 
 /// Checks the arguments and chooses the input.
 pub fn plan(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
-    let tsbs = a.format == FormatArg::Tsbs;
+    let format = format(a);
+    let tsbs = format == FormatArg::Tsbs;
+    let columnar = matches!(format, FormatArg::Parquet | FormatArg::Arrow);
     let stream_gen = matches!(a.generate, Some(GenArg::Iot | GenArg::Devops));
     anyhow::ensure!(
-        tsbs || stream_gen || a.interval.is_none(),
-        "--interval goes with --format tsbs and --gen iot|devops; for other formats make the table with chute partition create"
+        !a.create || (columnar && a.generate.is_none()),
+        "--create makes the table from a Parquet or Arrow file's schema; for other formats make it with chute partition create --columns"
+    );
+    anyhow::ensure!(
+        a.key.is_some() == a.interval.is_some() || !a.create,
+        "--create partitions the table with both --key and --interval (or neither: a plain table)"
+    );
+    anyhow::ensure!(
+        tsbs || stream_gen || a.create || a.interval.is_none(),
+        "--interval goes with --format tsbs, --gen iot|devops and --create; for other formats make the table with chute partition create"
     );
     anyhow::ensure!(
         tsbs || stream_gen || a.schema.is_none(),
         "--schema goes with --format tsbs and --gen iot|devops, whose files name their own tables"
     );
     match a.generate {
-        None => read(a, tsbs),
+        None if columnar => read_columnar(a),
+        None => read(a, format),
         Some(g) => generated(a, g),
     }
 }
 
+/// The format given, else parquet or arrow when every file's name says so, else csv.
+fn format(a: &LoadArgs) -> FormatArg {
+    if let Some(f) = a.format {
+        return f;
+    }
+    let ext = |f: &String| std::path::Path::new(f).extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
+    let all = |exts: &[&str]| !a.files.is_empty() && a.files.iter().all(|f| ext(f).is_some_and(|e| exts.contains(&e.as_str())));
+    if all(&["parquet", "pq"]) {
+        FormatArg::Parquet
+    } else if all(&["arrow", "feather", "arrows", "ipc"]) {
+        FormatArg::Arrow
+    } else {
+        FormatArg::Csv
+    }
+}
+
+/// Parquet and Arrow IPC files, or an Arrow IPC stream on stdin.
+fn read_columnar(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
+    let given = a.gen_options.given();
+    anyhow::ensure!(given.is_empty(), "{} go{} with --gen", given.join(", "), if given.len() == 1 { "es" } else { "" });
+    for (flag, set) in
+        [("--header", a.header), ("--delimiter", a.delimiter.is_some()), ("--null", a.null.is_some()), ("--epoch", a.epoch.is_some())]
+    {
+        anyhow::ensure!(!set, "{flag} is for text formats: Parquet and Arrow columns carry their names, types and NULLs");
+    }
+    let table = QualifiedName::parse(a.table.as_deref().expect("clap requires TABLE without --gen, --status or --forget"))?;
+    let stdin = a.files.is_empty() || a.files.iter().any(|f| f == "-");
+    anyhow::ensure!(!stdin || a.files.len() <= 1, "stdin (-) is read alone: an Arrow IPC stream on stdin cannot be mixed with files");
+    let inputs = if stdin {
+        anyhow::ensure!(
+            a.format != Some(FormatArg::Parquet),
+            "a Parquet file cannot be read from stdin (its metadata is at its end): name the file"
+        );
+        vec![ColumnarInput::Stream(BatchStream::stdin()?)]
+    } else {
+        a.files.iter().map(|f| ColumnarInput::File(f.into())).collect()
+    };
+    Ok(LoadPlan { table, input: LoadInput::Columnar { inputs } })
+}
+
 /// Files or stdin.
-fn read(a: &LoadArgs, tsbs: bool) -> anyhow::Result<LoadPlan> {
+fn read(a: &LoadArgs, format: FormatArg) -> anyhow::Result<LoadPlan> {
+    let tsbs = format == FormatArg::Tsbs;
     let given = a.gen_options.given();
     anyhow::ensure!(given.is_empty(), "{} go{} with --gen", given.join(", "), if given.len() == 1 { "es" } else { "" });
     let table_arg = a.table.clone().expect("clap requires TABLE without --gen, --status or --forget");
@@ -51,11 +103,11 @@ fn read(a: &LoadArgs, tsbs: bool) -> anyhow::Result<LoadPlan> {
         if files.is_empty() { vec![InputSpec::Stdin] } else { files.iter().map(|f| InputSpec::parse(f)).collect() };
     anyhow::ensure!(inputs.iter().filter(|i| **i == InputSpec::Stdin).count() <= 1, "stdin (-) can be read only once");
     anyhow::ensure!(!(tsbs && inputs.contains(&InputSpec::Stdin)), "--format tsbs reads files (their headers name the tables), not stdin");
-    let format = match a.format {
-        FormatArg::Csv => InputFormat::Csv,
+    let format = match format {
         FormatArg::Text => InputFormat::Text,
         FormatArg::Jsonl => InputFormat::Jsonl,
         FormatArg::Tsbs => InputFormat::Tsbs,
+        FormatArg::Csv | FormatArg::Parquet | FormatArg::Arrow => InputFormat::Csv,
     };
     Ok(LoadPlan { table, input: LoadInput::Read { inputs, format } })
 }
@@ -94,7 +146,11 @@ fn generated(a: &LoadArgs, g: GenArg) -> anyhow::Result<LoadPlan> {
 impl LoadPlan {
     /// The engine's spec for the load on `target`.
     pub fn spec(self, target: ConnectOptions, a: &LoadArgs) -> LoadSpec {
-        let reads_stdin = matches!(&self.input, LoadInput::Read { inputs, .. } if inputs.contains(&InputSpec::Stdin));
+        let reads_stdin = match &self.input {
+            LoadInput::Read { inputs, .. } => inputs.contains(&InputSpec::Stdin),
+            LoadInput::Columnar { inputs } => inputs.iter().any(|i| matches!(i, ColumnarInput::Stream(_))),
+            _ => false,
+        };
         let mut spec = LoadSpec::new(target, self.table, self.input);
         spec.tsbs_interval = a.interval;
         spec.tsbs_schema = a.schema.clone();

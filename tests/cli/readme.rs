@@ -62,6 +62,8 @@ const BLOCK_TIMEOUT: u32 = 300;
 
 /// The inputs that examples take for granted, made before the block runs.
 const SETUPS: &[(&str, &str)] = &[
+    // The Parquet and Arrow files of docs/parquet.md, written by pyarrow (see `setup_files`).
+    ("parquet-inputs", ":"),
     (
         // `chute partition create` of existing, empty tables.
         "partition-tables",
@@ -106,6 +108,9 @@ printf '1,first\n2,second\n' > f.csv"#,
 /// Inputs a setup needs that a fresh machine has no tool to make (no `zstd`
 /// command): written from Rust before the setup's script runs.
 fn setup_files(name: &str, dir: &Path) {
+    if name == "parquet-inputs" && !dir.join("metrics.parquet").exists() {
+        crate::columnar::run_python(dir, PARQUET_INPUTS, &[]);
+    }
     if name == "load-inputs" {
         let csv = Command::new(env!("CARGO_BIN_EXE_chute"))
             .args(["gen", "conditions", "--rows", "300", "--header", "--seed", "2"])
@@ -115,6 +120,26 @@ fn setup_files(name: &str, dir: &Path) {
         std::fs::write(dir.join("part2.csv.zst"), zstd::encode_all(&csv.stdout[..], 3).unwrap()).unwrap();
     }
 }
+
+/// The files of the Parquet page's examples (docs/parquet.md), written by pyarrow.
+const PARQUET_INPUTS: &str = r#"
+import time
+import pyarrow as pa, pyarrow.feather as feather, pyarrow.parquet as pq
+now = int(time.time()) * 10**6
+def rows(first, n):
+    return pa.table({
+        "time": pa.array([now - (first + i) * 10_000_000 for i in range(n)], pa.timestamp("us", tz="UTC")),
+        "dev_id": pa.array([i % 10 for i in range(n)], pa.int32()),
+        "value": pa.array([i * 0.5 for i in range(n)]),
+    })
+pq.write_table(rows(0, 1000), "metrics.parquet", row_group_size=250)
+feather.write_feather(rows(1000, 100), "more.arrow")
+with pa.OSFile("more.arrows", "wb") as sink:
+    with pa.ipc.new_stream(sink, rows(0, 1).schema) as w:
+        w.write_table(rows(1100, 100))
+pq.write_table(rows(1200, 100).select(["time", "dev_id"]).append_column("other", pa.array(["x"] * 100)), "picked.parquet")
+pq.write_table(pa.table({"time": rows(0, 2)["time"], "n": pa.array([1.5, 2.0])}), "floats.parquet")
+"#;
 
 /// How a block is run, from the comments before its fence.
 #[derive(Debug, Default)]
@@ -472,6 +497,8 @@ pages! {
     book_local => "docs/local.md",
     book_demo => "docs/demo.md",
     book_load => "docs/load.md",
+    book_parquet => "docs/parquet.md",
+    book_python => "docs/python.md",
     book_upsert => "docs/upsert.md",
     book_partition => "docs/partition.md",
     book_migrate => "docs/migrate.md",

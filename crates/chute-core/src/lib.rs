@@ -6,6 +6,7 @@
 //! Nothing in this crate depends on tokio or a database driver; anything that
 //! talks to PostgreSQL belongs in `chute-engine`.
 
+pub mod arrow;
 pub mod doctor;
 pub mod encode;
 pub mod generate;

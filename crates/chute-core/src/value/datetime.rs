@@ -310,7 +310,7 @@ fn offset_fields(c: &mut Cursor<'_>, negative: bool) -> Result<OffsetFields, Val
 
 /// The UTC offset (seconds east) of a local time in `tz`, chosen as
 /// PostgreSQL's `DetermineTimeZoneOffset` chooses in gaps and folds.
-fn local_offset(tz: &TimeZone, local_secs: i64) -> Result<i32, ValueError> {
+pub(crate) fn local_offset(tz: &TimeZone, local_secs: i64) -> Result<i32, ValueError> {
     let (y, m, d) = civil_from_days(local_secs.div_euclid(SECS_PER_DAY));
     let sod = local_secs.rem_euclid(SECS_PER_DAY);
     let year = i16::try_from(y).map_err(|_| ValueError::NeedsServer)?;
@@ -349,7 +349,7 @@ fn days_from_civil(year: i32, month: u32, day: u32) -> i32 {
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

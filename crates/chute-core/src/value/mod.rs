@@ -28,6 +28,7 @@ mod number;
 mod text;
 mod typmod;
 
+pub(crate) use datetime::{civil_from_days, local_offset};
 pub use datetime::{parse_date, parse_timestamp, parse_timestamptz};
 pub use epoch::epoch_integer;
 pub use number::parse_int;

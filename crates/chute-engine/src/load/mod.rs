@@ -16,8 +16,10 @@
 pub mod ack;
 pub(crate) mod budget;
 mod claim;
+pub mod columnar;
 mod control;
 mod coordinator;
+pub mod create;
 mod identity;
 pub mod input;
 mod insert;
@@ -41,6 +43,7 @@ use std::time::Duration;
 use chute_core::ident::QualifiedName;
 use chute_core::value::EpochUnit;
 
+pub use columnar::{BatchStream, ColumnarInput};
 pub use input::{GeneratedInput, InputSpec};
 pub(crate) use kind::values::ValueRows;
 pub use pipeline::run;
@@ -79,6 +82,10 @@ pub enum LoadInput {
     /// parsed itself, or csv, text or jsonl): the load runs until every
     /// sender of the feed is gone. Journaled only under a `load_id`.
     Feed { feed: Feed, format: InputFormat },
+    /// Parquet files, Arrow IPC files and streams, and record batch streams
+    /// made in process (a data frame): rows as record batches, numbered in
+    /// their input (see `columnar`).
+    Columnar { inputs: Vec<columnar::ColumnarInput> },
     /// Partitions of Kafka topics, one run of a consumer (`crate::consume`):
     /// each message holds one or more records in `format` (csv, text or
     /// jsonl). Journaled under the consumer's load id, by message offset;
@@ -271,6 +278,8 @@ pub struct LoadReport {
     pub rows_per_second: f64,
     pub mb_per_second: f64,
     pub reject_file: Option<String>,
+    /// The SQLSTATE of the first rejected row that has one.
+    pub first_reject_sqlstate: Option<String>,
     /// Why rows went through the parent instead of straight to leaves.
     pub via_parent_reason: Option<String>,
     pub reject_limit_exceeded: bool,

@@ -36,9 +36,21 @@ pub(crate) struct Chunk {
     pub oversized: Option<Oversized>,
     /// Fires once every row of the chunk is committed or rejected (see `ack`).
     pub ack: Option<AckRef>,
+    /// Columnar input (Parquet, Arrow IPC): the chunk's rows as a record
+    /// batch (`data` is empty); its rows are numbered from `base_offset`
+    /// (the row's index in its input), which is what the journal records.
+    pub batch: Option<arrow_array::RecordBatch>,
     /// Messages (Kafka): the rows of each are journaled, skipped and
     /// rejected at their message's offset, not at their byte.
     pub marks: Option<Marks>,
+}
+
+impl Chunk {
+    /// Records read from an input (`data`, cut at a record end): no
+    /// sequence, oversized record, record batch or messages.
+    pub(crate) fn read(input: usize, data: Vec<u8>, first_line: u64, base_offset: u64, ack: Option<AckRef>) -> Chunk {
+        Chunk { input, data, first_line, base_offset, seq: None, oversized: None, ack, batch: None, marks: None }
+    }
 }
 
 /// Where each message of a chunk starts in its `data`, and its offset in
@@ -131,12 +143,21 @@ pub(crate) struct Reject {
     /// The acknowledgement of the row's input: told the reason, settled
     /// once the reject is on file.
     pub ack: Option<AckRef>,
+    /// The SQLSTATE of the refusal, when it has one (the server's, or the
+    /// one the server would give: 22003 for a number out of range).
+    pub sqlstate: Option<String>,
 }
 
 impl Reject {
     /// A reject with its record copied (`raw`), not yet acknowledged.
     pub(crate) fn new(input: usize, line: u64, raw: Vec<u8>, reason: String) -> Reject {
-        Reject { input, line, raw, reason, at: None, ack: None }
+        Reject { input, line, raw, reason, at: None, ack: None, sqlstate: None }
+    }
+
+    /// [`Reject::new`] with the refusal's SQLSTATE.
+    pub(crate) fn with_sqlstate(mut self, sqlstate: &str) -> Reject {
+        self.sqlstate = Some(sqlstate.to_owned());
+        self
     }
 
     /// Its share of the memory budget while it waits to be written.

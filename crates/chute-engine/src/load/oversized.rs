@@ -32,7 +32,7 @@ impl Oversized {
         // Records past 4 GiB are not copied to the reject file.
         let at = u32::try_from(self.len).ok().map(|len| (self.offset, len));
         ChunkOut {
-            rejects: vec![Reject { input, line: self.line, raw: Vec::new(), reason, at, ack: None }],
+            rejects: vec![Reject { input, line: self.line, raw: Vec::new(), reason, at, ack: None, sqlstate: None }],
             range: (input as u32, self.offset, self.offset + self.len),
             ..ChunkOut::default()
         }

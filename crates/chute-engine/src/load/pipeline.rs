@@ -153,11 +153,16 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     stats.bytes_read = opened.bytes_read.load(Ordering::Relaxed);
     stats.seconds = began.elapsed().as_secs_f64();
     progress.update(&stats);
+    let (reject_file, first_reject_sqlstate) = {
+        let w = rejects.lock().expect("reject file lock");
+        (w.path_if_written(), w.first_sqlstate())
+    };
     Ok(LoadReport {
         table: summary_table,
         rows_per_second: stats.rows_loaded as f64 / stats.seconds.max(1e-9),
         mb_per_second: stats.bytes_read as f64 / 1048576.0 / stats.seconds.max(1e-9),
-        reject_file: rejects.lock().expect("reject file lock").path_if_written(),
+        reject_file,
+        first_reject_sqlstate,
         via_parent_reason,
         reject_limit_exceeded: limit_hit,
         load_id,

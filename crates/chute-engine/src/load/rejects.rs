@@ -83,6 +83,9 @@ pub(crate) struct RejectWriter {
     /// Resuming: append to the file (after reading what it holds); otherwise
     /// start it afresh.
     append: bool,
+    /// The SQLSTATE of the first reject that has one (the report's).
+    first_sqlstate: Option<String>,
+    /// Rejects go here instead of the file (see `RejectOrigin`).
     dead_letter: Option<Arc<dyn DeadLetter>>,
 }
 
@@ -105,13 +108,28 @@ impl RejectWriter {
         }
         let files = origin.plain_files.clone();
         let dead_letter = origin.dead_letter.clone();
-        RejectWriter { workload, path, names, files, pending: Vec::new(), file: None, written: false, seen, append: resuming, dead_letter }
+        RejectWriter {
+            workload,
+            path,
+            names,
+            files,
+            pending: Vec::new(),
+            file: None,
+            written: false,
+            seen,
+            append: resuming,
+            first_sqlstate: None,
+            dead_letter,
+        }
     }
 
     /// Queues a reject; `false` when the file already has it.
     /// The row's acknowledgement is told why now, and settled once the
     /// reject is on file (at once when the file has it already).
     pub(crate) fn add(&mut self, mut r: Reject) -> bool {
+        if self.first_sqlstate.is_none() {
+            self.first_sqlstate.clone_from(&r.sqlstate);
+        }
         if let Some(a) = &r.ack {
             a.rejected(r.line, &r.reason);
         }
@@ -190,6 +208,11 @@ impl RejectWriter {
         self.written = true;
         acks.into_iter().for_each(super::ack::AckRef::settle);
         Ok(())
+    }
+
+    /// The SQLSTATE of the first reject that had one.
+    pub(crate) fn first_sqlstate(&self) -> Option<String> {
+        self.first_sqlstate.clone()
     }
 
     pub(crate) fn path_if_written(&self) -> Option<String> {

@@ -18,6 +18,7 @@ use super::journal::{self, Committed};
 use super::kind::{self, Prepared};
 use super::rejects::RejectOrigin;
 use super::routing::{RouteMode, Routing, reread_tree};
+use super::source::columnar::ColumnarSource;
 use super::source::files::FileSource;
 use super::source::generated::GenSource;
 use super::source::kafka::KafkaSource;
@@ -170,6 +171,38 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
             numbered: true,
             shared: None,
         }),
+        LoadInput::Columnar { inputs } => {
+            // Every input opened (a stream taken) before any row moves.
+            let opened = inputs.iter().map(super::columnar::open).collect::<Result<Vec<_>, _>>()?;
+            let names: Vec<String> = opened.iter().map(|o| o.name.clone()).collect();
+            let identity = opened
+                .iter()
+                .map(|o| o.identity.clone())
+                .collect::<Option<Vec<String>>>()
+                .map(|ids| Identity::Inputs { ids, generated: false });
+            let total_bytes = opened.iter().map(|o| o.size).sum::<Option<u64>>();
+            let default_path = names.first().map(|n| {
+                let file = std::path::Path::new(n).file_name().map_or_else(|| n.clone(), |f| f.to_string_lossy().into_owned());
+                std::path::PathBuf::from(format!("{file}.rejects"))
+            });
+            let source = ColumnarSource {
+                inputs: opened,
+                columns: prepared.read_columns.clone(),
+                decoders: spec.parse_threads,
+                bytes_read: bytes_read.clone(),
+            };
+            Ok(Opened {
+                source: Box::new(source),
+                names,
+                identity,
+                total_bytes,
+                bytes_read,
+                delivery: Delivery::Rerun,
+                rejects: RejectOrigin { default_path, plain_files: vec![None; inputs.len()], regenerate: None, dead_letter: None },
+                numbered: false,
+                shared: None,
+            })
+        }
         LoadInput::Feed { feed, .. } => Ok(Opened {
             source: Box::new(FeedSource { feed: feed.clone() }),
             names: Vec::new(),

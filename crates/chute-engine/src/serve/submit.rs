@@ -244,6 +244,7 @@ async fn send_part(p: Part, start: u64, ack: &AckRef) {
             seq: None,
             oversized: None,
             ack: Some(ack.share()),
+            batch: None,
             marks: None,
         };
         // A lane that is closing drops the chunk: its share fails the request (503).

@@ -534,12 +534,21 @@ impl Coordinator {
                         reason: "its partition could not be created (it overlaps a partition made by hand?)".into(),
                         at: None,
                         ack: p.ack,
+                        sqlstate: None,
                     });
                 }
                 Routed::Missing { .. } => still.push(p),
                 Routed::Reject(reason) => {
                     self.budget.release(p.bytes());
-                    rejects.push(Reject { input: p.range.0 as usize, line: p.line, raw: p.raw, reason, at: None, ack: p.ack });
+                    rejects.push(Reject {
+                        input: p.range.0 as usize,
+                        line: p.line,
+                        raw: p.raw,
+                        reason,
+                        at: None,
+                        ack: p.ack,
+                        sqlstate: None,
+                    });
                 }
             }
         }

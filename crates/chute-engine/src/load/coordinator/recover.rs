@@ -102,8 +102,9 @@ impl Coordinator {
                         part.target_name
                     ),
                     ack,
+                    sqlstate: Some("42P01".into()),
                 }),
-                Routed::Reject(reason) => self.reject(Reject { input, line, raw, reason, at, ack }),
+                Routed::Reject(reason) => self.reject(Reject { input, line, raw, reason, at, ack, sqlstate: None }),
             }
         }
         // The part held every row of its ranges for its leaf; the rows that

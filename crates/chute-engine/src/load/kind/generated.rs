@@ -39,6 +39,7 @@ pub(crate) async fn prepare(
         via_parent_reason: t.via_parent_reason,
         summary_table: t.info.name.to_string(),
         by_ref: false,
+        read_columns: Vec::new(),
     })
 }
 

@@ -3,9 +3,10 @@
 //! made once per load, before any row moves, from the load's
 //! [`LoadInput`] (see [`prepare`], the one place that asks which kind a
 //! load has). Delimited text (CSV, text, JSON lines), tsbs files, rows a
-//! service parsed itself (`values`), rows a workload makes (`generated`)
-//! and Prometheus samples (`samples`) are the kinds today; a new format is
-//! a new module here and one arm of `prepare`, and touches neither the
+//! service parsed itself (`values`), rows a workload makes (`generated`),
+//! Prometheus samples (`samples`) and Arrow record batches (`columnar`:
+//! Parquet, Arrow IPC, data frames) are the kinds today; a new format is a
+//! new module here and one arm of `prepare`, and touches neither the
 //! coordinator nor the sinks.
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use super::target::{self, ColumnPlan};
 use super::{InputFormat, LoadError, LoadInput, LoadProgress, LoadSpec};
 use crate::catalog::TableInfo;
 
+pub(crate) mod columnar;
 pub(crate) mod delimited;
 pub(crate) mod generated;
 pub(crate) mod samples;
@@ -65,6 +67,9 @@ pub(crate) struct Prepared {
     pub summary_table: String,
     /// Rows keep their records by position, not as copies (see `Filed::by_ref`).
     pub by_ref: bool,
+    /// Columnar input: the data's columns the load reads, by name (the
+    /// source decodes no others); empty for the other kinds.
+    pub read_columns: Vec<String>,
 }
 
 /// Makes the kind of the load's input: the tables it writes, how rows are
@@ -88,6 +93,7 @@ pub(crate) async fn prepare(
             Err(LoadError::Setup("tsbs input names its tables in a header: it is read from files, not fed".into()))
         }
         LoadInput::Feed { format, .. } => delimited::prepare(spec, *format, &[], control, progress).await,
+        LoadInput::Columnar { inputs } => columnar::prepare(spec, inputs, control, progress).await,
     }
 }
 

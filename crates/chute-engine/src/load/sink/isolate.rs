@@ -85,7 +85,7 @@ pub(crate) async fn load_part(
                 sp.rollback().await?;
                 release(txn, SAVEPOINT).await?;
                 if end - pos == 1 {
-                    rejected.push(reject_row(part, pos, crate::exec::describe(&e)));
+                    rejected.push(reject_row(part, pos, crate::exec::describe(&e), e.code().map(|c| c.code().to_owned())));
                     pos += 1;
                     suspect = None;
                     window = AFTER_ERROR_WINDOW;
@@ -115,10 +115,10 @@ pub(crate) async fn load_part(
     Ok((loaded, upsert))
 }
 
-fn reject_row(batch: &BatchPart, i: usize, reason: String) -> RejectedRow {
+fn reject_row(batch: &BatchPart, i: usize, reason: String, sqlstate: Option<String>) -> RejectedRow {
     let (raw, at) = batch.seg.record(i);
     let ack = batch.seg.acks.of(i).map(|a| a.share());
-    RejectedRow { part: 0, index: i, ack, raw, at, line: batch.seg.lines[i], input: usize::from(batch.seg.inputs[i]), reason }
+    RejectedRow { part: 0, index: i, ack, raw, at, line: batch.seg.lines[i], input: usize::from(batch.seg.inputs[i]), reason, sqlstate }
 }
 
 /// The COPY line of an error's context: the one line that starts with

@@ -119,6 +119,8 @@ pub(crate) struct RejectedRow {
     pub line: u64,
     pub input: usize,
     pub reason: String,
+    /// The server's SQLSTATE for the row.
+    pub sqlstate: Option<String>,
 }
 
 pub(crate) enum CopyOutcome {
@@ -453,8 +455,17 @@ pub(crate) async fn commit_batch<C: Begin>(
                     let first = written.lines.insert((r.input, r.line));
                     // A retry's reject of a row already on file: its share is settled there.
                     let ack = if first { r.ack.take() } else { r.ack.take().map(|a| a.settle()).and(None) };
-                    (first && w.add(super::model::Reject { input: r.input, line: r.line, raw: r.raw, reason: r.reason, at: r.at, ack }))
-                        .then_some(())
+                    (first
+                        && w.add(super::model::Reject {
+                            input: r.input,
+                            line: r.line,
+                            raw: r.raw,
+                            reason: r.reason,
+                            at: r.at,
+                            ack,
+                            sqlstate: r.sqlstate,
+                        }))
+                    .then_some(())
                 })
                 .count();
             w.flush_pending().map(|()| new as u64)

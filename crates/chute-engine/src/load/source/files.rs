@@ -126,19 +126,8 @@ fn read_inputs(
                 if let Some(whole) = b.advance(format, &mut buf, eof, &mut line, &mut offset) {
                     big = None;
                     let ack = Some(ack(index, whole.offset, offset, whole.line, line));
-                    if tx
-                        .send(Chunk {
-                            input: index,
-                            data: Vec::new(),
-                            first_line: whole.line,
-                            base_offset: whole.offset,
-                            seq: None,
-                            oversized: Some(whole),
-                            ack,
-                            marks: None,
-                        })
-                        .is_err()
-                    {
+                    let chunk = Chunk::read(index, Vec::new(), whole.line, whole.offset, ack);
+                    if tx.send(Chunk { oversized: Some(whole), ..chunk }).is_err() {
                         return Ok(());
                     }
                 }
@@ -175,10 +164,7 @@ fn read_inputs(
             let data = std::mem::replace(&mut buf, rest);
             if !data.is_empty() {
                 let ack = Some(ack(index, offset, offset + end as u64, line, line + lines));
-                if tx
-                    .send(Chunk { input: index, data, first_line: line, base_offset: offset, seq: None, oversized: None, ack, marks: None })
-                    .is_err()
-                {
+                if tx.send(Chunk::read(index, data, line, offset, ack)).is_err() {
                     return Ok(());
                 }
             }

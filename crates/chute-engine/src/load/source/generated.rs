@@ -32,6 +32,7 @@ impl Source for GenSource {
                 seq: Some((at, to)),
                 oversized: None,
                 ack,
+                batch: None,
                 marks: None,
             };
             if tx.send(chunk).is_err() {

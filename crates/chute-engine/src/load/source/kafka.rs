@@ -309,6 +309,7 @@ impl Source for KafkaSource {
                 seq: None,
                 oversized: None,
                 ack: Some(ack),
+                batch: None,
                 marks: Some(marks),
             };
             out.send(chunk).is_ok()

@@ -3,7 +3,8 @@
 //! that fires once its rows are committed. There is one source per way in:
 //! files, stdin and streams made in process, cut at record ends
 //! ([`files::FileSource`]); rows a workload makes ([`generated::GenSource`]);
-//! a service's requests ([`FeedSource`]). Which one a load has is decided
+//! a service's requests ([`FeedSource`]); Parquet files, Arrow IPC files and
+//! streams and data frames, read as record batches ([`columnar::ColumnarSource`]). Which one a load has is decided
 //! once, by its [`LoadInput`](super::LoadInput) (see `setup`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +14,7 @@ use super::LoadError;
 use super::ack::Completion;
 use super::model::Chunk;
 
+pub(crate) mod columnar;
 pub(crate) mod files;
 pub(crate) mod generated;
 pub mod kafka;

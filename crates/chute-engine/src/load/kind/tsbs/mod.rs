@@ -110,6 +110,7 @@ pub(crate) async fn prepare(
             .collect::<Vec<_>>()
             .join(", "),
         by_ref: false,
+        read_columns: Vec::new(),
     })
 }
 

@@ -1,0 +1,426 @@
+//! `chute` for Python (issue 33): the load engine behind three calls.
+//!
+//! `load` takes anything with the Arrow PyCapsule stream interface
+//! (`__arrow_c_stream__`: a pyarrow Table or RecordBatchReader, a polars
+//! DataFrame, a pandas DataFrame through pyarrow) and reads its record
+//! batches through Arrow's C stream interface, without a copy, as one more
+//! columnar input of a load (`LoadInput::Columnar`). The load runs on a
+//! thread of its own with the GIL released; the calling thread waits in
+//! short steps and checks for signals between them, so Ctrl-C stops the
+//! load cleanly (batches in flight finish, what is committed stays, the
+//! journal lets the same call resume) and then raises `KeyboardInterrupt`.
+//!
+//! Errors are `chute.Error` with the server's SQLSTATE in `sqlstate`; a
+//! load that rejected rows raises `chute.RejectedRows` (a `chute.Error`)
+//! with the report, the reject file and the first reject's SQLSTATE.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
+use chute_core::ident::QualifiedName;
+use chute_core::partman::Span;
+use chute_engine::ConnectOptions;
+use chute_engine::load::create::{Created, Partitioning, create_table};
+use chute_engine::load::{
+    BatchStream, ColumnarInput, InputFormat, InputSpec, LoadError, LoadInput, LoadProgress, LoadReport, LoadSpec, LoadStats,
+};
+use chute_engine::setting::{Setting, name_settings_with};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+
+create_exception!(_chute, Error, PyException, "A load or partition call failed; `sqlstate` holds the server's SQLSTATE when it has one.");
+create_exception!(
+    _chute,
+    RejectedRows,
+    Error,
+    "The load finished but rejected rows: `report`, `reject_file` and `sqlstate` (the first reject's) say which and why."
+);
+
+/// What a load did.
+#[pyclass(frozen, get_all, module = "chute")]
+#[derive(Debug, Clone)]
+struct Report {
+    table: String,
+    rows_loaded: u64,
+    rows_rejected: u64,
+    /// Rows an earlier run of the same load had committed.
+    rows_skipped: u64,
+    partitions_created: usize,
+    seconds: f64,
+    rows_per_second: f64,
+    reject_file: Option<String>,
+    load_id: Option<String>,
+    interrupted: bool,
+}
+
+#[pymethods]
+impl Report {
+    fn __repr__(&self) -> String {
+        format!(
+            "Report(table={:?}, rows_loaded={}, rows_rejected={}, rows_skipped={}, partitions_created={}, seconds={:.2}, load_id={:?})",
+            self.table, self.rows_loaded, self.rows_rejected, self.rows_skipped, self.partitions_created, self.seconds, self.load_id
+        )
+    }
+}
+
+impl From<&LoadReport> for Report {
+    fn from(r: &LoadReport) -> Report {
+        Report {
+            table: r.table.clone(),
+            rows_loaded: r.stats.rows_loaded,
+            rows_rejected: r.stats.rows_rejected,
+            rows_skipped: r.stats.rows_skipped,
+            partitions_created: r.stats.partitions_created,
+            seconds: r.stats.seconds,
+            rows_per_second: r.rows_per_second,
+            reject_file: r.reject_file.clone(),
+            load_id: r.load_id.clone(),
+            interrupted: r.interrupted,
+        }
+    }
+}
+
+/// A `chute.Error` (or `cls`) with `message` and `sqlstate`.
+fn error_with(py: Python<'_>, message: String, sqlstate: Option<String>) -> PyErr {
+    let err = Error::new_err(message);
+    let _ = err.value(py).setattr("sqlstate", sqlstate);
+    err
+}
+
+fn load_error(py: Python<'_>, e: &LoadError) -> PyErr {
+    error_with(py, e.to_string(), e.code().map(|c| c.code().to_owned()))
+}
+
+/// Settings as keyword arguments: messages say `memory_mb=`, not `--memory-mb`.
+fn keyword(setting: Setting, value: Option<&str>) -> String {
+    let name = match setting {
+        Setting::MemoryBudget => "memory_mb",
+        Setting::LoadId => "load_id",
+        Setting::Columns => "columns",
+        Setting::Format => "format",
+        other => other.field(),
+    };
+    match value {
+        Some(v) => format!("{name}={v:?}"),
+        None => format!("{name}="),
+    }
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RT.get_or_init(|| tokio::runtime::Builder::new_multi_thread().enable_all().worker_threads(2).build().expect("a tokio runtime"))
+}
+
+/// The server: `url` (a postgres:// URL or key=value string), else the PG* variables.
+fn target(py: Python<'_>, url: Option<&str>) -> PyResult<ConnectOptions> {
+    ConnectOptions::resolve(url, &chute_engine::connect::ProcessEnv).map_err(|e| error_with(py, e.to_string(), None))
+}
+
+fn table_name(table: &str) -> PyResult<QualifiedName> {
+    QualifiedName::parse(table).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+fn span(what: &str, text: &str) -> PyResult<Span> {
+    Span::parse(text).map_err(|e| PyValueError::new_err(format!("{what}={text:?}: {e}")))
+}
+
+/// The record batches of `data`, read through the Arrow C stream interface.
+fn stream_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<RecordBatchStreamReader> {
+    let refused = || {
+        PyTypeError::new_err(
+            "data must have the Arrow PyCapsule stream interface (__arrow_c_stream__): a pyarrow Table or RecordBatchReader, a polars or pandas DataFrame",
+        )
+    };
+    let exporter = if data.hasattr("__arrow_c_stream__")? {
+        data.clone()
+    } else {
+        // A pandas DataFrame of a pandas without the interface: through pyarrow.
+        let module: String = data.get_type().getattr("__module__")?.extract()?;
+        if !module.starts_with("pandas") {
+            return Err(refused());
+        }
+        py.import("pyarrow").map_err(|_| refused())?.getattr("Table")?.getattr("from_pandas")?.call1((data,))?
+    };
+    let capsule = exporter.call_method0("__arrow_c_stream__")?;
+    let capsule = capsule.cast::<PyCapsule>().map_err(|_| PyTypeError::new_err("__arrow_c_stream__ did not return a PyCapsule"))?;
+    let ptr = capsule.pointer_checked(Some(c"arrow_array_stream"))?;
+    // SAFETY: the capsule holds an ArrowArrayStream (its name says so); from_raw
+    // moves the stream out and marks the capsule's copy released, so the
+    // capsule's destructor does not release it again.
+    let stream = unsafe { FFI_ArrowArrayStream::from_raw(ptr.as_ptr().cast::<FFI_ArrowArrayStream>()) };
+    RecordBatchStreamReader::try_new(stream).map_err(|e| PyTypeError::new_err(format!("cannot read the data's Arrow stream: {e}")))
+}
+
+/// Progress lines on stderr, about every two seconds.
+struct Lines {
+    on: bool,
+    last: Instant,
+}
+
+impl LoadProgress for Lines {
+    fn update(&mut self, stats: &LoadStats) {
+        if self.on && self.last.elapsed() >= Duration::from_secs(2) {
+            self.last = Instant::now();
+            let rate = stats.rows_loaded as f64 / stats.seconds.max(1e-9);
+            eprintln!("chute: {} rows loaded ({rate:.0} rows/s), {} rejected", stats.rows_loaded, stats.rows_rejected);
+        }
+    }
+    fn notice(&mut self, message: &str) {
+        if self.on {
+            eprintln!("chute: {message}");
+        }
+    }
+}
+
+/// Runs `spec` on a thread of its own, the GIL released; Ctrl-C stops it cleanly.
+fn run(py: Python<'_>, spec: LoadSpec, progress: bool) -> PyResult<Report> {
+    let cancel: Arc<AtomicBool> = spec.cancel.clone();
+    let (tx, rx) = flume::bounded(1);
+    std::thread::Builder::new()
+        .name("chute-load".into())
+        .spawn(move || {
+            let mut lines = Lines { on: progress, last: Instant::now() };
+            let _ = tx.send(runtime().block_on(chute_engine::load::run(spec, &mut lines)));
+        })
+        .map_err(|e| Error::new_err(format!("cannot start the load's thread: {e}")))?;
+    let mut interrupt: Option<PyErr> = None;
+    let result = loop {
+        match py.detach(|| rx.recv_timeout(Duration::from_millis(100))) {
+            Ok(r) => break r,
+            Err(flume::RecvTimeoutError::Timeout) => {}
+            Err(flume::RecvTimeoutError::Disconnected) => return Err(Error::new_err("the load's thread ended without a result")),
+        }
+        if interrupt.is_none()
+            && let Err(e) = py.check_signals()
+        {
+            // Batches in flight finish; what is committed stays and the journal has it.
+            cancel.store(true, Ordering::Relaxed);
+            interrupt = Some(e);
+        }
+    };
+    if let Some(e) = interrupt {
+        return Err(e);
+    }
+    let report = result.map_err(|e| load_error(py, &e))?;
+    let out = Report::from(&report);
+    if report.interrupted {
+        return Err(PyKeyboardInterrupt::new_err("the load was stopped; the same call resumes it"));
+    }
+    if out.rows_rejected > 0 {
+        let message = format!(
+            "{} rows rejected, {} loaded into {}; see {}",
+            out.rows_rejected,
+            out.rows_loaded,
+            out.table,
+            out.reject_file.as_deref().unwrap_or("the reject file")
+        );
+        let err = RejectedRows::new_err(message);
+        let value = err.value(py);
+        value.setattr("sqlstate", report.first_reject_sqlstate.clone())?;
+        value.setattr("reject_file", out.reject_file.clone())?;
+        value.setattr("report", out)?;
+        return Err(err);
+    }
+    Ok(out)
+}
+
+/// Settings every load call shares.
+struct Common {
+    load_id: Option<String>,
+    workers: Option<usize>,
+    columns: Option<Vec<String>>,
+    reject_file: Option<String>,
+    memory_mb: Option<u64>,
+}
+
+impl Common {
+    fn apply(self, spec: &mut LoadSpec) -> PyResult<()> {
+        spec.load_id = self.load_id;
+        if let Some(w) = self.workers {
+            if w == 0 {
+                return Err(PyValueError::new_err("workers= must be at least 1"));
+            }
+            spec.workers = w;
+        }
+        spec.columns = self.columns;
+        spec.reject_file = self.reject_file.map(Into::into);
+        if let Some(m) = self.memory_mb {
+            if m < 8 {
+                return Err(PyValueError::new_err("memory_mb= must be at least 8"));
+            }
+            spec.memory_budget = (m as usize) << 20;
+            spec.batch_bytes = spec.batch_bytes.min(spec.memory_budget / 4);
+        }
+        Ok(())
+    }
+}
+
+/// `create=True`: the table from the data's schema, partitioned when `key` and `interval` are given.
+fn create(py: Python<'_>, spec: &LoadSpec, key: Option<String>, interval: Option<&str>, progress: bool) -> PyResult<()> {
+    let LoadInput::Columnar { inputs } = &spec.input else {
+        return Err(PyValueError::new_err("create=True makes the table from Parquet or Arrow data's schema"));
+    };
+    let partitioning = match (key, interval) {
+        (Some(key), Some(i)) => Some(Partitioning { key, interval: span("interval", i)? }),
+        (None, None) => None,
+        _ => {
+            return Err(PyValueError::new_err("create=True partitions the table with both key= and interval= (or neither: a plain table)"));
+        }
+    };
+    let (target, table, inputs) = (spec.target.clone(), spec.table.clone(), inputs.clone());
+    let made = py
+        .detach(|| {
+            runtime().block_on(async {
+                let mut steps = |_: usize, _: &chute_core::partman::plan::Step, _: chute_engine::exec::StepEvent| {};
+                create_table(&target, &table, &inputs, partitioning.as_ref(), &mut steps).await
+            })
+        })
+        .map_err(|e| load_error(py, &e))?;
+    if progress && let Created::Made { definition, partitions } = made {
+        eprintln!("chute: created {} ({definition}; {partitions} partitions)", spec.table);
+    }
+    Ok(())
+}
+
+/// Loads `data` (anything with `__arrow_c_stream__`) into `table`.
+#[pyfunction]
+#[pyo3(signature = (url, table, data, *, load_id=None, create=false, key=None, interval=None, on_conflict=None, workers=None, columns=None, reject_file=None, memory_mb=None, progress=true))]
+#[allow(clippy::too_many_arguments)]
+fn load(
+    py: Python<'_>,
+    url: Option<&str>,
+    table: &str,
+    data: &Bound<'_, PyAny>,
+    load_id: Option<String>,
+    create: bool,
+    key: Option<String>,
+    interval: Option<&str>,
+    on_conflict: Option<&str>,
+    workers: Option<usize>,
+    columns: Option<Vec<String>>,
+    reject_file: Option<String>,
+    memory_mb: Option<u64>,
+    progress: bool,
+) -> PyResult<Report> {
+    refuse_on_conflict(on_conflict)?;
+    let reader = stream_of(py, data)?;
+    let input = LoadInput::Columnar { inputs: vec![ColumnarInput::Stream(BatchStream::new("data", Box::new(reader)))] };
+    let mut spec = LoadSpec::new(target(py, url)?, table_name(table)?, input);
+    Common { load_id, workers, columns, reject_file, memory_mb }.apply(&mut spec)?;
+    if create {
+        self::create(py, &spec, key, interval, progress)?;
+    } else if key.is_some() || interval.is_some() {
+        return Err(PyValueError::new_err("key= and interval= go with create=True"));
+    }
+    run(py, spec, progress)
+}
+
+/// Loads a file: Parquet or Arrow IPC (by its name, or `format="parquet"|"arrow"`),
+/// or CSV, PostgreSQL's text format or JSON lines (`format="csv"|"text"|"jsonl"`).
+#[pyfunction]
+#[pyo3(signature = (url, table, path, *, format=None, header=false, load_id=None, create=false, key=None, interval=None, on_conflict=None, workers=None, columns=None, reject_file=None, memory_mb=None, progress=true))]
+#[allow(clippy::too_many_arguments)]
+fn load_file(
+    py: Python<'_>,
+    url: Option<&str>,
+    table: &str,
+    path: std::path::PathBuf,
+    format: Option<&str>,
+    header: bool,
+    load_id: Option<String>,
+    create: bool,
+    key: Option<String>,
+    interval: Option<&str>,
+    on_conflict: Option<&str>,
+    workers: Option<usize>,
+    columns: Option<Vec<String>>,
+    reject_file: Option<String>,
+    memory_mb: Option<u64>,
+    progress: bool,
+) -> PyResult<Report> {
+    refuse_on_conflict(on_conflict)?;
+    let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    let format = match format {
+        Some(f) => f.to_ascii_lowercase(),
+        None if matches!(ext.as_str(), "parquet" | "pq" | "arrow" | "feather" | "arrows" | "ipc") => "arrow".into(),
+        None => "csv".into(),
+    };
+    let input = match format.as_str() {
+        "parquet" | "arrow" => LoadInput::Columnar { inputs: vec![ColumnarInput::File(path)] },
+        "csv" => LoadInput::Read { inputs: vec![InputSpec::File(path)], format: InputFormat::Csv },
+        "text" => LoadInput::Read { inputs: vec![InputSpec::File(path)], format: InputFormat::Text },
+        "jsonl" => LoadInput::Read { inputs: vec![InputSpec::File(path)], format: InputFormat::Jsonl },
+        other => return Err(PyValueError::new_err(format!("format={other:?}: use parquet, arrow, csv, text or jsonl"))),
+    };
+    let mut spec = LoadSpec::new(target(py, url)?, table_name(table)?, input);
+    spec.header = header;
+    Common { load_id, workers, columns, reject_file, memory_mb }.apply(&mut spec)?;
+    if create {
+        self::create(py, &spec, key, interval, progress)?;
+    } else if key.is_some() || interval.is_some() {
+        return Err(PyValueError::new_err("key= and interval= go with create=True"));
+    }
+    run(py, spec, progress)
+}
+
+fn refuse_on_conflict(on_conflict: Option<&str>) -> PyResult<()> {
+    match on_conflict {
+        None => Ok(()),
+        Some(_) => Err(PyValueError::new_err("on_conflict= is not supported yet: chute loads append rows (no upsert mode)")),
+    }
+}
+
+/// Makes `table` partitioned by `key` every `interval`, as `chute partition create` does.
+#[pyfunction]
+#[pyo3(signature = (url, table, *, key, interval, columns=None, like=None, premake=4, start=None))]
+#[allow(clippy::too_many_arguments)]
+fn partition_create(
+    py: Python<'_>,
+    url: Option<&str>,
+    table: &str,
+    key: String,
+    interval: &str,
+    columns: Option<String>,
+    like: Option<&str>,
+    premake: u32,
+    start: Option<String>,
+) -> PyResult<usize> {
+    use chute_core::partman::{KeyType, Policy};
+    let interval = span("interval", interval)?;
+    let max_future = interval.is_time().then(|| Span::parse("1d").expect("a valid span"));
+    let policy = Policy { premake, max_future, ..Policy::new(table_name(table)?, key, KeyType::Timestamptz, interval) };
+    let like = like.map(table_name).transpose()?;
+    let target = target(py, url)?;
+    let req = chute_engine::partman::CreateRequest { policy, like, columns, start };
+    let made = py.detach(|| {
+        runtime().block_on(async {
+            let mut mgr = chute_engine::partman::PartitionManager::connect(&target, chute_engine::exec::ExecSettings::default()).await?;
+            let mut steps = |_: usize, _: &chute_core::partman::plan::Step, _: chute_engine::exec::StepEvent| {};
+            let (_, plan) = mgr.create(req, chute_engine::clock::now_micros(), false, &mut steps).await?;
+            Ok::<usize, chute_engine::partman::PartmanError>(plan.created().count())
+        })
+    });
+    made.map_err(|e| {
+        let code = match &e {
+            chute_engine::partman::PartmanError::Sql(s) => s.code().map(|c| c.code().to_owned()),
+            _ => None,
+        };
+        error_with(py, e.to_string(), code)
+    })
+}
+
+#[pymodule]
+fn _chute(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    name_settings_with(keyword);
+    m.add("Error", m.py().get_type::<Error>())?;
+    m.add("RejectedRows", m.py().get_type::<RejectedRows>())?;
+    m.add_class::<Report>()?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(load_file, m)?)?;
+    m.add_function(wrap_pyfunction!(partition_create, m)?)?;
+    Ok(())
+}
