@@ -18,14 +18,19 @@ use crate::common::{chute, open_tempdir, run_expect, summary_value};
 
 /// The Python of the venv that holds pyarrow, pandas and polars (made by scripts/ensure-deps).
 pub fn python() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let py = root.join("target/pyarrow/bin/python");
-    let ready = || Command::new(&py).args(["-c", "import pyarrow, pandas, polars"]).status().is_ok_and(|s| s.success());
-    if !ready() {
-        let status = Command::new("bash").arg(root.join("scripts/ensure-deps")).arg("--pyarrow").status();
-        assert!(status.is_ok_and(|s| s.success()) && ready(), "cannot make target/pyarrow: run scripts/ensure-deps --pyarrow");
-    }
-    py
+    // Tests run in parallel: the venv is made once, by whichever asks first.
+    static MADE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    MADE.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let py = root.join("target/pyarrow/bin/python");
+        let ready = || Command::new(&py).args(["-c", "import pyarrow, pandas, polars"]).status().is_ok_and(|s| s.success());
+        if !ready() {
+            let status = Command::new("bash").arg(root.join("scripts/ensure-deps")).arg("--pyarrow").status();
+            assert!(status.is_ok_and(|s| s.success()) && ready(), "cannot make target/pyarrow: run scripts/ensure-deps --pyarrow");
+        }
+        py
+    })
+    .clone()
 }
 
 /// Runs a Python script (text) in `dir` with the venv's Python; panics with its output on failure.
