@@ -267,3 +267,45 @@ async fn create_makes_an_hourly_partitioned_table_from_the_file() {
         run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "m2", "m.parquet", "--create", "--key", "time"]), 2);
     assert!(err.contains("--key and --interval"), "{err}");
 }
+
+const UPSERT: &str = r#"
+import datetime
+import pyarrow as pa, pyarrow.parquet as pq
+t0 = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+def table(ids, v):
+    return pa.table({
+        "time": pa.array([t0 + datetime.timedelta(seconds=10 * i) for i in ids], pa.timestamp("us", tz="UTC")),
+        "id": pa.array(ids, pa.int64()),
+        "v": pa.array([v] * len(ids)),
+    })
+pq.write_table(table(list(range(1000)), 1.0), "first.parquet", row_group_size=300)
+# Every tenth row again with another value, one key twice in the file (the later wins), and ten new rows.
+again = list(range(0, 1000, 10)) + [1000 + i for i in range(10)]
+second = pa.concat_tables([table(again, 2.0), table([0], 3.0)])
+pq.write_table(second, "second.parquet", row_group_size=50)
+"#;
+
+#[tokio::test]
+async fn a_parquet_file_upserts_like_a_csv_file() {
+    let db = shared().fresh_db("col_upsert").await;
+    let url = db.url();
+    let c = db.client().await;
+    let dir = open_tempdir();
+    run_python(dir.path(), UPSERT, &[]);
+    run_expect(
+        chute()
+            .args(["--url", &url, "partition", "create", "up", "--key", "time", "--interval", "1h", "--now", "2024-01-01T00:00:00Z"])
+            .args(["--columns", "time timestamptz not null, id bigint not null, v float8, primary key (time, id)"]),
+        0,
+    );
+    let (out, err) = run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "up", "first.parquet"]), 0);
+    assert_eq!(summary_value(&out, "rows loaded"), "1000", "{err}");
+    let (out, err) =
+        run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "up", "second.parquet", "--on-conflict", "update"]), 0);
+    // id 0 is updated twice: once by its first row in the file, once by its later one.
+    assert_eq!((summary_value(&out, "  inserted"), summary_value(&out, "  updated")), ("10", "101"), "{out}\n{err}");
+    let r = c.query_one("SELECT count(*), sum(v), (SELECT v FROM up WHERE id = 0) FROM up", &[]).await.unwrap();
+    let (rows, sum, first): (i64, f64, f64) = (r.get(0), r.get(1), r.get(2));
+    // 1,010 rows: 900 at 1.0 (untouched), 99 updated and 10 new at 2.0, id 0 at 3.0 (the file's later row).
+    assert_eq!((rows, sum, first), (1010, 900.0 + 109.0 * 2.0 + 3.0, 3.0), "{out}\n{err}");
+}
