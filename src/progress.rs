@@ -81,7 +81,7 @@ impl LoadProgress for LoadReporter {
         if let Some(every) = self.lines_every
             && self.last_line.elapsed() >= every
         {
-            let period = (s.rows_loaded - self.last_rows) as f64 / (s.seconds - self.last_secs).max(1e-9);
+            let period = s.rows_loaded.saturating_sub(self.last_rows) as f64 / (s.seconds - self.last_secs).max(1e-9);
             eprintln!(
                 "chute: at {:.0}s: {} rows loaded, {:.0} rows/s (period), {:.0} rows/s (overall), {} rejected",
                 s.seconds, s.rows_loaded, period, overall, s.rows_rejected
@@ -93,7 +93,7 @@ impl LoadProgress for LoadReporter {
         if let Some(f) = &mut self.rates
             && self.last_rate_row.elapsed() >= self.rates_every
         {
-            let period = (s.rows_loaded - self.rates_last_rows) as f64 / (s.seconds - self.rates_last_secs).max(1e-9);
+            let period = s.rows_loaded.saturating_sub(self.rates_last_rows) as f64 / (s.seconds - self.rates_last_secs).max(1e-9);
             let _ = writeln!(f, "{:.3},{},{:.0},{:.0}", s.seconds, s.rows_loaded, period, overall);
             self.last_rate_row = Instant::now();
             self.rates_last_rows = s.rows_loaded;

@@ -103,6 +103,11 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics_listen: Option<std::net::SocketAddr>,
 
+    /// Without a terminal: print a progress line this often, counting the
+    /// consumer's rows over every rebalance.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::args::values::duration)]
+    pub report_every: std::time::Duration,
+
     /// Print the final report as JSON.
     #[arg(long)]
     pub json: bool,

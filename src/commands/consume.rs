@@ -15,7 +15,7 @@ use crate::signals::{Second, Signals};
 
 pub async fn run(conn: &ConnArgs, a: ConsumeArgs) -> anyhow::Result<Outcome> {
     let spec = spec(conn, &a)?;
-    let mut reporter = LoadReporter::new(a.json, std::time::Duration::from_secs(10), None)?;
+    let mut reporter = LoadReporter::new(a.json, a.report_every, None)?;
     // A signal: the batches in flight finish and the consumer leaves its group.
     let signals = Signals::listen_with(
         spec.load.cancel.clone(),

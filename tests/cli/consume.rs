@@ -213,7 +213,11 @@ async fn a_broker_restart_and_a_rebalance_lose_and_double_nothing_and_sigterm_ex
     broker.create_topic("consume_rebalance", 4);
     table(&url, "consume_rebalance");
     let dir = open_tempdir();
-    let session = ["--batch-rows", "500", "--kafka-option", "session.timeout.ms=6000", "--kafka-option", "heartbeat.interval.ms=500"];
+    let session = [
+        ["--batch-rows", "500", "--kafka-option", "session.timeout.ms=6000", "--kafka-option", "heartbeat.interval.ms=500"].as_slice(),
+        &["--report-every", "1s"],
+    ]
+    .concat();
     let mut a = spawn(consume(&url, &broker.bootstrap(), "consume_rebalance", "consume_rebalance", &session).current_dir(dir.path()));
     produce(&broker, "consume_rebalance", 0, 20_000, 4);
     until_rows_of(&c, "consume_rebalance", 5_000, Duration::from_secs(60), &mut [&mut a]).await;
@@ -235,7 +239,17 @@ async fn a_broker_restart_and_a_rebalance_lose_and_double_nothing_and_sigterm_ex
     let out = exit_within(a, Duration::from_secs(60), "the first consumer after SIGTERM");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
     let (rows, ids, _) = contents(&c, "consume_rebalance").await;
-    assert_eq!((rows, ids), (80_000, 80_000), "stderr of the first consumer:\n{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((rows, ids), (80_000, 80_000), "stderr of the first consumer:\n{stderr}");
+    // Its progress counts the consumer's rows over every run the rebalances
+    // made: never back to 0 (a run's own count starts there; subtracting
+    // the last line's count from it panicked the consumer).
+    let counts: Vec<u64> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("chute: at ")?.split_once(": ")?.1.split_once(" rows loaded")?.0.parse().ok())
+        .collect();
+    assert!(counts.len() >= 2, "too few progress lines to compare:\n{stderr}");
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "the progress went back: {counts:?}\n{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -123,6 +123,8 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
     let mut report = ConsumeReport { load_id: id.clone(), ..Default::default() };
     // Partitions found at their end, by a run or before one.
     let mut finished: std::collections::HashSet<u32> = std::collections::HashSet::new();
+    // The consumer's progress over all its runs.
+    let mut before = crate::load::LoadStats::default();
     loop {
         let Some((generation, assigned)) = wait_for_assignment(&consumer, &spec).await else { break };
         let parts: Vec<KafkaPart> = assigned
@@ -145,7 +147,15 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         load.load_id = Some(id.clone());
         report.runs += 1;
         let keeper = tokio::spawn(keep_positions(run.clone(), spec.load.target.clone(), id.clone(), parts.clone()));
-        let outcome = crate::load::run(load, &mut Counting { inner: &mut *progress, last: Default::default() }).await;
+        let mut counting = Counting { inner: &mut *progress, last: Default::default(), before: &before, began };
+        let outcome = crate::load::run(load, &mut counting).await;
+        // What this run did, added to what the consumer did before it: its
+        // progress counts on across runs (each run's own stats start at 0).
+        let run_stats = match &outcome {
+            Ok(r) => r.stats.clone(),
+            Err(_) => counting.last.clone(),
+        };
+        add_run(&mut before, &run_stats);
         keeper.abort();
         // Every acknowledgement has fired once the load returned: how far each partition got is final.
         let settling = run.clone();
@@ -387,9 +397,13 @@ async fn lag(run: &KafkaRun, parts: &[KafkaPart]) {
 
 /// A load's progress, passed on, counted into `chute_consume_rows_total`,
 /// `chute_consume_bytes_total` and `chute_consume_rejects_total`.
+/// The reporter is told the consumer's totals: the runs before this one
+/// (`before`) plus this run's, over the time since the consumer started.
 struct Counting<'a> {
     inner: &'a mut dyn LoadProgress,
     last: crate::load::LoadStats,
+    before: &'a crate::load::LoadStats,
+    began: Instant,
 }
 
 impl LoadProgress for Counting<'_> {
@@ -398,12 +412,29 @@ impl LoadProgress for Counting<'_> {
         ::metrics::counter!("chute_consume_bytes_total").increment(stats.bytes_read.saturating_sub(self.last.bytes_read));
         ::metrics::counter!("chute_consume_rejects_total").increment(stats.rows_rejected.saturating_sub(self.last.rows_rejected));
         self.last = stats.clone();
-        self.inner.update(stats);
+        let mut total = self.before.clone();
+        add_run(&mut total, stats);
+        total.seconds = self.began.elapsed().as_secs_f64();
+        total.bytes_total = None;
+        self.inner.update(&total);
     }
 
     fn notice(&mut self, message: &str) {
         self.inner.notice(message);
     }
+}
+
+/// Adds one run's counts to the consumer's totals.
+fn add_run(total: &mut crate::load::LoadStats, run: &crate::load::LoadStats) {
+    total.rows_loaded += run.rows_loaded;
+    total.rows_skipped += run.rows_skipped;
+    total.rows_rejected += run.rows_rejected;
+    total.bytes_read += run.bytes_read;
+    total.bytes_sent += run.bytes_sent;
+    total.bytes_committed += run.bytes_committed;
+    total.batches += run.batches;
+    total.partitions_touched = total.partitions_touched.max(run.partitions_touched);
+    total.partitions_created += run.partitions_created;
 }
 
 /// `GET /metrics` on `addr`: the process's metrics as Prometheus text
