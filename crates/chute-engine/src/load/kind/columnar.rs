@@ -92,17 +92,7 @@ pub(crate) async fn prepare(
         routing: t.routing.clone(),
         ctx: t.ctx,
     });
-    Ok(Prepared {
-        tables: vec![t.routing],
-        kind,
-        boundary: None,
-        skip: None,
-        tags: None,
-        via_parent_reason: t.via_parent_reason,
-        summary_table: t.info.name.to_string(),
-        by_ref: false,
-        read_columns: names,
-    })
+    Ok(Prepared { read_columns: names, ..Prepared::one_table(t.routing, t.via_parent_reason, &t.info, kind) })
 }
 
 /// How the encoder sees a column's type: domains as their base type,

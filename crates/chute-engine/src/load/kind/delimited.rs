@@ -68,17 +68,7 @@ pub(crate) async fn prepare(
         routing: t.routing.clone(),
         by_ref,
     });
-    Ok(Prepared {
-        tables: vec![t.routing],
-        kind,
-        boundary: Some(parser),
-        skip: None,
-        tags: None,
-        via_parent_reason: t.via_parent_reason,
-        summary_table: t.info.name.to_string(),
-        by_ref,
-        read_columns: Vec::new(),
-    })
+    Ok(Prepared { boundary: Some(parser), by_ref, ..Prepared::one_table(t.routing, t.via_parent_reason, &t.info, kind) })
 }
 
 /// csv, text and jsonl into one table: parse, encode, route.

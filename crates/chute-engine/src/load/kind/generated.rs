@@ -30,17 +30,8 @@ pub(crate) async fn prepare(
             )));
         }
     }
-    Ok(Prepared {
-        tables: vec![t.routing.clone()],
-        kind: Arc::new(GenProcessor { workload, routing: t.routing }),
-        boundary: None,
-        skip: None,
-        tags: None,
-        via_parent_reason: t.via_parent_reason,
-        summary_table: t.info.name.to_string(),
-        by_ref: false,
-        read_columns: Vec::new(),
-    })
+    let kind = Arc::new(GenProcessor { workload, routing: t.routing.clone() });
+    Ok(Prepared::one_table(t.routing, t.via_parent_reason, &t.info, kind))
 }
 
 struct GenProcessor {

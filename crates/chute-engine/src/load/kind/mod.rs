@@ -72,6 +72,25 @@ pub(crate) struct Prepared {
     pub read_columns: Vec<String>,
 }
 
+impl Prepared {
+    /// One table's load whose chunks come whole (no boundary to find, no
+    /// header, no tags), kept by copy: what most kinds need; a kind sets
+    /// the rest with struct update syntax.
+    pub(crate) fn one_table(routing: Arc<Routing>, via_parent_reason: Option<String>, info: &TableInfo, kind: Arc<dyn Kind>) -> Prepared {
+        Prepared {
+            tables: vec![routing],
+            kind,
+            boundary: None,
+            skip: None,
+            tags: None,
+            via_parent_reason,
+            summary_table: info.name.to_string(),
+            by_ref: false,
+            read_columns: Vec::new(),
+        }
+    }
+}
+
 /// Makes the kind of the load's input: the tables it writes, how rows are
 /// routed to their leaves, and how chunks become rows.
 pub(crate) async fn prepare(

@@ -44,17 +44,7 @@ pub(crate) async fn prepare(
         }
     }
     let kind = Arc::new(SamplesKind { routing: t.routing.clone() });
-    Ok(Prepared {
-        tables: vec![t.routing],
-        kind,
-        boundary: None,
-        skip: None,
-        tags: None,
-        via_parent_reason: t.via_parent_reason,
-        summary_table: t.info.name.to_string(),
-        by_ref: false,
-        read_columns: Vec::new(),
-    })
+    Ok(Prepared::one_table(t.routing, t.via_parent_reason, &t.info, kind))
 }
 
 struct SamplesKind {

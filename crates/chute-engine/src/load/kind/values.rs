@@ -151,17 +151,7 @@ pub(crate) async fn prepare(
     let t = super::one_table(spec, control, progress, None, spec.columns.as_deref()).await?;
     // Parsed already: no format cuts or parses the chunks.
     let kind = Arc::new(ValuesProcessor { encoder: RowEncoder::new(t.plan.targets.clone(), t.ctx), routing: t.routing.clone() });
-    Ok(Prepared {
-        tables: vec![t.routing],
-        kind,
-        boundary: None,
-        skip: None,
-        tags: None,
-        via_parent_reason: t.via_parent_reason,
-        summary_table: t.info.name.to_string(),
-        by_ref: false,
-        read_columns: Vec::new(),
-    })
+    Ok(Prepared::one_table(t.routing, t.via_parent_reason, &t.info, kind))
 }
 
 pub(crate) struct ValuesProcessor {
