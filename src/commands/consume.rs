@@ -32,18 +32,7 @@ pub async fn run(conn: &ConnArgs, a: ConsumeArgs) -> anyhow::Result<Outcome> {
     if report.interrupted {
         return Ok(signals.outcome().unwrap_or(Outcome::Interrupted));
     }
-    Ok(if report.reject_limit_exceeded {
-        eprintln!(
-            "chute: error: more than {} rows were rejected; the consumer stopped (see {})",
-            a.max_rejects.unwrap_or(0),
-            report.reject_file.as_deref().unwrap_or("the reject file")
-        );
-        Outcome::Error
-    } else if report.rows_rejected > 0 {
-        Outcome::Rejects
-    } else {
-        Outcome::Ok
-    })
+    Ok(super::ended("consumer", report.reject_limit_exceeded, report.rows_rejected, a.max_rejects, report.reject_file.as_deref()))
 }
 
 fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {

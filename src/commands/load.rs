@@ -48,18 +48,7 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     } else {
         print_summary(&report);
     }
-    Ok(if report.reject_limit_exceeded {
-        eprintln!(
-            "chute: error: more than {} rows were rejected; the load stopped (see {})",
-            a.max_rejects.unwrap_or(0),
-            report.reject_file.as_deref().unwrap_or("the reject file")
-        );
-        Outcome::Error
-    } else if report.stats.rows_rejected > 0 {
-        Outcome::Rejects
-    } else {
-        Outcome::Ok
-    })
+    Ok(super::ended("load", report.reject_limit_exceeded, report.stats.rows_rejected, a.max_rejects, report.reject_file.as_deref()))
 }
 
 /// `--create`: the table from the data's schema, unless it exists.

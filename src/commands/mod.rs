@@ -35,3 +35,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Cluster(c) => cluster::run(&cli.conn, c).await,
     }
 }
+
+/// How a load or a consumer that ran to its end exits: past `--max-rejects`
+/// (an error naming the reject file), with rejected rows, or cleanly.
+/// `what` is the noun the message uses ("load", "consumer").
+pub(crate) fn ended(
+    what: &str,
+    reject_limit_exceeded: bool,
+    rows_rejected: u64,
+    max_rejects: Option<u64>,
+    reject_file: Option<&str>,
+) -> Outcome {
+    if reject_limit_exceeded {
+        eprintln!(
+            "chute: error: more than {} rows were rejected; the {what} stopped (see {})",
+            max_rejects.unwrap_or(0),
+            reject_file.unwrap_or("the reject file")
+        );
+        Outcome::Error
+    } else if rows_rejected > 0 {
+        Outcome::Rejects
+    } else {
+        Outcome::Ok
+    }
+}

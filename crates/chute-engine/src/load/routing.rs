@@ -677,12 +677,7 @@ pub(crate) async fn reread_tree(client: &tokio_postgres::Client, routing: &Routi
 /// connection that is itself fine): postgres_fdw on the coordinator
 /// reading a data node that is down. Retried like a lost connection.
 fn a_node_unreachable(e: &LoadError) -> bool {
-    use tokio_postgres::error::SqlState;
-    e.code().is_some_and(|c| {
-        *c == SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
-            || *c == SqlState::CONNECTION_FAILURE
-            || *c == SqlState::CONNECTION_EXCEPTION
-    })
+    e.code().is_some_and(|c| c.code().starts_with("08"))
 }
 
 /// Keeps one partition manager connection for just-in-time creation.
