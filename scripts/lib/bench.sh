@@ -1,0 +1,56 @@
+# Sourced by the bench scripts: one EXIT trap that undoes what the run made,
+# one way to start ../shared/bench/ceiling.sh's server and read its answer.
+#
+#   at_exit CMD             run CMD at exit (the last registered runs first)
+#   bench_dir VAR NAME [D]  VAR=D (made if missing), or a fresh temp dir
+#                           $TMPDIR/NAME.XXXXXX that is removed at exit
+#   ceiling_start ROWS D    ceiling.sh --keep --rows ROWS --dir D: writes the
+#                           seeded files into D, measures the server's own rates
+#                           and leaves its server running; sets ceiling_out, url,
+#                           stop_cmd and server_dir. The server is stopped and its
+#                           data (gigabytes after a big run) removed at exit.
+#
+# Runs killed before this existed left 16 GB of servers and inputs in /tmp.
+
+_bench_at_exit=()
+at_exit() { _bench_at_exit=("$1" ${_bench_at_exit[@]+"${_bench_at_exit[@]}"}); }
+_bench_run_at_exit() {
+  local c
+  for c in ${_bench_at_exit[@]+"${_bench_at_exit[@]}"}; do eval "$c" >/dev/null 2>&1 || true; done
+}
+trap _bench_run_at_exit EXIT
+
+bench_dir() {
+  local d=${3:-}
+  if [ -z "$d" ]; then
+    d=$(mktemp -d "${TMPDIR:-/tmp}/$2.XXXXXX")
+    at_exit "rm -rf '$d'"
+  fi
+  mkdir -p "$d"; d=$(cd "$d" && pwd)
+  # ceiling.sh's server runs as postgres and writes its files here.
+  [ "$(id -u)" != 0 ] || chown postgres "$d"
+  chmod 755 "$d"
+  printf -v "$1" %s "$d"
+}
+
+# ceiling.sh lives in shared/bench next to the checkout (../shared), or next to
+# the directory of worktrees (../../shared); CEILING_SH=path overrides.
+ceiling_sh() {
+  local c
+  for c in "${CEILING_SH:-}" ../shared/bench/ceiling.sh ../../shared/bench/ceiling.sh; do
+    [ -n "$c" ] && [ -f "$c" ] && { echo "$c"; return; }
+  done
+  echo "no shared/bench/ceiling.sh in .. or ../..: set CEILING_SH=/path/to/ceiling.sh" >&2
+  return 2
+}
+
+ceiling_start() {
+  local sh
+  sh=$(ceiling_sh) || exit 2
+  ceiling_out=$(bash "$sh" --keep --rows "$1" --dir "$2" 2>&1 | grep -v '^initdb\|NOTICE') || true
+  url=$(echo "$ceiling_out" | sed -n 's/^server left running: //p')
+  stop_cmd=$(echo "$ceiling_out" | sed -n 's/^stop it with: //p')
+  server_dir=$(echo "$url" | sed -n 's/.*host=\([^&]*\).*/\1/p')
+  [ -n "$url" ] || { echo "$sh failed: $ceiling_out" >&2; exit 1; }
+  at_exit "$stop_cmd; case '$server_dir' in */chute-ceiling-server.*) rm -rf '$server_dir';; esac"
+}
