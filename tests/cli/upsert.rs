@@ -139,21 +139,49 @@ async fn duplicates_in_one_input_resolve_in_input_order() {
     write_rows(&dir.path().join("d.csv"), &base, duplicates(60_000, 5_000));
     c.batch_execute("CREATE TABLE raw (time timestamptz, dev int, v float8, seq bigint)").await.unwrap();
     run_expect(&mut load(&url, dir.path(), "raw", "d.csv", &[]), 0);
+    // Into a new partition, backfilled (filled without its unique index,
+    // then the repeats resolved before the index is built), and the normal
+    // way (merged into a partition that has it): the same table, the same counts.
     let cases = [
-        ("last", &["--on-conflict", "update"][..], "seq DESC"),
-        ("first", &["--on-conflict", "nothing"][..], "seq"),
-        // Applied one at a time, "update if larger" keeps the first row with the largest value.
-        ("largest", &["--on-conflict", "update", "--update-if", "excluded.v > t.v"][..], "v DESC, seq"),
+        ("last", &["--on-conflict", "update"][..], "seq DESC", true),
+        ("first", &["--on-conflict", "nothing"][..], "seq", true),
+        // Only v is overwritten: the first row of a key keeps its seq.
+        ("last_v", &["--on-conflict", "update", "--update-columns", "v"][..], "seq DESC", true),
+        // Applied one at a time, "update if larger" keeps the first row with the largest value (never backfilled).
+        ("largest", &["--on-conflict", "update", "--update-if", "excluded.v > t.v"][..], "v DESC, seq", false),
     ];
-    for (table, flags, order) in cases {
-        hourly(&c, &url, table).await;
-        let (out, _) =
-            run_expect(&mut load(&url, dir.path(), table, "d.csv", &[flags, &["--workers", "4", "--batch-mb", "1"]].concat()), 0);
-        let (inserted, updated, unchanged) = counts(&out);
-        assert_eq!((inserted, inserted + updated + unchanged), (5_000, 60_000), "{table}: {out}");
-        let expected = format!("SELECT DISTINCT ON (dev, time) time, dev, v, seq FROM raw ORDER BY dev, time, {order}");
-        let sql = format!("SELECT time, dev, v, seq FROM {table}");
-        assert_eq!(difference(&c, &sql, &expected).await, 0, "{table}: the table differs from SQL's resolution ({order})");
+    for (name, flags, order, backfills) in cases {
+        let mut seen = None;
+        for backfill in ["on", "off"] {
+            let table = format!("{name}_{backfill}");
+            hourly(&c, &url, &table).await;
+            let mode = if backfills { backfill } else { "auto" };
+            let extra = ["--workers", "4", "--batch-mb", "1", "--backfill", mode];
+            let (out, _) = run_expect(&mut load(&url, dir.path(), &table, "d.csv", &[flags, &extra[..]].concat()), 0);
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            let backfilled = v["partitions_backfilled"].as_u64().unwrap_or_else(|| panic!("{out}"));
+            assert_eq!(backfilled > 0, backfills && backfill == "on", "{table}: {out}");
+            let (inserted, updated, unchanged) = counts(&out);
+            assert_eq!((inserted, inserted + updated + unchanged), (5_000, 60_000), "{table}: {out}");
+            // v is (j * 37) % 1001 for the key's j-th row: the same counts either way.
+            assert_eq!(*seen.get_or_insert((inserted, updated, unchanged)), (inserted, updated, unchanged), "{table}: {out}");
+            let expected = if name == "last_v" {
+                // The first row's seq, the last row's v.
+                "SELECT f.time, f.dev, l.v, f.seq FROM (SELECT DISTINCT ON (dev, time) * FROM raw ORDER BY dev, time, seq) f \
+                 JOIN (SELECT DISTINCT ON (dev, time) * FROM raw ORDER BY dev, time, seq DESC) l USING (dev, time)"
+                    .to_owned()
+            } else {
+                format!("SELECT DISTINCT ON (dev, time) time, dev, v, seq FROM raw ORDER BY dev, time, {order}")
+            };
+            let sql = format!("SELECT time, dev, v, seq FROM {table}");
+            assert_eq!(difference(&c, &sql, &expected).await, 0, "{table}: the table differs from SQL's resolution ({order})");
+        }
+        if name == "first" {
+            assert_eq!(seen, Some((5_000, 0, 55_000)));
+        }
+        if name == "last" {
+            assert_eq!(seen, Some((5_000, 55_000, 0)), "every later row of a key has another seq");
+        }
     }
 }
 
@@ -319,9 +347,10 @@ async fn refusals_name_the_problem_and_the_fix_before_any_row_moves() {
     let err = refused("p", &["--on-conflict", "update", "--update-columns", "dev"]);
     assert!(err.contains("conflict key"), "{err}");
     assert_eq!(one_i64(&c, "SELECT count(*) FROM p").await, 0, "nothing was loaded by a refused run");
-    // Backfill with an upsert: refused, saying why.
-    let err = refused("p", &["--on-conflict", "nothing", "--backfill", "on"]);
-    assert!(err.contains("upserts"), "{err}");
+    // Backfill with an upsert whose repeats only a merge can decide: refused, saying why.
+    let err = refused("p", &["--on-conflict", "update", "--update-if", "excluded.v > t.v", "--backfill", "on"]);
+    assert!(err.contains("--update-if") && err.contains("--backfill auto"), "{err}");
+    assert_eq!(one_i64(&c, "SELECT count(*) FROM p").await, 0, "nothing was loaded by a refused run");
 }
 
 #[tokio::test]

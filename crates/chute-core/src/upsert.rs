@@ -185,6 +185,59 @@ impl MergeSql {
         }
     }
 
+    /// One statement that leaves `leaf` (a table filled by one COPY session,
+    /// so its rows' `ctid` order is their input order) with one row per key,
+    /// as if its rows had been merged one at a time: the first row of each
+    /// key stays, with `update` its overwritten columns taken from the key's
+    /// last row; the other rows of the key are deleted. Keys with a NULL
+    /// never conflict and are left alone. Returns the rows deleted and how
+    /// many of them would have changed the row (their overwritten values
+    /// differ from the key's row before them), int8 each. `None` with an
+    /// `--update-if`: whether a row applies depends on the row before it,
+    /// which only a merge round by round decides.
+    pub fn dedupe(&self, leaf: &str) -> Option<String> {
+        if self.update_if.is_some() && self.action == ConflictAction::Update {
+            return None;
+        }
+        let keys = self.key.join(", ");
+        let not_null = self.key.iter().map(|k| format!("{k} IS NOT NULL")).collect::<Vec<_>>().join(" AND ");
+        let on = |a: &str, b: &str| self.key.iter().map(|k| format!("{a}.{k} = {b}.{k}")).collect::<Vec<_>>().join(" AND ");
+        let update = if self.action == ConflictAction::Update { self.update.as_slice() } else { &[] };
+        let dups = format!(
+            "chute_d AS MATERIALIZED (SELECT {keys}, min(ctid) AS chute_keep, max(ctid) AS chute_last FROM {leaf} \
+             WHERE {not_null} GROUP BY {keys} HAVING count(*) > 1)"
+        );
+        let deleted = format!("chute_x AS (DELETE FROM {leaf} a USING chute_d d WHERE {} AND a.ctid <> d.chute_keep RETURNING 1)", on("a", "d"));
+        if update.is_empty() {
+            return Some(format!("WITH {dups}, {deleted} SELECT count(*)::int8, 0::int8 FROM chute_x"));
+        }
+        let set = update.iter().map(|(c, _)| format!("{c} = l.{c}")).collect::<Vec<_>>().join(", ");
+        let differs = update
+            .iter()
+            .map(|(c, eq)| {
+                if *eq {
+                    format!("{c} IS DISTINCT FROM lag({c}) OVER w")
+                } else {
+                    format!("{c}::text IS DISTINCT FROM lag({c}::text) OVER w")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let a_cols = self.key.iter().map(|k| format!("a.{k}")).collect::<Vec<_>>().join(", ");
+        let a_update = update.iter().map(|(c, _)| format!("a.{c}")).collect::<Vec<_>>().join(", ");
+        Some(format!(
+            "WITH {dups}, \
+             chute_c AS (SELECT count(*) FILTER (WHERE chute_n > 1 AND chute_differs) AS n FROM \
+               (SELECT row_number() OVER w AS chute_n, ({differs}) AS chute_differs \
+                FROM (SELECT {a_cols}, {a_update}, a.ctid AS chute_id FROM {leaf} a JOIN chute_d d ON {}) a \
+                WINDOW w AS (PARTITION BY {keys} ORDER BY chute_id)) r), \
+             chute_u AS (UPDATE {leaf} t SET {set} FROM chute_d d JOIN {leaf} l ON l.ctid = d.chute_last WHERE t.ctid = d.chute_keep RETURNING 1), \
+             {deleted} \
+             SELECT (SELECT count(*) FROM chute_x)::int8, (SELECT n FROM chute_c)::int8 FROM (SELECT count(*) FROM chute_u) u",
+            on("a", "d")
+        ))
+    }
+
     /// `DO NOTHING`, or `DO UPDATE SET … WHERE …`: an update only where the
     /// condition holds and some overwritten value differs (a row that would
     /// not change is left alone, and counted unchanged).

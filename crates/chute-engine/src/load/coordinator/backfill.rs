@@ -152,8 +152,11 @@ impl Coordinator {
             Some(why.clone())
         } else if text {
             Some("its rows are parsed by the server (they go through the parent)".to_owned())
-        } else if routing.merge.is_some() {
-            Some("the load upserts: rows merge into partitions that have their unique index (backfilling new ones is not done for upserts yet)".to_owned())
+        } else if routing.merge.as_ref().is_some_and(|m| m.sql.dedupe("t").is_none()) {
+            Some(format!(
+                "the load upserts with {}: whether a repeated key's row applies is decided row by row, by a merge into a partition that has its unique index",
+                Setting::UpdateIf
+            ))
         } else if routing.insert.is_some() {
             Some("row-level security applies: rows go in as INSERTs through the parent".to_owned())
         } else {
@@ -227,7 +230,8 @@ impl Coordinator {
         let end = j.policy.interval.next(start, &tz).map_err(|e| policy_error(&e))?;
         let plan = backfill::plan_backfill_leaf(&j.policy, &j.info.grants, start, end).map_err(|e| policy_error(&e))?;
         let leaf = routing.open_virtual(&plan.name, start, end);
-        let spec = SessionSpec { table, leaf, plan, parent_oid: j.info.oid, index_memory: 0 };
+        let dedupe = routing.merge.as_ref().and_then(|m| Some((m.sql.dedupe(&plan.name.quoted())?, m.action)));
+        let spec = SessionSpec { table, leaf, plan, parent_oid: j.info.oid, index_memory: 0, dedupe };
         let Ok(filler) = &self.backfill.filler else { return Ok(()) };
         let tx = filler.open(spec);
         self.backfill.states.insert((table, leaf), Leaf { start, state: State::Filling });
@@ -328,8 +332,11 @@ impl Coordinator {
     /// A backfill session's outcome.
     pub(crate) fn backfill_outcome(&mut self, o: CopyOutcome) {
         match o {
-            CopyOutcome::Backfilled { table, leaf, batches, rows, bytes } => {
+            CopyOutcome::Backfilled { table, leaf, batches, rows, bytes, upsert } => {
                 self.in_flight = self.in_flight.saturating_sub(batches);
+                if let Some(u) = &mut self.stats.upsert {
+                    u.add(upsert);
+                }
                 self.stats.rows_loaded += rows;
                 self.stats.bytes_sent += bytes;
                 self.stats.partitions_backfilled += 1;

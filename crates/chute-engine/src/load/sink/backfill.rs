@@ -24,9 +24,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use chute_core::partman::backfill::BackfillLeaf;
+use chute_core::upsert::ConflictAction;
 use tokio_postgres::{Client, Transaction};
 
 use super::{BatchPart, CopyOutcome, WorkerCtx};
+use crate::load::UpsertCounts;
 use crate::retry::{self, Backoff, Lost};
 
 /// What the coordinator sends a session.
@@ -47,6 +49,9 @@ pub(crate) struct SessionSpec {
     pub parent_oid: u32,
     /// `maintenance_work_mem` for the index builds, in bytes (set by the [`Filler`]).
     pub index_memory: u64,
+    /// An upsert's: leaves one row per key when the ATTACH finds a key twice
+    /// (see `MergeSql::dedupe`), and whether repeated rows count as updates.
+    pub dedupe: Option<(String, ConflictAction)>,
 }
 
 /// Opens backfill sessions on the sink's server; their answers go to the
@@ -77,6 +82,8 @@ impl Filler {
 enum Ended {
     Committed {
         rows: u64,
+        /// An upsert's counts (all inserted but the repeated keys' rows).
+        upsert: UpsertCounts,
     },
     /// The sender went away without `Close`: rolled back.
     Dropped,
@@ -178,7 +185,9 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
             match landed(&client, &ctx, &spec, &parts).await {
                 Ok(true) => {
                     let rows = parts.iter().map(|k| k.part.seg.row_ends.len() as u64).sum();
-                    break Ok(Ended::Committed { rows });
+                    // What the commit's rows did is lost with the connection: unchanged, as a merge's are.
+                    let upsert = UpsertCounts { unchanged: rows, ..Default::default() };
+                    break Ok(Ended::Committed { rows, upsert });
                 }
                 Ok(false) => {}
                 Err(e) if e.connection_lost() && backoff.wait().await => continue,
@@ -205,12 +214,12 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
         ctx.budget.release(k.budget);
     }
     match result {
-        Ok(Ended::Committed { rows }) => {
+        Ok(Ended::Committed { rows, upsert }) => {
             let bytes = parts.iter().map(|k| k.bytes).sum();
             for k in parts {
                 k.part.seg.acks.commit(k.part.seg.row_ends.len(), &[]);
             }
-            let _ = outcomes.send(CopyOutcome::Backfilled { table: spec.table, leaf: spec.leaf, batches, rows, bytes });
+            let _ = outcomes.send(CopyOutcome::Backfilled { table: spec.table, leaf: spec.leaf, batches, rows, bytes, upsert });
         }
         // Stopped: nothing is committed; a resume loads these rows again.
         Ok(Ended::Dropped) => drop(parts),
@@ -326,11 +335,42 @@ async fn attempt(
     for sql in spec.plan.index_sql(&plain_indexes(&txn, spec.parent_oid).await?) {
         txn.batch_execute(&sql).await?;
     }
-    for sql in &spec.plan.attach {
-        txn.batch_execute(sql).await?;
-    }
+    let rows = parts.iter().map(|k| k.part.seg.row_ends.len() as u64).sum();
+    let upsert = attach(&txn, spec, rows).await?;
     txn.commit().await?;
-    Ok(Ended::Committed { rows: parts.iter().map(|k| k.part.seg.row_ends.len() as u64).sum() })
+    Ok(Ended::Committed { rows, upsert })
+}
+
+/// Attaches the filled partition. An upsert's rows may repeat a key: the
+/// ATTACH's unique index build then fails, and is tried again once the
+/// repeats are resolved as a merge would have (no cost when no key repeats).
+async fn attach(txn: &Transaction<'_>, spec: &SessionSpec, rows: u64) -> Result<UpsertCounts, tokio_postgres::Error> {
+    let mut counts = UpsertCounts { inserted: rows, ..Default::default() };
+    if spec.dedupe.is_some() {
+        txn.batch_execute("SAVEPOINT chute_attach").await?;
+    }
+    for sql in &spec.plan.attach {
+        match txn.batch_execute(sql).await {
+            Ok(()) => {}
+            Err(e) if spec.dedupe.is_some() && e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                let (dedupe, action) = spec.dedupe.as_ref().expect("checked");
+                txn.batch_execute("ROLLBACK TO SAVEPOINT chute_attach").await?;
+                let row = txn.query_one(dedupe.as_str(), &[]).await?;
+                let (removed, changed) = (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64);
+                counts.inserted = rows - removed;
+                if *action == ConflictAction::Update {
+                    counts.updated = changed;
+                }
+                counts.unchanged = removed - counts.updated;
+                for sql in &spec.plan.attach {
+                    txn.batch_execute(sql).await?;
+                }
+                return Ok(counts);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(counts)
 }
 
 /// What follows `USING` in the definition of each of the parent's

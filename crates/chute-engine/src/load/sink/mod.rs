@@ -152,6 +152,7 @@ pub(crate) enum CopyOutcome {
         batches: usize,
         rows: u64,
         bytes: u64,
+        upsert: super::UpsertCounts,
     },
     /// A backfill did not happen (nothing of it is committed): its rows go
     /// the normal way.
