@@ -42,7 +42,8 @@ pub async fn run(conn: &ConnArgs, a: MigrateArgs) -> anyhow::Result<Outcome> {
                 "lock footprint {} locks at most in one transaction of the split (it allows itself {}, a quarter of the server's lock table)",
                 s.max_step_locks, s.lock_budget
             );
-            println!("old partition {}", s.old_partition);
+            let dropped = if s.old_partition_exists { "" } else { " (dropped)" };
+            println!("old partition {}{dropped}", s.old_partition);
         }
         return Ok(Outcome::Ok);
     }

@@ -55,6 +55,10 @@ async fn rows_moved_never_pass_the_total_and_end_equal_to_it() {
     let s = status(&url);
     let (moved, total) = (s["rows_moved"].as_i64().unwrap(), s["rows_total"].as_i64().unwrap());
     assert_eq!(moved, total, "{s}");
+    // The split dropped the old partition at its cutover (no --keep-old): the status says so.
+    assert_eq!((s["old_partition"].as_str(), s["old_partition_exists"].as_bool()), (Some("public.orders_chute_old"), Some(false)), "{s}");
+    let (text, _) = run_expect(chute().args(["--url", &url, "migrate", "--status", "orders"]), 0);
+    assert!(text.contains("old partition public.orders_chute_old (dropped)"), "{text}");
     let (n, carried, inserted): (i64, i64, i64) = {
         let r = c
             .query_one("SELECT count(*), count(*) FILTER (WHERE status = 1), count(*) FILTER (WHERE status = 2) FROM orders", &[])

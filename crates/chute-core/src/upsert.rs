@@ -207,7 +207,8 @@ impl MergeSql {
             "chute_d AS MATERIALIZED (SELECT {keys}, min(ctid) AS chute_keep, max(ctid) AS chute_last FROM {leaf} \
              WHERE {not_null} GROUP BY {keys} HAVING count(*) > 1)"
         );
-        let deleted = format!("chute_x AS (DELETE FROM {leaf} a USING chute_d d WHERE {} AND a.ctid <> d.chute_keep RETURNING 1)", on("a", "d"));
+        let deleted =
+            format!("chute_x AS (DELETE FROM {leaf} a USING chute_d d WHERE {} AND a.ctid <> d.chute_keep RETURNING 1)", on("a", "d"));
         if update.is_empty() {
             return Some(format!("WITH {dups}, {deleted} SELECT count(*)::int8, 0::int8 FROM chute_x"));
         }

@@ -135,6 +135,9 @@ pub struct MigrationStatus {
     /// the server's lock table.
     pub lock_budget: i64,
     pub old_partition: String,
+    /// Whether the old partition is still there: the split drops it at its
+    /// cutover unless `--keep-old` kept it.
+    pub old_partition_exists: bool,
 }
 
 fn lock_key(table: &QualifiedName) -> String {
@@ -406,6 +409,8 @@ impl Migrator {
             .await?
             .get(0);
         let lock_budget = split::lock_table(&self.client).await?.budget();
+        let old = Names::new(&table)?.old;
+        let old_partition_exists: bool = self.client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&old.quoted()]).await?.get(0);
         Ok(MigrationStatus {
             table: table.to_string(),
             key: row.get(7),
@@ -416,7 +421,8 @@ impl Migrator {
             longest_lock_ms: row.get(8),
             max_step_locks,
             lock_budget,
-            old_partition: Names::new(&table)?.old.to_string(),
+            old_partition: old.to_string(),
+            old_partition_exists,
         })
     }
 }
