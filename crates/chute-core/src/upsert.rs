@@ -196,7 +196,7 @@ impl MergeSql {
     /// `--update-if`: whether a row applies depends on the row before it,
     /// which only a merge round by round decides.
     pub fn dedupe(&self, leaf: &str) -> Option<String> {
-        if self.update_if.is_some() && self.action == ConflictAction::Update {
+        if !self.dedupes() {
             return None;
         }
         let keys = self.key.join(", ");
@@ -213,17 +213,7 @@ impl MergeSql {
             return Some(format!("WITH {dups}, {deleted} SELECT count(*)::int8, 0::int8 FROM chute_x"));
         }
         let set = update.iter().map(|(c, _)| format!("{c} = l.{c}")).collect::<Vec<_>>().join(", ");
-        let differs = update
-            .iter()
-            .map(|(c, eq)| {
-                if *eq {
-                    format!("{c} IS DISTINCT FROM lag({c}) OVER w")
-                } else {
-                    format!("{c}::text IS DISTINCT FROM lag({c}::text) OVER w")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" OR ");
+        let differs = update.iter().map(|(c, eq)| distinct(c, &format!("lag({c}) OVER w"), *eq)).collect::<Vec<_>>().join(" OR ");
         let a_cols = self.key.iter().map(|k| format!("a.{k}")).collect::<Vec<_>>().join(", ");
         let a_update = update.iter().map(|(c, _)| format!("a.{c}")).collect::<Vec<_>>().join(", ");
         Some(format!(
@@ -239,6 +229,11 @@ impl MergeSql {
         ))
     }
 
+    /// Whether [`MergeSql::dedupe`] can resolve repeated keys (all but `update` with `--update-if`).
+    pub fn dedupes(&self) -> bool {
+        !(self.update_if.is_some() && self.action == ConflictAction::Update)
+    }
+
     /// `DO NOTHING`, or `DO UPDATE SET … WHERE …`: an update only where the
     /// condition holds and some overwritten value differs (a row that would
     /// not change is left alone, and counted unchanged).
@@ -247,24 +242,20 @@ impl MergeSql {
             return "DO NOTHING".to_owned();
         }
         let set = self.update.iter().map(|(c, _)| format!("{c} = excluded.{c}")).collect::<Vec<_>>().join(", ");
-        let differs = self
-            .update
-            .iter()
-            .map(|(c, eq)| {
-                if *eq {
-                    format!("t.{c} IS DISTINCT FROM excluded.{c}")
-                } else {
-                    format!("t.{c}::text IS DISTINCT FROM excluded.{c}::text")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" OR ");
+        let differs =
+            self.update.iter().map(|(c, eq)| distinct(&format!("t.{c}"), &format!("excluded.{c}"), *eq)).collect::<Vec<_>>().join(" OR ");
         match &self.update_if {
             // On lines of their own: a `--` comment in the condition ends with its line.
             Some(cond) => format!("DO UPDATE SET {set} WHERE (\n{cond}\n) AND ({differs})"),
             None => format!("DO UPDATE SET {set} WHERE {differs}"),
         }
     }
+}
+
+/// `a IS DISTINCT FROM b`, compared as text where the column's type has no
+/// equality operator (`eq` false).
+fn distinct(a: &str, b: &str, eq: bool) -> String {
+    if eq { format!("{a} IS DISTINCT FROM {b}") } else { format!("({a})::text IS DISTINCT FROM ({b})::text") }
 }
 
 /// The most rows among `rows` (binary COPY rows: a field count, then each
@@ -370,7 +361,7 @@ mod tests {
     #[test]
     fn statements_name_every_column_and_keep_the_condition_on_its_own_lines() {
         let s = sql(ConflictAction::Update, Some("excluded.v > t.v -- newest")).statement("\"m_1\"", true, Source::Stage);
-        assert!(s.contains("INSERT INTO \"m_1\" AS t (\"time\", \"dev\", \"v\", \"doc\") SELECT \"time\", \"dev\", \"v\", \"doc\" FROM pg_temp.\"chute_stage_0\" s ON CONFLICT (\"dev\", \"time\") DO UPDATE SET \"v\" = excluded.\"v\", \"doc\" = excluded.\"doc\" WHERE (\nexcluded.v > t.v -- newest\n) AND (t.\"v\" IS DISTINCT FROM excluded.\"v\" OR t.\"doc\"::text IS DISTINCT FROM excluded.\"doc\"::text)"), "{s}");
+        assert!(s.contains("INSERT INTO \"m_1\" AS t (\"time\", \"dev\", \"v\", \"doc\") SELECT \"time\", \"dev\", \"v\", \"doc\" FROM pg_temp.\"chute_stage_0\" s ON CONFLICT (\"dev\", \"time\") DO UPDATE SET \"v\" = excluded.\"v\", \"doc\" = excluded.\"doc\" WHERE (\nexcluded.v > t.v -- newest\n) AND (t.\"v\" IS DISTINCT FROM excluded.\"v\" OR (t.\"doc\")::text IS DISTINCT FROM (excluded.\"doc\")::text)"), "{s}");
         assert!(s.contains("RETURNING t.xmax = 0"), "{s}");
         let p = sql(ConflictAction::Update, None).statement("\"m\"", false, Source::StageRound);
         assert!(!p.contains("xmax"), "a parent returns no system column: {p}");

@@ -178,10 +178,6 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
             }
             Err(e) => return Err(e),
         };
-        report.rows_loaded += r.stats.rows_loaded;
-        report.rows_skipped += r.stats.rows_skipped;
-        report.rows_rejected += r.stats.rows_rejected;
-        report.bytes_read += r.stats.bytes_read;
         report.reject_file = r.reject_file.clone().or(report.reject_file.take());
         for p in &parts {
             let at = through.get(&p.input).copied().or_else(|| r.committed_through.get(p.input as usize).map(|t| t.byte));
@@ -204,6 +200,12 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         }
     }
     report.interrupted |= spec.load.cancel.load(Ordering::SeqCst);
+    // The runs' counts, summed once (progress reads the same totals), a
+    // run the group's rebalance ended included: its committed rows are loaded.
+    report.rows_loaded = before.rows_loaded;
+    report.rows_skipped = before.rows_skipped;
+    report.rows_rejected = before.rows_rejected;
+    report.bytes_read = before.bytes_read;
     if let Some(m) = metrics {
         m.abort();
     }

@@ -152,7 +152,7 @@ impl Coordinator {
             Some(why.clone())
         } else if text {
             Some("its rows are parsed by the server (they go through the parent)".to_owned())
-        } else if routing.merge.as_ref().is_some_and(|m| m.sql.dedupe("t").is_none()) {
+        } else if routing.merge.as_ref().is_some_and(|m| !m.sql.dedupes()) {
             Some(format!(
                 "the load upserts with {}: whether a repeated key's row applies is decided row by row, by a merge into a partition that has its unique index",
                 Setting::UpdateIf
