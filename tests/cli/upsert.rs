@@ -185,6 +185,42 @@ async fn duplicates_in_one_input_resolve_in_input_order() {
     }
 }
 
+/// A key with a NULL conflicts with nothing under a unique index's default
+/// (every such row is inserted, none was dropped as a repeat of another),
+/// and with the NULL already there under `NULLS NOT DISTINCT`. The second
+/// also takes the merge's way around a unique violation: `nothing` inserts
+/// new keys without ON CONFLICT, which fails on that NULL, and goes again
+/// with it.
+#[tokio::test]
+async fn keys_with_a_null_conflict_as_their_unique_index_says() {
+    let db = shared().fresh_db("upsert_nulls").await;
+    let (url, c) = (db.url(), db.client().await);
+    let dir = open_tempdir();
+    std::fs::write(dir.path().join("n.csv"), ",1,1\n,2,2\n5,3,3\n5,4,4\n7,5,5\n").unwrap();
+    let cases = [
+        ("distinct", "", "nothing", (3, 0, 2), "(,0,0) (,1,1) (,2,2) (5,3,3) (7,0,0)"),
+        ("distinct", "", "update", (3, 2, 0), "(,0,0) (,1,1) (,2,2) (5,4,4) (7,5,5)"),
+        ("not_distinct", "NULLS NOT DISTINCT", "nothing", (1, 0, 4), "(,0,0) (5,3,3) (7,0,0)"),
+        ("not_distinct", "NULLS NOT DISTINCT", "update", (1, 4, 0), "(,2,2) (5,4,4) (7,5,5)"),
+    ];
+    for (name, nulls, action, want, rows) in cases {
+        let table = format!("{name}_{action}");
+        c.batch_execute(&format!(
+            "CREATE TABLE {table} (dev int, seq bigint, v float8, UNIQUE {nulls} (dev)); INSERT INTO {table} VALUES (NULL, 0, 0), (7, 0, 0)"
+        ))
+        .await
+        .unwrap();
+        let (out, _) = run_expect(&mut load(&url, dir.path(), &table, "n.csv", &["--on-conflict", action]), 0);
+        assert_eq!(counts(&out), want, "{table}: {out}");
+        let got: String = c
+            .query_one(&format!("SELECT string_agg(t::text, ' ' ORDER BY dev NULLS FIRST, seq) FROM {table} t"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(got, rows, "{table}");
+    }
+}
+
 #[tokio::test]
 async fn four_loads_with_overlapping_keys_at_once_neither_deadlock_nor_fail() {
     const KEYS: u64 = 40_000;

@@ -111,20 +111,21 @@ pub struct MergeSql {
     /// equality (values of the others are compared as text).
     pub update: Vec<(String, bool)>,
     pub update_if: Option<String>,
+    /// The key's unique index is `NULLS NOT DISTINCT` (PostgreSQL 15): keys
+    /// with a NULL conflict like any other. Otherwise they never conflict.
+    pub nulls_conflict: bool,
 }
 
 /// Where the rows of one merge statement come from.
 #[derive(Debug, Clone, Copy)]
-pub enum Source<'a> {
+pub enum Source {
     /// Every staged row, in the order it was COPYed.
     Stage,
     /// The rows of round `$1` of the staged rows: the `$1`-th occurrence of
     /// each key, in the order they were COPYed (the staging table is filled
-    /// in order; see the module's doc).
+    /// in order; see the module's doc); every row whose key has a NULL is
+    /// in round 1.
     StageRound,
-    /// The rows of round `$1` of a table (a FROM item) that numbers them
-    /// itself in `column`.
-    Numbered { from: &'a str, column: &'a str },
 }
 
 impl MergeSql {
@@ -142,26 +143,10 @@ impl MergeSql {
     /// rows read (round sources; 0 for [`Source::Stage`], whose count the
     /// COPY gave), rows inserted, rows updated (int8 each). Rows read and
     /// neither inserted nor updated were left unchanged.
-    pub fn statement(&self, target: &str, leaf: bool, source: Source<'_>) -> String {
+    pub fn statement(&self, target: &str, leaf: bool, source: Source) -> String {
         let cols = self.columns.join(", ");
         let keys = self.key.join(", ");
-        let round = self.round_column();
-        let (src, src_sql, counted) = match source {
-            Source::Stage => (self.stage.clone(), String::new(), "0::int8".to_owned()),
-            Source::StageRound => (
-                "chute_src".to_owned(),
-                format!(
-                    "chute_src AS MATERIALIZED (SELECT {cols} FROM (SELECT {cols}, row_number() OVER (PARTITION BY {keys} ORDER BY ctid) AS {round} FROM {}) g WHERE {round} = $1), ",
-                    self.stage
-                ),
-                "(SELECT count(*) FROM chute_src)".to_owned(),
-            ),
-            Source::Numbered { from, column } => (
-                "chute_src".to_owned(),
-                format!("chute_src AS MATERIALIZED (SELECT {cols} FROM {from} WHERE {column} = $1), "),
-                "(SELECT count(*) FROM chute_src)".to_owned(),
-            ),
-        };
+        let (src, src_sql, counted) = self.source(source);
         let insert = format!("INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM {src} s ON CONFLICT ({keys}) {}", self.action_sql());
         match (self.action, leaf) {
             (ConflictAction::Update, true) => format!(
@@ -173,7 +158,7 @@ impl MergeSql {
             // statement's snapshot (exact but for writers of the same keys
             // outside this load at the same moment).
             (ConflictAction::Update, false) => {
-                let matches = self.key.iter().map(|k| format!("o.{k} = s.{k}")).collect::<Vec<_>>().join(" AND ");
+                let matches = self.key_same("o", "s");
                 format!(
                     "WITH {src_sql}chute_old AS (SELECT count(*) AS n FROM {src} s WHERE EXISTS (SELECT 1 FROM {target} o WHERE {matches})), \
                      chute_m AS ({insert} RETURNING 1) \
@@ -185,12 +170,78 @@ impl MergeSql {
         }
     }
 
+    /// `nothing` only: one statement that inserts the rows of `source`
+    /// whose key `target` does not hold yet, without `ON CONFLICT`, and
+    /// returns the row [`MergeSql::statement`] returns. `ON CONFLICT` makes
+    /// each inserted row a speculative insertion (an extra lock and WAL
+    /// record per row); an anti-join probing the same unique index is
+    /// about 1.4x faster for the merge on PostgreSQL 15. A writer outside
+    /// the load that inserts one of these keys between the probe and the
+    /// insert makes it fail with a unique violation (23505): the caller
+    /// rolls back to a savepoint and runs [`MergeSql::statement`]. Only for
+    /// keys whose type's `=` is the unique index's equality (the caller
+    /// knows: byte-canonical key types). Keys with a NULL never match, as
+    /// they never conflict.
+    pub fn insert_new(&self, target: &str, source: Source) -> Option<String> {
+        if self.action != ConflictAction::Nothing {
+            return None;
+        }
+        let cols = self.columns.join(", ");
+        let (src, src_sql, counted) = self.source(source);
+        let matches = self.key_equal("o", "s");
+        Some(format!(
+            "WITH {src_sql}chute_m AS (INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM {src} s \
+             WHERE NOT EXISTS (SELECT 1 FROM {target} o WHERE {matches}) RETURNING 1) \
+             SELECT {counted}::int8, count(*)::int8, 0::int8 FROM chute_m"
+        ))
+    }
+
+    /// `a.k1 = b.k1 AND …` over the key's columns.
+    fn key_equal(&self, a: &str, b: &str) -> String {
+        self.key.iter().map(|k| format!("{a}.{k} = {b}.{k}")).collect::<Vec<_>>().join(" AND ")
+    }
+
+    /// Whether two rows' keys conflict: [`MergeSql::key_equal`], NULLs equal
+    /// under a `NULLS NOT DISTINCT` index.
+    fn key_same(&self, a: &str, b: &str) -> String {
+        if !self.nulls_conflict {
+            return self.key_equal(a, b);
+        }
+        self.key.iter().map(|k| format!("{a}.{k} IS NOT DISTINCT FROM {b}.{k}")).collect::<Vec<_>>().join(" AND ")
+    }
+
+    /// The FROM item of a merge, the WITH item that makes it (or nothing),
+    /// and the SQL that counts the rows it read.
+    fn source(&self, source: Source) -> (String, String, String) {
+        let cols = self.columns.join(", ");
+        let keys = self.key.join(", ");
+        let round = self.round_column();
+        // A key with a NULL conflicts with no row (under a unique index's
+        // default NULLS DISTINCT): all such rows are in the first round.
+        let any_null = match self.nulls_conflict {
+            true => "false".to_owned(),
+            false => self.key.iter().map(|k| format!("{k} IS NULL")).collect::<Vec<_>>().join(" OR "),
+        };
+        match source {
+            Source::Stage => (self.stage.clone(), String::new(), "0::int8".to_owned()),
+            Source::StageRound => (
+                "chute_src".to_owned(),
+                format!(
+                    "chute_src AS MATERIALIZED (SELECT {cols} FROM (SELECT {cols}, CASE WHEN {any_null} THEN 1 ELSE row_number() OVER (PARTITION BY {keys} ORDER BY ctid) END AS {round} FROM {}) g WHERE {round} = $1), ",
+                    self.stage
+                ),
+                "(SELECT count(*) FROM chute_src)".to_owned(),
+            ),
+        }
+    }
+
     /// One statement that leaves `leaf` (a table filled by one COPY session,
     /// so its rows' `ctid` order is their input order) with one row per key,
     /// as if its rows had been merged one at a time: the first row of each
     /// key stays, with `update` its overwritten columns taken from the key's
     /// last row; the other rows of the key are deleted. Keys with a NULL
-    /// never conflict and are left alone. Returns the rows deleted and how
+    /// never conflict and are left alone (but under a `NULLS NOT DISTINCT`
+    /// index). Returns the rows deleted and how
     /// many of them would have changed the row (their overwritten values
     /// differ from the key's row before them), int8 each. `None` with an
     /// `--update-if`: whether a row applies depends on the row before it,
@@ -200,8 +251,11 @@ impl MergeSql {
             return None;
         }
         let keys = self.key.join(", ");
-        let not_null = self.key.iter().map(|k| format!("{k} IS NOT NULL")).collect::<Vec<_>>().join(" AND ");
-        let on = |a: &str, b: &str| self.key.iter().map(|k| format!("{a}.{k} = {b}.{k}")).collect::<Vec<_>>().join(" AND ");
+        let not_null = match self.nulls_conflict {
+            true => "true".to_owned(),
+            false => self.key.iter().map(|k| format!("{k} IS NOT NULL")).collect::<Vec<_>>().join(" AND "),
+        };
+        let on = |a: &str, b: &str| self.key_same(a, b);
         let update = if self.action == ConflictAction::Update { self.update.as_slice() } else { &[] };
         let dups = format!(
             "chute_d AS MATERIALIZED (SELECT {keys}, min(ctid) AS chute_keep, max(ctid) AS chute_last FROM {leaf} \
@@ -355,6 +409,7 @@ mod tests {
             key: vec!["\"dev\"".into(), "\"time\"".into()],
             update: vec![("\"v\"".into(), true), ("\"doc\"".into(), false)],
             update_if: update_if.map(str::to_owned),
+            nulls_conflict: false,
         }
     }
 
@@ -365,11 +420,20 @@ mod tests {
         assert!(s.contains("RETURNING t.xmax = 0"), "{s}");
         let p = sql(ConflictAction::Update, None).statement("\"m\"", false, Source::StageRound);
         assert!(!p.contains("xmax"), "a parent returns no system column: {p}");
-        assert!(p.contains("row_number() OVER (PARTITION BY \"dev\", \"time\" ORDER BY ctid) AS \"chute_round\""), "{p}");
+        assert!(p.contains("row_number() OVER (PARTITION BY \"dev\", \"time\" ORDER BY ctid) END AS \"chute_round\""), "{p}");
         assert!(p.contains("o.\"dev\" = s.\"dev\" AND o.\"time\" = s.\"time\""), "{p}");
-        let n = sql(ConflictAction::Nothing, None).statement("\"m_1\"", true, Source::Numbered { from: "pg_temp.d", column: "n" });
+        let n = sql(ConflictAction::Nothing, None).statement("\"m_1\"", true, Source::StageRound);
         assert!(n.contains("ON CONFLICT (\"dev\", \"time\") DO NOTHING RETURNING 1"), "{n}");
-        assert!(n.contains("FROM pg_temp.d WHERE n = $1"), "{n}");
+        assert!(n.contains("CASE WHEN \"dev\" IS NULL OR \"time\" IS NULL THEN 1 ELSE row_number()"), "{n}");
+        let f = sql(ConflictAction::Nothing, None).insert_new("\"m_1\"", Source::Stage).unwrap();
+        assert!(f.contains("FROM pg_temp.\"chute_stage_0\" s WHERE NOT EXISTS (SELECT 1 FROM \"m_1\" o WHERE o.\"dev\" = s.\"dev\" AND o.\"time\" = s.\"time\")"), "{f}");
+        assert!(!f.contains("ON CONFLICT"), "{f}");
+        assert!(sql(ConflictAction::Update, None).insert_new("\"m_1\"", Source::Stage).is_none());
+        let nnd = MergeSql { nulls_conflict: true, ..sql(ConflictAction::Nothing, None) };
+        let r = nnd.statement("\"m_1\"", true, Source::StageRound);
+        assert!(r.contains("CASE WHEN false THEN 1"), "NULLs conflict like other keys: {r}");
+        let d = nnd.dedupe("\"m_1\"").unwrap();
+        assert!(d.contains("WHERE true GROUP BY") && d.contains("a.\"dev\" IS NOT DISTINCT FROM d.\"dev\""), "{d}");
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub struct Resolved {
     /// Byte equality of the key's binary values is the server's equality
     /// (the client can then find repeated keys itself).
     pub exact: bool,
+    /// The key's unique index is `NULLS NOT DISTINCT`.
+    pub nulls_conflict: bool,
 }
 
 impl Resolved {
@@ -76,6 +78,7 @@ impl Resolved {
             key: self.key().iter().map(|c| quote_ident(c)).collect(),
             update: self.update.iter().map(|(c, eq)| (quote_ident(c), *eq)).collect(),
             update_if: self.setting.update_if.clone(),
+            nulls_conflict: self.nulls_conflict,
         }
     }
 }
@@ -91,6 +94,8 @@ struct UniqueIndex {
     /// Usable as an arbiter of `ON CONFLICT (columns)`: plain columns, no
     /// predicate, valid, checked at once, not an exclusion constraint.
     arbiter: bool,
+    /// `NULLS NOT DISTINCT` (PostgreSQL 15; false before).
+    nulls_conflict: bool,
 }
 
 /// The table (or parent) and its leaves, each with its unique indexes.
@@ -106,7 +111,7 @@ async fn unique_indexes(client: &Client, oid: u32) -> Result<(Vec<String>, Vec<U
                           WHERE k.o <= i.indnkeyatts ORDER BY k.o),
                     coalesce(i.indexprs IS NULL AND i.indpred IS NULL AND i.indisvalid AND i.indisready AND i.indimmediate
                              AND NOT i.indisexclusion AND i.indisunique, false),
-                    i.indexrelid IS NOT NULL
+                    i.indexrelid IS NOT NULL, coalesce((to_jsonb(i) ->> 'indnullsnotdistinct')::bool, false)
              FROM rels r LEFT JOIN pg_index i ON i.indrelid = r.oid AND (i.indisunique OR i.indisexclusion)
              ORDER BY r.root DESC, 1, 3",
             &[&oid],
@@ -128,6 +133,7 @@ async fn unique_indexes(client: &Client, oid: u32) -> Result<(Vec<String>, Vec<U
                 primary: r.get(3),
                 columns: r.get(4),
                 arbiter: r.get(5),
+                nulls_conflict: r.get(7),
             });
         }
     }
@@ -206,6 +212,7 @@ pub async fn resolve(client: &Client, info: &TableInfo, loaded: &[String], want:
     };
     let key_fields = key.iter().map(|k| loaded.iter().position(|c| c == k).expect("checked above")).collect();
     let exact = exact_key(client, info.oid, &columns, &key).await?;
+    let nulls_conflict = indexes.iter().any(|i| i.arbiter && same_set(&i.columns, &key) && i.nulls_conflict);
     let setting = OnConflict {
         action: want.action,
         key: Some(key),
@@ -213,7 +220,7 @@ pub async fn resolve(client: &Client, info: &TableInfo, loaded: &[String], want:
         update_if: want.update_if.clone().filter(|_| want.action == ConflictAction::Update),
         per_request: want.per_request,
     };
-    Ok(Resolved { setting, update, key_fields, exact })
+    Ok(Resolved { setting, update, key_fields, exact, nulls_conflict })
 }
 
 /// The key asked for, or the primary key, or the one unique index.
@@ -444,8 +451,15 @@ pub async fn check_with_server(
     let mut result = Ok(());
     for (target, is_leaf) in plans {
         // One statement per message (the extended protocol): a condition cannot add statements of its own.
-        if let Err(e) = client.query(&format!("EXPLAIN {}", sql.statement(&target, is_leaf, Source::Stage)), &[]).await {
-            result = Err(refusal(&target, resolved, e));
+        // Both ways a load merges (`insert_new` while no writer races it).
+        let fast = sql.insert_new(&target, Source::Stage).filter(|_| resolved.exact);
+        for statement in std::iter::once(sql.statement(&target, is_leaf, Source::Stage)).chain(fast) {
+            if let Err(e) = client.query(&format!("EXPLAIN {statement}"), &[]).await {
+                result = Err(refusal(&target, resolved, e));
+                break;
+            }
+        }
+        if result.is_err() {
             break;
         }
     }

@@ -61,6 +61,9 @@ pub(crate) async fn load_part(
     let mut window = n;
     // The row the server blamed last, to be tried alone once the rows before it are in.
     let mut suspect: Option<usize> = None;
+    // An upsert's merge inserts new keys without ON CONFLICT while no other
+    // writer races it (see `merge::merge_rows`); after a race, with it.
+    let mut fast = true;
     while pos < n {
         let end = if suspect == Some(pos) {
             pos + 1
@@ -69,7 +72,7 @@ pub(crate) async fn load_part(
             (pos + window.max(1)).min(n).min(cap)
         };
         let sp = txn.savepoint(SAVEPOINT).await?;
-        match load_rows(&sp, part, pos, end).await {
+        match load_rows(&sp, part, pos, end, fast).await {
             Ok((rows, counts)) => {
                 sp.commit().await?;
                 loaded += rows;
@@ -80,6 +83,12 @@ pub(crate) async fn load_part(
                     suspect = None;
                     window = AFTER_ERROR_WINDOW;
                 }
+            }
+            Err(e) if fast && part.merge.is_some() && e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                // A key inserted by another writer since the merge looked: the same rows again, with ON CONFLICT.
+                sp.rollback().await?;
+                release(txn, SAVEPOINT).await?;
+                fast = false;
             }
             Err(e) if is_data_error(&e) || refused_by_policy(part, &e) => {
                 sp.rollback().await?;
@@ -193,7 +202,7 @@ async fn batch_wide(txn: &mut Transaction<'_>, part: &BatchPart, e: &tokio_postg
     let n = part.seg.row_ends.len();
     for row in [0, n - 1] {
         let sp = txn.savepoint(PROBE).await?;
-        let alone = load_rows(&sp, part, row, row + 1).await;
+        let alone = load_rows(&sp, part, row, row + 1, false).await;
         sp.rollback().await?;
         release(txn, PROBE).await?;
         match alone {

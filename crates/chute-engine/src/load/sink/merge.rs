@@ -95,13 +95,18 @@ impl MergePlan {
 }
 
 /// Stages rows `a..b` of `part` and merges them into its target; returns
-/// the rows staged and what they did.
+/// the rows staged and what they did. `fast`, for `nothing` on a key whose
+/// bytes are its equality: new keys are inserted without ON CONFLICT
+/// (`MergeSql::insert_new`, about 1.4x faster), which fails with 23505 if
+/// another writer inserts one of them meanwhile; the caller then rolls back
+/// to its savepoint and calls again without `fast`.
 pub(crate) async fn merge_rows(
     txn: &Transaction<'_>,
     part: &BatchPart,
     plan: &MergePlan,
     a: usize,
     b: usize,
+    fast: bool,
 ) -> Result<(u64, UpsertCounts), tokio_postgres::Error> {
     txn.batch_execute(&plan.prepare).await?;
     let body = part.body.slice(row_start(&part.seg, a)..row_start(&part.seg, b));
@@ -132,10 +137,14 @@ pub(crate) async fn merge_rows(
         counts.inserted += row.get::<_, i64>(1) as u64;
         counts.updated += row.get::<_, i64>(2) as u64;
     };
+    let statement = |source| match plan.sql.insert_new(&part.quoted_name, source) {
+        Some(sql) if fast && plan.exact => sql,
+        _ => plan.sql.statement(&part.quoted_name, plan.leaves, source),
+    };
     if rounds == 0 {
-        tally(txn.query_one(&plan.sql.statement(&part.quoted_name, plan.leaves, Source::Stage), &[]).await?);
+        tally(txn.query_one(&statement(Source::Stage), &[]).await?);
     } else {
-        let statement = txn.prepare(&plan.sql.statement(&part.quoted_name, plan.leaves, Source::StageRound)).await?;
+        let statement = txn.prepare(&statement(Source::StageRound)).await?;
         for round in 1..=rounds {
             tally(txn.query_one(&statement, &[&round]).await?);
         }

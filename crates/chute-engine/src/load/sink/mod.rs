@@ -527,16 +527,17 @@ async fn lock_targets(txn: &Transaction<'_>, batch: &Batch) -> Result<Vec<usize>
 }
 
 /// Loads rows `a..b` of `part`: COPYs them into its target, or for an
-/// upsert stages and merges them; returns the rows taken and, for an
-/// upsert, what they did.
+/// upsert stages and merges them (`fast`: see `merge::merge_rows`);
+/// returns the rows taken and, for an upsert, what they did.
 pub(crate) async fn load_rows(
     txn: &Transaction<'_>,
     part: &BatchPart,
     a: usize,
     b: usize,
+    fast: bool,
 ) -> Result<(u64, super::UpsertCounts), tokio_postgres::Error> {
     match &part.merge {
-        Some(plan) => merge::merge_rows(txn, part, plan, a, b).await,
+        Some(plan) => merge::merge_rows(txn, part, plan, a, b, fast).await,
         None => Ok((copy_once(txn, part, a, b).await?, Default::default())),
     }
 }
