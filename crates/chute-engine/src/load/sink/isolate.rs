@@ -14,6 +14,7 @@ use tokio_postgres::Transaction;
 use tokio_postgres::error::SqlState;
 
 use super::super::LoadError;
+use super::merge::Turns;
 use super::{BatchPart, RejectedRow, load_rows};
 
 /// Why a target's rows could not be loaded, isolated or rejected.
@@ -50,6 +51,7 @@ pub(crate) async fn load_part(
     txn: &mut Transaction<'_>,
     part: &BatchPart,
     rejected: &mut Vec<RejectedRow>,
+    turns: &Turns,
 ) -> Result<(u64, crate::load::UpsertCounts), PartError> {
     let n = part.seg.row_ends.len();
     let mut loaded = 0u64;
@@ -72,7 +74,7 @@ pub(crate) async fn load_part(
             (pos + window.max(1)).min(n).min(cap)
         };
         let sp = txn.savepoint(SAVEPOINT).await?;
-        match load_rows(&sp, part, pos, end, fast).await {
+        match load_rows(&sp, part, pos, end, fast, turns).await {
             Ok((rows, counts)) => {
                 sp.commit().await?;
                 loaded += rows;
@@ -106,7 +108,7 @@ pub(crate) async fn load_part(
                     && blamed.is_none_or(|k| k == 1)
                     && !part.text
                     && is_encoding_mismatch(&e)
-                    && let Some(stop) = batch_wide(txn, part, &e).await?
+                    && let Some(stop) = batch_wide(txn, part, &e, turns).await?
                 {
                     return Err(PartError::Mismatch(LoadError::sql(stop, e)));
                 }
@@ -196,13 +198,18 @@ fn is_encoding_mismatch(e: &tokio_postgres::Error) -> bool {
 /// same column. Both tries are rolled back; the caller goes on isolating
 /// rows when the answer is `None`, and stops the load with the error and
 /// the context given otherwise.
-async fn batch_wide(txn: &mut Transaction<'_>, part: &BatchPart, e: &tokio_postgres::Error) -> Result<Option<String>, PartError> {
+async fn batch_wide(
+    txn: &mut Transaction<'_>,
+    part: &BatchPart,
+    e: &tokio_postgres::Error,
+    turns: &Turns,
+) -> Result<Option<String>, PartError> {
     let column = |e: &tokio_postgres::Error| copy_context(e).and_then(parse_copy_line).and_then(|(_, c)| c).map(str::to_owned);
     let (code, col) = (e.code().cloned(), column(e));
     let n = part.seg.row_ends.len();
     for row in [0, n - 1] {
         let sp = txn.savepoint(PROBE).await?;
-        let alone = load_rows(&sp, part, row, row + 1, false).await;
+        let alone = load_rows(&sp, part, row, row + 1, false, turns).await;
         sp.rollback().await?;
         release(txn, PROBE).await?;
         match alone {

@@ -10,10 +10,11 @@
 //!   `update` (each round applies on top of the one before, `--update-if`
 //!   included) and the first for `nothing` (round 1 only);
 //! - across batches, [`Turns`]: the coordinator numbers the batches of
-//!   each leaf as it sends them, and a worker merges a batch only once every
-//!   earlier batch of its leaves is done, so batches of one leaf never
-//!   merge concurrently and commit in input order; batches of different
-//!   leaves merge in parallel.
+//!   each leaf as it sends them, and a worker merges a part only once every
+//!   earlier batch of its leaf is done, so batches of one leaf never merge
+//!   concurrently and commit in input order; batches of different leaves
+//!   merge in parallel, and a part is staged while an earlier batch of its
+//!   leaf still merges.
 //!
 //! Deadlocks. Concurrent upserts of overlapping keys (several loads at once)
 //! lock rows; two sessions that lock the same keys in different orders
@@ -107,6 +108,7 @@ pub(crate) async fn merge_rows(
     a: usize,
     b: usize,
     fast: bool,
+    turns: &Turns,
 ) -> Result<(u64, UpsertCounts), tokio_postgres::Error> {
     txn.batch_execute(&plan.prepare).await?;
     let body = part.body.slice(row_start(&part.seg, a)..row_start(&part.seg, b));
@@ -121,6 +123,7 @@ pub(crate) async fn merge_rows(
         sink.send(Bytes::from_static(&TRAILER)).await?;
     }
     let staged = sink.finish().await?;
+    turns.wait(part).await;
     // 0: no key repeats, one statement over the whole stage.
     let rounds: i64 = match most {
         Some(m) if m <= 1 => 0,
@@ -183,16 +186,18 @@ pub(crate) struct Turns {
 }
 
 impl Turns {
-    /// Waits until every earlier batch of this batch's merged leaves is done.
-    pub(crate) async fn wait(&self, batch: &Batch) {
+    /// Waits until every earlier batch that merges into this part's leaf is
+    /// done. Called in the batch's transaction after the part is staged, so
+    /// a worker stages its rows while another merges into the same leaf.
+    /// Waits only point from a batch to earlier ones, and the earlier
+    /// batch's transaction already holds every table lock it takes (see
+    /// `lock_targets`), so no wait closes a circle.
+    pub(crate) async fn wait(&self, part: &BatchPart) {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let ready = {
-                let done = self.done.lock().expect("turns lock");
-                batch.parts.iter().filter(|p| p.merge.is_some()).all(|p| done.get(&p.target_name).copied().unwrap_or(0) >= p.turn)
-            };
+            let ready = self.done.lock().expect("turns lock").get(&part.target_name).copied().unwrap_or(0) >= part.turn;
             if ready {
                 return;
             }

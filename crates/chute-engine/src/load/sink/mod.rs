@@ -272,7 +272,6 @@ async fn worker(
 ) -> Result<(), LoadError> {
     while let Ok(batch) = rx.recv_async().await {
         let began = std::time::Instant::now();
-        ctx.turns.wait(&batch).await;
         let result = commit_with_retries(&mut client, &batch, &tx, &ctx).await;
         ctx.turns.finish(&batch);
         ctx.budget.release(batch.budget);
@@ -434,7 +433,7 @@ pub(crate) async fn commit_batch<C: Begin>(
             continue;
         }
         let before = rejected.len();
-        let (rows, counts) = isolate::load_part(&mut txn, part, &mut rejected).await.map_err(|e| match e {
+        let (rows, counts) = isolate::load_part(&mut txn, part, &mut rejected, &ctx.turns).await.map_err(|e| match e {
             isolate::PartError::Pg(e) => AttemptError::Pg(e),
             isolate::PartError::Mismatch(e) => AttemptError::Stop(e),
         })?;
@@ -535,9 +534,10 @@ pub(crate) async fn load_rows(
     a: usize,
     b: usize,
     fast: bool,
+    turns: &merge::Turns,
 ) -> Result<(u64, super::UpsertCounts), tokio_postgres::Error> {
     match &part.merge {
-        Some(plan) => merge::merge_rows(txn, part, plan, a, b, fast).await,
+        Some(plan) => merge::merge_rows(txn, part, plan, a, b, fast, turns).await,
         None => Ok((copy_once(txn, part, a, b).await?, Default::default())),
     }
 }
