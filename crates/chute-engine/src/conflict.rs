@@ -79,6 +79,7 @@ impl Resolved {
             update: self.update.iter().map(|(c, eq)| (quote_ident(c), *eq)).collect(),
             update_if: self.setting.update_if.clone(),
             nulls_conflict: self.nulls_conflict,
+            key_exact: self.exact,
         }
     }
 }
@@ -452,7 +453,7 @@ pub async fn check_with_server(
     for (target, is_leaf) in plans {
         // One statement per message (the extended protocol): a condition cannot add statements of its own.
         // Both ways a load merges (`insert_new` while no writer races it).
-        let fast = sql.insert_new(&target, Source::Stage).filter(|_| resolved.exact);
+        let fast = sql.insert_new(&target, Source::Stage);
         for statement in std::iter::once(sql.statement(&target, is_leaf, Source::Stage)).chain(fast) {
             if let Err(e) = client.query(&format!("EXPLAIN {statement}"), &[]).await {
                 result = Err(refusal(&target, resolved, e));

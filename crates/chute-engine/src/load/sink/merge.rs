@@ -142,7 +142,7 @@ pub(crate) async fn merge_rows(
         counts.updated += row.get::<_, i64>(2) as u64;
     };
     let statement = |source| match plan.sql.insert_new(&part.quoted_name, source) {
-        Some(sql) if fast && plan.exact => sql,
+        Some(sql) if fast => sql,
         _ => plan.sql.statement(&part.quoted_name, plan.leaves, source),
     };
     if rounds == 0 {
