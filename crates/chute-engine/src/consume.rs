@@ -273,7 +273,7 @@ fn partitions(consumer: &KafkaConsumer, topics: &[String]) -> Result<Vec<(String
     let mut out = Vec::new();
     for topic in topics {
         let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).map_err(|e| {
-            let why = consumer.context().last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let why = Watch::last_error(consumer);
             setup(format!(
                 "cannot read topic {topic:?} from the brokers: {e}{}; check --brokers and the TLS and SASL settings",
                 why.map(|w| format!(" ({w})")).unwrap_or_default()

@@ -45,10 +45,29 @@ impl ClientContext for Watch {
             *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text.to_owned());
         }
     }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        // "All brokers are down" follows the error that says why: it would hide it.
+        if error.rdkafka_error_code() != Some(RDKafkaErrorCode::AllBrokersDown) {
+            *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_owned());
+        }
+    }
+}
+
+impl Watch {
+    /// librdkafka's last error. Its log and error events wait in the
+    /// consumer's queue until a poll serves them, so the queue is served
+    /// first (nothing is assigned yet when this is asked: no message is taken).
+    pub fn last_error(consumer: &KafkaConsumer) -> Option<String> {
+        for _ in 0..64 {
+            let _ = consumer.poll(Duration::ZERO);
+        }
+        consumer.context().last_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 impl ConsumerContext for Watch {
-    fn post_rebalance(&self, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let mut assigned = self.assigned.lock().unwrap_or_else(|p| p.into_inner());
         match rebalance {
             Rebalance::Assign(tpl) => *assigned = tpl.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect(),
