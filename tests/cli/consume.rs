@@ -528,6 +528,48 @@ async fn key_headers_and_timestamp_fill_columns_of_json_messages() {
     assert!(err.contains("JSON messages"), "{err}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_json_array_message_is_one_row_an_element_each_with_the_message_fields() {
+    let broker = kafka::shared();
+    let pg = shared().fresh_db("c_arrays").await;
+    let url = pg.url();
+    let c = pg.client().await;
+    broker.create_topic("consume_arrays", 1);
+    create_time_partitioned(&url, "consume_arrays", "id bigint, time timestamptz not null, dev text", "1h", &[]);
+    let time = (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(7200)).strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let row = |id: &str| format!(r#"{{"id": {id}, "time": "{time}"}}"#);
+    let messages = [
+        // Offset 0: two rows, the array spread over lines, with the message's key.
+        (Some(&b"dev-9"[..]), format!("[\n  {},\n  {}\n]", row("10"), row("11"))),
+        // Offset 1: a bad element is rejected alone; the others load.
+        (None, format!("[{}, {}, {}]", row("12"), row("\"twelve\""), row("13"))),
+        // Offset 2: an array left open is one bad message.
+        (None, format!("[{}", row("14"))),
+        // Offset 3: an empty array holds no row; offset 4: an object, as before.
+        (None, "[]".to_owned()),
+        (None, row("15")),
+    ];
+    let p = broker.producer();
+    for (key, payload) in &messages {
+        p.send("consume_arrays", &Message { partition: Some(0), key: *key, payload: payload.as_bytes(), ..Message::default() });
+    }
+    p.flush();
+    let dir = open_tempdir();
+    let (out, err) = run_expect(
+        consume(&url, &broker.bootstrap(), "consume_arrays", "consume_arrays", &["--until-end", "--key-column", "dev"])
+            .current_dir(dir.path()),
+        1,
+    );
+    let rows = c.query("SELECT id, dev FROM consume_arrays ORDER BY id", &[]).await.unwrap();
+    let got: Vec<(i64, Option<String>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let dev9 = Some("dev-9".to_owned());
+    assert_eq!(got, vec![(10, dev9.clone()), (11, dev9), (12, None), (13, None), (15, None)], "{out}{err}");
+    let rejects = String::from_utf8_lossy(&std::fs::read(dir.path().join("consume_arrays.rejects")).unwrap()).into_owned();
+    assert!(rejects.contains("# consume_arrays/0:1: ") && rejects.contains("twelve"), "{rejects}");
+    assert!(rejects.contains("# consume_arrays/0:2: ") && rejects.contains("\"id\": 14"), "{rejects}");
+    assert_eq!(rejects.matches("# consume_arrays/0:").count(), 2, "{rejects}");
+}
+
 /// The first `n` messages of a dead-letter topic: (chute.partition, chute.offset, chute.reason, payload).
 fn dead_letters(broker: &kafka::Broker, topic: &str, n: usize) -> Vec<(String, String, String, String)> {
     use rdkafka::Message as _;

@@ -47,6 +47,7 @@
 //! a test, is where speed is tracked.
 
 pub mod csv;
+pub mod json_array;
 pub mod jsonl;
 pub mod lineproto;
 mod lines;

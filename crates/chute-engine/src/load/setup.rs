@@ -214,10 +214,15 @@ pub(crate) fn open(spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadE
             numbered: false,
             shared: None,
         }),
-        LoadInput::Kafka { run, .. } => {
+        LoadInput::Kafka { run, format } => {
             let topic = run.parts.first().map_or("kafka", |p| p.topic.as_str());
             Ok(Opened {
-                source: Box::new(KafkaSource { run: run.clone(), chunk_bytes: spec.chunk_bytes, bytes_read: bytes_read.clone() }),
+                source: Box::new(KafkaSource {
+                    run: run.clone(),
+                    json_arrays: *format == InputFormat::Jsonl,
+                    chunk_bytes: spec.chunk_bytes,
+                    bytes_read: bytes_read.clone(),
+                }),
                 names: run.names.clone(),
                 identity: None,
                 total_bytes: None,

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use chute_core::parse::json_array as array;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
@@ -258,6 +259,8 @@ impl std::fmt::Debug for KafkaRun {
 
 pub(crate) struct KafkaSource {
     pub(crate) run: KafkaRun,
+    /// JSON messages: a message that is an array holds one row an element.
+    pub(crate) json_arrays: bool,
     pub(crate) chunk_bytes: usize,
     pub(crate) bytes_read: Arc<AtomicU64>,
 }
@@ -283,6 +286,7 @@ impl Source for KafkaSource {
         // each partition is committed is known while the run goes on.
         let acks = &gather(run, acks, run.names.len().max(1));
         let mut tag = 0u64;
+        let mut scratch = Vec::new();
         let mut pending: HashMap<(String, i32), Pending> = HashMap::new();
         let mut tpl = TopicPartitionList::new();
         for p in &run.parts {
@@ -358,6 +362,14 @@ impl Source for KafkaSource {
                     self.bytes_read.fetch_add(payload.len() as u64, Ordering::Relaxed);
                     p.starts.push(p.data.len() as u32);
                     p.offsets.push(offset);
+                    // An array of rows becomes their lines (one an element); one that
+                    // cannot be split stays as it is, one bad line.
+                    let payload = if self.json_arrays && array::looks_like_array(payload) {
+                        scratch.clear();
+                        if array::array_as_lines(payload, &mut scratch) { &scratch[..] } else { payload }
+                    } else {
+                        payload
+                    };
                     if run.fields.is_empty() {
                         p.data.extend_from_slice(payload);
                         if !payload.ends_with(b"\n") {
