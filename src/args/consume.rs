@@ -23,10 +23,16 @@ pub struct ConsumeArgs {
     #[arg(long, default_value = "chute", value_name = "GROUP")]
     pub group: String,
 
-    /// What a message holds: one JSON object per line (json), CSV or text
-    /// (COPY's text format) lines. A message may hold several lines.
+    /// What a message holds: one JSON object per line or a JSON array of
+    /// them (json), CSV or text (COPY's text format) lines, or InfluxDB line
+    /// protocol lines whose measurement is the table's name (line-protocol).
+    /// A message may hold several lines.
     #[arg(long, value_enum, default_value_t = MessageFormat::Json)]
     pub format: MessageFormat,
+
+    /// line-protocol: the unit of the lines' timestamps (ns, us, ms or s).
+    #[arg(long, default_value = "ns", value_name = "UNIT")]
+    pub precision: String,
 
     /// Stop once every partition reached the end offset it had at start
     /// (default: run until stopped).
@@ -118,4 +124,5 @@ pub enum MessageFormat {
     Json,
     Csv,
     Text,
+    LineProtocol,
 }

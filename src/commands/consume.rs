@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use chute_core::ident::QualifiedName;
+use chute_core::parse::lineproto::Precision;
 use chute_core::partman::policy::parse_duration;
 use chute_engine::consume::{self, ConsumeReport, ConsumeSpec};
 use chute_engine::load::{InputFormat, LoadInput, LoadSpec};
@@ -47,7 +48,14 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
         MessageFormat::Json => InputFormat::Jsonl,
         MessageFormat::Csv => InputFormat::Csv,
         MessageFormat::Text => InputFormat::Text,
+        MessageFormat::LineProtocol => {
+            InputFormat::LineProtocol(Precision::parse(&a.precision).map_err(|e| anyhow::anyhow!("--precision: {e}"))?)
+        }
     };
+    anyhow::ensure!(
+        a.precision == "ns" || a.format == MessageFormat::LineProtocol,
+        "--precision is the unit of line protocol timestamps: use it with --format line-protocol"
+    );
     let mut options = Vec::new();
     if let Some(path) = &a.kafka_option_file {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --kafka-option-file {}", path.display()))?;

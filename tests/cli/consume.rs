@@ -570,6 +570,56 @@ async fn a_json_array_message_is_one_row_an_element_each_with_the_message_fields
     assert_eq!(rejects.matches("# consume_arrays/0:").count(), 2, "{rejects}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn line_protocol_messages_fill_the_table_of_their_measurement() {
+    let broker = kafka::shared();
+    let pg = shared().fresh_db("c_lineproto").await;
+    let url = pg.url();
+    let c = pg.client().await;
+    broker.create_topic("consume_lp", 1);
+    create_time_partitioned(&url, "cpu", "time timestamptz not null, host text, usage float8, n int8, ok bool, note text", "1h", &[]);
+    // Two hours ago, with nanoseconds the server rounds to microseconds.
+    let t0 = (jiff::Timestamp::now().as_second() - 7200) * 1_000_000_000 + 123_456_789;
+    let messages = [
+        // Offset 0: two lines; an integer into the float column is fine.
+        format!("cpu,host=a usage=1.5,n=3i,ok=t,note=\"x y\" {t0}\ncpu,host=b usage=2i {}", t0 + 1000),
+        // Offsets 1-3: another measurement, a key with no column, a bad value.
+        format!("mem,host=a used=1 {t0}"),
+        format!("cpu,host=c nosuch=1 {t0}"),
+        format!("cpu,host=d usage=bad {t0}"),
+        // Offset 4: a comment, then a line.
+        format!("# telegraf\ncpu,host=e usage=-0.25,ok=false {}", t0 + 2000),
+    ];
+    let p = broker.producer();
+    for m in &messages {
+        p.send("consume_lp", &Message { partition: Some(0), payload: m.as_bytes(), ..Message::default() });
+    }
+    p.flush();
+    let dir = open_tempdir();
+    let args = ["--until-end", "--format", "line-protocol"];
+    let (out, err) = run_expect(consume(&url, &broker.bootstrap(), "cpu", "consume_lp", &args).current_dir(dir.path()), 1);
+    let rows =
+        c.query("SELECT host, usage, n, ok, note, (extract(epoch FROM time) * 1000000)::int8 FROM cpu ORDER BY host", &[]).await.unwrap();
+    type Row = (String, Option<f64>, Option<i64>, Option<bool>, Option<String>, i64);
+    let got: Vec<Row> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))).collect();
+    let us = |ns: i64| (ns + 500) / 1000;
+    let want: Vec<Row> = vec![
+        ("a".into(), Some(1.5), Some(3), Some(true), Some("x y".into()), us(t0)),
+        ("b".into(), Some(2.0), None, None, None, us(t0 + 1000)),
+        ("e".into(), Some(-0.25), None, Some(false), None, us(t0 + 2000)),
+    ];
+    assert_eq!(got, want, "{out}{err}");
+    let rejects = String::from_utf8_lossy(&std::fs::read(dir.path().join("consume_lp.rejects")).unwrap()).into_owned();
+    for (offset, why) in [(1, "measurement \"mem\" is not table"), (2, "no column \"nosuch\""), (3, "usage")] {
+        let at = rejects.find(&format!("# consume_lp/0:{offset}: ")).unwrap_or_else(|| panic!("offset {offset}: {rejects}"));
+        assert!(rejects[at..].lines().next().unwrap().contains(why), "offset {offset}: {rejects}");
+    }
+    assert_eq!(rejects.matches("# consume_lp/0:").count(), 3, "{rejects}");
+    // The unit of the timestamps is the consumer's to say, and only for line protocol.
+    let (_, err) = run_expect(&mut consume(&url, &broker.bootstrap(), "cpu", "consume_lp", &["--precision", "ms"]), 2);
+    assert!(err.contains("--format line-protocol"), "{err}");
+}
+
 /// The first `n` messages of a dead-letter topic: (chute.partition, chute.offset, chute.reason, payload).
 fn dead_letters(broker: &kafka::Broker, topic: &str, n: usize) -> Vec<(String, String, String, String)> {
     use rdkafka::Message as _;

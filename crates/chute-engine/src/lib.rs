@@ -13,6 +13,7 @@ pub mod doctor;
 pub mod error;
 pub mod exec;
 pub mod layout;
+mod lines;
 pub mod load;
 pub mod local;
 pub mod local_nodes;

@@ -66,6 +66,8 @@ pub enum InputFormat {
     /// value; see `kind::samples`): only encoded and routed (`chute serve`'s
     /// remote write).
     Samples,
+    /// InfluxDB line protocol, timestamps in this unit (`chute consume`'s messages).
+    LineProtocol(chute_core::parse::lineproto::Precision),
 }
 
 /// What a load reads. Chosen once, when the load is specified: the load

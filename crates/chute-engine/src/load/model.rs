@@ -51,6 +51,28 @@ impl Chunk {
     pub(crate) fn read(input: usize, data: Vec<u8>, first_line: u64, base_offset: u64, ack: Option<AckRef>) -> Chunk {
         Chunk { input, data, first_line, base_offset, seq: None, oversized: None, ack, batch: None, marks: None }
     }
+
+    /// The journal range the chunk covers: (input, start, end), in bytes of
+    /// its input, or in offsets of its messages.
+    pub(crate) fn journal_range(&self) -> (u32, u64, u64) {
+        match &self.marks {
+            Some(m) => (self.input as u32, m.range.0, m.range.1),
+            None => (self.input as u32, self.base_offset, self.base_offset + self.data.len() as u64),
+        }
+    }
+
+    /// A record's line and journal position from where it was read (`line`,
+    /// and `offset` in bytes of the input): for messages, both are its
+    /// message's offset.
+    pub(crate) fn place(&self, line: u64, offset: u64) -> (u64, u64) {
+        match &self.marks {
+            Some(m) => {
+                let o = m.offset_at(offset - self.base_offset);
+                (o, o)
+            }
+            None => (line, offset),
+        }
+    }
 }
 
 /// Where each message of a chunk starts in its `data`, and its offset in

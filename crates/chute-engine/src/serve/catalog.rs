@@ -6,23 +6,7 @@ use tokio_postgres::Client;
 
 use super::ServeConfig;
 
-/// What a column of a lane's table holds, as far as line protocol cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ColKind {
-    Time,
-    Text,
-    Bool,
-    Integer,
-    Number,
-    Other,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct LaneColumn {
-    pub name: String,
-    pub kind: ColKind,
-    pub type_name: String,
-}
+pub(crate) use crate::lines::LaneColumn;
 
 /// Why a lane cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -135,33 +119,5 @@ pub(crate) async fn read_columns(client: &Client, table: &QualifiedName) -> Resu
     if all.is_empty() {
         return Err(LaneError::NoTable(table.to_string()));
     }
-    let mut time = None;
-    let mut key_time = None;
-    let mut columns = Vec::new();
-    for c in all {
-        let (name, typ, category, has_default, is_key) = (c.name, c.typname, c.category, c.has_default, c.partition_key);
-        let is_time_type = matches!(typ.as_str(), "timestamptz" | "timestamp");
-        if name == "time" && is_time_type {
-            time = Some(columns.len());
-        } else if is_key && is_time_type && key_time.is_none() {
-            key_time = Some(columns.len());
-        }
-        if has_default && name != "time" && !is_key {
-            // Left to its default: serve never writes it.
-            continue;
-        }
-        let kind = match (typ.as_str(), category) {
-            ("bool", _) => ColKind::Bool,
-            ("int2" | "int4" | "int8", _) => ColKind::Integer,
-            ("float4" | "float8" | "numeric", _) => ColKind::Number,
-            (_, 'S') => ColKind::Text,
-            _ => ColKind::Other,
-        };
-        columns.push(LaneColumn { name, kind, type_name: typ });
-    }
-    let Some(t) = time.or(key_time) else { return Err(LaneError::NoTime { table: table.to_string() }) };
-    let mut time_col = columns.remove(t);
-    time_col.kind = ColKind::Time;
-    columns.insert(0, time_col);
-    Ok(columns)
+    crate::lines::line_columns(all).ok_or_else(|| LaneError::NoTime { table: table.to_string() })
 }

@@ -26,15 +26,15 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chute_core::ident::QualifiedName;
-use chute_core::parse::lineproto::{FieldValue, LineAt, LineSet, Precision, parse_lines_into};
+use chute_core::parse::lineproto::{LineAt, LineSet, Precision, parse_lines_into};
 
 use super::Shared;
 use super::catalog::Answer;
 use super::create::Wanted;
 use super::lanes::Lane;
-use super::matcher::{Cell, Matcher, Miss, too_long};
 use super::memory::Reservation;
 use super::submit::{CHUNK_BYTES, Keyed, Part, Rejected, Rejects, idempotency_key, submit_and_answer};
+use crate::lines::matcher::{Matcher, Miss, too_long};
 use crate::load::ValueRows;
 
 pub(crate) async fn write_v1(
@@ -315,20 +315,7 @@ impl Request<'_> {
                 if rows.len() - cuts.last().map_or(0, |c| c.0) >= CHUNK_BYTES {
                     cuts.push((rows.len(), rows_lines.len() as u64));
                 }
-                rows.int(l.time_ns);
-                for c in &matcher.cells[1..] {
-                    match *c {
-                        None => rows.null(),
-                        Some(Cell::Tag(i)) => rows.text(&tags[i].1),
-                        Some(Cell::Field(i)) => match &fields[i].1 {
-                            FieldValue::Str(t) => rows.text(t),
-                            FieldValue::Float(f) => rows.float(*f),
-                            FieldValue::Int(i) => rows.int(*i),
-                            FieldValue::UInt(u) => rows.uint(*u),
-                            FieldValue::Bool(b) => rows.bool(*b),
-                        },
-                    }
-                }
+                matcher.write_row(rows, l.time_ns, tags, fields);
                 rows_lines.push(*n);
             }
         })
@@ -395,12 +382,12 @@ fn wanted_columns(set: &LineSet<'_>, lines: &[(u64, LineAt<'_>)]) -> Vec<(String
     let mut seen = rustc_hash::FxHashSet::default();
     for (_, l) in lines {
         for (k, _) in &set.tags[l.tags.clone()] {
-            if k.len() <= super::matcher::MAX_NAME && seen.insert(k.as_ref()) {
+            if k.len() <= crate::lines::matcher::MAX_NAME && seen.insert(k.as_ref()) {
                 out.push((k.to_string(), Wanted::Tag));
             }
         }
         for (k, v) in &set.fields[l.fields.clone()] {
-            if k.len() <= super::matcher::MAX_NAME && seen.insert(k.as_ref()) {
+            if k.len() <= crate::lines::matcher::MAX_NAME && seen.insert(k.as_ref()) {
                 out.push((k.to_string(), Wanted::Field(v.field_type())));
             }
         }

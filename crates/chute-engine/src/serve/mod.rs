@@ -24,7 +24,6 @@ mod http;
 mod influx;
 mod keys;
 mod lanes;
-mod matcher;
 mod memory;
 pub(crate) mod metrics;
 pub mod prom;

@@ -45,7 +45,7 @@ fn make_format(spec: &LoadSpec, format: InputFormat, plan: &ColumnPlan) -> Resul
             Box::new(TextParser::new(o).map_err(setup)?)
         }
         InputFormat::Jsonl => Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?),
-        InputFormat::Tsbs | InputFormat::Values | InputFormat::Samples => {
+        InputFormat::Tsbs | InputFormat::Values | InputFormat::Samples | InputFormat::LineProtocol(_) => {
             return Err(LoadError::Setup(format!("{format:?} is not delimited text")));
         }
     })
@@ -85,18 +85,9 @@ struct Delimited {
 impl Kind for Delimited {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
         let (encoder, routing) = (&self.encoder, &self.routing);
-        let range = match &chunk.marks {
-            Some(m) => (chunk.input as u32, m.range.0, m.range.1),
-            None => (chunk.input as u32, chunk.base_offset, chunk.base_offset + chunk.data.len() as u64),
-        };
+        let range = chunk.journal_range();
         // A record's line and journal position: its message's offset, for messages.
-        let place = |line: u64, offset: u64| match &chunk.marks {
-            Some(m) => {
-                let o = m.offset_at(offset - chunk.base_offset);
-                (o, o)
-            }
-            None => (line, offset),
-        };
+        let place = |line: u64, offset: u64| chunk.place(line, offset);
         let mut filed = Filed { by_ref: self.by_ref, ..Filed::default() };
         let mut row = Vec::with_capacity(512);
         let mut rc = routing.ctx();

@@ -23,6 +23,7 @@ use crate::catalog::TableInfo;
 pub(crate) mod columnar;
 pub(crate) mod delimited;
 pub(crate) mod generated;
+pub(crate) mod lineproto;
 pub(crate) mod samples;
 pub(crate) mod tsbs;
 pub(crate) mod values;
@@ -105,7 +106,12 @@ pub(crate) async fn prepare(
         LoadInput::Kafka { format: f @ (InputFormat::Csv | InputFormat::Text | InputFormat::Jsonl), .. } => {
             delimited::prepare(spec, *f, &[], control, progress).await
         }
-        LoadInput::Kafka { format, .. } => Err(LoadError::Setup(format!("{format:?} messages cannot be consumed: csv, text or json"))),
+        LoadInput::Kafka { format: InputFormat::LineProtocol(precision), .. } => {
+            lineproto::prepare(spec, *precision, control, progress).await
+        }
+        LoadInput::Kafka { format, .. } => {
+            Err(LoadError::Setup(format!("{format:?} messages cannot be consumed: json, csv, text or line-protocol")))
+        }
         LoadInput::Feed { format: InputFormat::Values, .. } => values::prepare(spec, control, progress).await,
         LoadInput::Feed { format: InputFormat::Samples, .. } => samples::prepare(spec, control, progress).await,
         LoadInput::Feed { format: InputFormat::Tsbs, .. } => {

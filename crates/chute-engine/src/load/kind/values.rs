@@ -26,7 +26,7 @@ use chute_core::rowenc::{RowEncoder, RowOutcome, write_text_row};
 use chute_core::value::PgType;
 
 use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
-use super::super::routing::Routing;
+use super::super::routing::{RouteCtx, Routing};
 use super::super::{LoadError, LoadProgress, LoadSpec};
 use super::{Kind, Prepared};
 
@@ -232,28 +232,82 @@ impl ValuesProcessor {
 /// 2000-01-01 (PostgreSQL's epoch) in Unix microseconds.
 const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
 
+/// Buffers a parse thread reuses from row to row.
+#[derive(Default)]
+pub(crate) struct RowBufs {
+    row: Vec<u8>,
+    text: Vec<u8>,
+    wire: Vec<u8>,
+    fields: Fields,
+}
+
+impl ValuesProcessor {
+    /// Encodes, routes and files one row of `values` (one a column, in the
+    /// encoder's order); `raw` is the record a reject shows.
+    pub(crate) fn file_row(&self, values: &[Value<'_>], pos: RowPos, raw: &[u8], rc: &mut RouteCtx, b: &mut RowBufs, filed: &mut Filed) {
+        let (encoder, routing) = (&self.encoder, &self.routing);
+        b.row.clear();
+        if self.fast(values, &mut b.row, &mut b.text, &mut b.wire) {
+            let routed = routing.route(rc, &b.row);
+            filed.file(routing, routed, 0, &b.row, raw, pos);
+            return;
+        }
+        // The way the same values written as CSV go.
+        b.fields.clear();
+        for (i, v) in values.iter().enumerate() {
+            if !v.text(&mut b.text) {
+                b.fields.push_null();
+            } else if let Value::Int(_) = v
+                && let Some(iso) = self.epoch_as_iso(i, &b.text, &mut b.wire)
+            {
+                b.fields.push(iso.as_bytes());
+            } else {
+                b.fields.push(&b.text);
+            }
+        }
+        match encoder.encode(&b.fields, &mut b.row) {
+            RowOutcome::Binary => {
+                let routed = routing.route(rc, &b.row);
+                filed.file(routing, routed, 0, &b.row, raw, pos);
+            }
+            RowOutcome::NeedsServer { .. } => {
+                write_text_row(&b.fields, &mut b.row);
+                super::super::text_route::file_text_row(encoder, routing, rc, &b.fields, &b.row, raw, pos, filed);
+            }
+            RowOutcome::Invalid { column, reason } => {
+                let reason = format!("column {}: {reason}", encoder.columns[column].name);
+                filed.rejects.push(Reject::new(pos.input, pos.line, raw.to_vec(), reason));
+            }
+            RowOutcome::FieldCount { expected, found } => {
+                filed.rejects.push(Reject::new(pos.input, pos.line, raw.to_vec(), format!("expected {expected} fields, found {found}")))
+            }
+        }
+    }
+}
+
+/// Reads the values of the rows in `data` from `*at`, one row at a time:
+/// `None` at the end or where the data is cut short.
+pub(crate) fn next_row<'a>(data: &'a [u8], at: &mut usize, columns: usize, values: &mut Vec<Value<'a>>) -> Option<()> {
+    values.clear();
+    for _ in 0..columns {
+        values.push(read(data, at)?);
+    }
+    Some(())
+}
+
 impl Kind for ValuesProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
-        let (encoder, routing) = (&self.encoder, &self.routing);
         let data = &chunk.data;
         let range = (chunk.input as u32, chunk.base_offset, chunk.base_offset + data.len() as u64);
-        let columns = encoder.columns.len();
+        let columns = self.encoder.columns.len();
         let mut filed = Filed::default();
-        let mut rc = routing.ctx();
-        let (mut row, mut text, mut wire) = (Vec::with_capacity(256), Vec::new(), Vec::new());
+        let mut rc = self.routing.ctx();
+        let mut bufs = RowBufs::default();
         let mut values: Vec<Value<'_>> = Vec::with_capacity(columns);
-        let mut fields = Fields::new();
         let (mut at, mut line) = (0usize, chunk.first_line);
         while at < data.len() {
             let start = at;
-            values.clear();
-            for _ in 0..columns {
-                match read(data, &mut at) {
-                    Some(v) => values.push(v),
-                    None => break,
-                }
-            }
-            if values.len() < columns {
+            if next_row(data, &mut at, columns, &mut values).is_none() {
                 // Never made by chute serve: the rest of the chunk cannot be read.
                 let reason = format!("malformed row data (expected {columns} values)");
                 filed.rejects.push(Reject::new(chunk.input, line, Vec::new(), reason));
@@ -261,42 +315,7 @@ impl Kind for ValuesProcessor {
             }
             let pos = RowPos { input: chunk.input, line, offset: chunk.base_offset + start as u64, range };
             line += 1;
-            row.clear();
-            if self.fast(&values, &mut row, &mut text, &mut wire) {
-                let routed = routing.route(&mut rc, &row);
-                filed.file(routing, routed, 0, &row, &[], pos);
-                continue;
-            }
-            // The way the same values written as CSV go.
-            fields.clear();
-            for (i, v) in values.iter().enumerate() {
-                if !v.text(&mut text) {
-                    fields.push_null();
-                } else if let Value::Int(_) = v
-                    && let Some(iso) = self.epoch_as_iso(i, &text, &mut wire)
-                {
-                    fields.push(iso.as_bytes());
-                } else {
-                    fields.push(&text);
-                }
-            }
-            match encoder.encode(&fields, &mut row) {
-                RowOutcome::Binary => {
-                    let routed = routing.route(&mut rc, &row);
-                    filed.file(routing, routed, 0, &row, &[], pos);
-                }
-                RowOutcome::NeedsServer { .. } => {
-                    write_text_row(&fields, &mut row);
-                    super::super::text_route::file_text_row(encoder, routing, &rc, &fields, &row, &[], pos, &mut filed);
-                }
-                RowOutcome::Invalid { column, reason } => {
-                    let reason = format!("column {}: {reason}", encoder.columns[column].name);
-                    filed.rejects.push(Reject::new(chunk.input, pos.line, Vec::new(), reason));
-                }
-                RowOutcome::FieldCount { expected, found } => {
-                    filed.rejects.push(Reject::new(chunk.input, pos.line, Vec::new(), format!("expected {expected} fields, found {found}")))
-                }
-            }
+            self.file_row(&values, pos, &[], &mut rc, &mut bufs, &mut filed);
         }
         filed.finish(range)
     }

@@ -1,4 +1,5 @@
-//! Matching a line's tags and fields to its table's columns (see `influx`).
+//! Matching a line's tags and fields to its table's columns (`chute serve`'s
+//! InfluxDB writes, `chute consume --format line-protocol`).
 
 use std::borrow::Cow;
 
@@ -6,7 +7,9 @@ use chute_core::ident::QualifiedName;
 use chute_core::parse::lineproto::{FieldType, FieldValue};
 use rustc_hash::FxHashMap;
 
-use super::catalog::{ColKind, LaneColumn};
+use crate::load::ValueRows;
+
+use super::{ColKind, LaneColumn};
 
 /// The longest name PostgreSQL keeps (NAMEDATALEN - 1 bytes); a longer one is cut.
 pub(crate) const MAX_NAME: usize = 63;
@@ -52,6 +55,9 @@ pub(crate) struct Matcher {
     create_tables: bool,
     /// Per column: the field type the request first gave it, and in which line.
     types: Vec<Option<(FieldType, u64)>>,
+    /// A field keeps one type in all the lines matched (one request's, as
+    /// InfluxDB wants); off where lines come in chunks of no meaning (Kafka).
+    one_type: bool,
     /// The previous line's keys (tags, then fields) and their columns.
     keys: Vec<String>,
     slots: Vec<usize>,
@@ -66,10 +72,16 @@ impl Matcher {
             index: columns.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect(),
             create_tables,
             types: vec![None; columns.len()],
+            one_type: true,
             keys: Vec::new(),
             slots: Vec::new(),
             cells: vec![None; columns.len()],
         }
+    }
+
+    /// A matcher for lines that need not give a field one type throughout.
+    pub(crate) fn any_types(self) -> Self {
+        Matcher { one_type: false, ..self }
     }
 
     /// Fills `cells` for line `n`, or says why the line cannot be written.
@@ -102,7 +114,7 @@ impl Matcher {
             }
         }
         // A field keeps one type within a request.
-        for (j, (k, v)) in fields.iter().enumerate() {
+        for (j, (k, v)) in fields.iter().enumerate().filter(|_| self.one_type) {
             let (slot, t) = (self.slots[tags.len() + j], v.field_type());
             match self.types[slot] {
                 Some((was, first)) if was != t => {
@@ -129,6 +141,33 @@ impl Matcher {
             self.cells[self.slots[tags.len() + j]] = Some(Cell::Field(j));
         }
         Ok(())
+    }
+}
+
+impl Matcher {
+    /// Appends the row of the line `line` matched last: its time, then its
+    /// values in column order (NULL for a column it does not name).
+    pub(crate) fn write_row(
+        &self,
+        rows: &mut ValueRows,
+        time_ns: i64,
+        tags: &[(Cow<'_, str>, Cow<'_, str>)],
+        fields: &[(Cow<'_, str>, FieldValue<'_>)],
+    ) {
+        rows.int(time_ns);
+        for c in &self.cells[1..] {
+            match *c {
+                None => rows.null(),
+                Some(Cell::Tag(i)) => rows.text(&tags[i].1),
+                Some(Cell::Field(i)) => match &fields[i].1 {
+                    FieldValue::Str(t) => rows.text(t),
+                    FieldValue::Float(f) => rows.float(*f),
+                    FieldValue::Int(i) => rows.int(*i),
+                    FieldValue::UInt(u) => rows.uint(*u),
+                    FieldValue::Bool(b) => rows.bool(*b),
+                },
+            }
+        }
     }
 }
 
