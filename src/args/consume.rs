@@ -7,7 +7,9 @@ use clap::{Args, ValueEnum};
 #[derive(Debug, Args)]
 pub struct ConsumeArgs {
     /// The table to load (schema-qualified if needed); its time partitions
-    /// are made just in time, as `chute load` makes them.
+    /// are made just in time, as `chute load` makes them. With --format
+    /// line-protocol, `-` (or SCHEMA.-) loads each line into the table its
+    /// measurement names, in the search_path's first schema (or SCHEMA).
     pub table: String,
 
     /// Kafka brokers to start from, HOST:PORT[,HOST:PORT…].

@@ -53,6 +53,10 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
         }
     };
     anyhow::ensure!(
+        table.name != "-" || a.format == MessageFormat::LineProtocol,
+        "TABLE - (each line into the table its measurement names) is for --format line-protocol"
+    );
+    anyhow::ensure!(
         a.precision == "ns" || a.format == MessageFormat::LineProtocol,
         "--precision is the unit of line protocol timestamps: use it with --format line-protocol"
     );

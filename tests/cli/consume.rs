@@ -620,6 +620,65 @@ async fn line_protocol_messages_fill_the_table_of_their_measurement() {
     assert!(err.contains("--format line-protocol"), "{err}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn line_protocol_into_the_tables_its_measurements_name() {
+    let broker = kafka::shared();
+    let pg = shared().fresh_db("c_lineproto_dash").await;
+    let url = pg.url();
+    let c = pg.client().await;
+    broker.create_topic("consume_lp_dash", 2);
+    c.batch_execute("CREATE SCHEMA telegraf; CREATE TABLE telegraf.notes (id int)").await.unwrap();
+    create_time_partitioned(&url, "telegraf.cpu", "time timestamptz not null, host text, usage float8", "1h", &[]);
+    // A plain table, and a column type only the server parses (inet): its rows go as text.
+    c.batch_execute("CREATE TABLE telegraf.mem (time timestamptz not null, host text, addr inet, used bigint)").await.unwrap();
+    let t0 = (jiff::Timestamp::now().as_second() - 3 * 3600) * 1000;
+    let p = broker.producer();
+    for i in 0..40i64 {
+        let lines = format!(
+            "cpu,host=h{} usage={i}.5 {}\nmem,host=h{},addr=10.0.0.{i} used={i}i {}",
+            i % 3,
+            t0 + i * 60_000,
+            i % 3,
+            t0 + i * 60_000
+        );
+        p.send("consume_lp_dash", &Message { partition: Some((i % 2) as i32), payload: lines.as_bytes(), ..Message::default() });
+    }
+    p.send(
+        "consume_lp_dash",
+        &Message { partition: Some(0), payload: format!("disk,host=h0 free=1 {t0}").as_bytes(), ..Message::default() },
+    );
+    p.flush();
+    let dir = open_tempdir();
+    let args = ["--until-end", "--format", "line-protocol", "--precision", "ms"];
+    for run in 0..2 {
+        // The second run finds every offset committed (the rejected line's too): nothing twice.
+        let code = if run == 0 { 1 } else { 0 };
+        let (out, err) =
+            run_expect(consume(&url, &broker.bootstrap(), "telegraf.-", "consume_lp_dash", &args).current_dir(dir.path()), code);
+        let cpu: (i64, f64) = {
+            let r = c.query_one("SELECT count(*), sum(usage) FROM telegraf.cpu", &[]).await.unwrap();
+            (r.get(0), r.get(1))
+        };
+        assert_eq!(cpu, (40, (0..40).map(|i| i as f64 + 0.5).sum::<f64>()), "run {run}: {out}{err}");
+        let mem: (i64, i64, i64) = {
+            let r = c.query_one("SELECT count(*), count(DISTINCT addr), sum(used)::int8 FROM telegraf.mem", &[]).await.unwrap();
+            (r.get(0), r.get(1), r.get(2))
+        };
+        assert_eq!(mem, (40, 40, (0..40).sum::<i64>()), "run {run}: {out}{err}");
+        let r = c.query_one("SELECT host(addr) FROM telegraf.mem WHERE used = 7", &[]).await.unwrap();
+        assert_eq!(r.get::<_, String>(0), "10.0.0.7");
+        if run == 0 {
+            let rejects = String::from_utf8_lossy(&std::fs::read(dir.path().join("consume_lp_dash.rejects")).unwrap()).into_owned();
+            assert!(rejects.contains("# consume_lp_dash/0:20: no table telegraf.disk for measurement \"disk\""), "{rejects}");
+        } else {
+            assert!(out.contains("rows loaded         0"), "{out}");
+        }
+    }
+    // Only line protocol names its tables.
+    let (_, err) = run_expect(&mut consume(&url, &broker.bootstrap(), "-", "consume_lp_dash", &["--until-end"]), 2);
+    assert!(err.contains("--format line-protocol"), "{err}");
+}
+
 /// The first `n` messages of a dead-letter topic: (chute.partition, chute.offset, chute.reason, payload).
 fn dead_letters(broker: &kafka::Broker, topic: &str, n: usize) -> Vec<(String, String, String, String)> {
     use rdkafka::Message as _;

@@ -23,12 +23,13 @@ use super::model::{Filed, PendingPart, Reject, RowPos, ServerKeyed, Target};
 use super::routing::RouteCtx;
 use super::routing::{LeafRef, Routed, Routing};
 
-/// Files a text row (already written to `row`) of table 0: routed on its key
-/// when the table has a policy, else to the parent as before.
+/// Files a text row (already written to `row`) of the load's table `table`
+/// (`routing`'s): routed on its key when the table has a policy, else to the
+/// parent as before.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn file_text_row(
     encoder: &RowEncoder,
-    routing: &Routing,
+    (table, routing): (u16, &Routing),
     rc: &RouteCtx,
     fields: &Fields,
     row: &[u8],
@@ -36,22 +37,31 @@ pub(crate) fn file_text_row(
     at: RowPos,
     filed: &mut Filed,
 ) {
-    let Some(j) = routing.jit() else { return file_routed(routing, Routed::To(LeafRef::Parent), row, raw, at, None, filed) };
+    let Some(j) = routing.jit() else { return file_routed((table, routing), Routed::To(LeafRef::Parent), row, raw, at, None, filed) };
     let field = j.key_field();
     let mut wire = Vec::new();
     let routed = match fields.get(field) {
         None => routing.route_key(rc, None),
         Some(text) => match encoder.encode_value(field, text, &mut wire) {
             Ok(()) => routing.route_key(rc, Some(&wire)),
-            Err(ValueError::NeedsServer) => {
+            Err(ValueError::NeedsServer) if table == 0 => {
                 filed.server_keys.push(ServerKeyed { key: text.to_vec(), row: row.to_vec(), raw: raw.to_vec(), at });
+                return;
+            }
+            Err(ValueError::NeedsServer) => {
+                // The server casts keys of a load's first table only (`resolve`).
+                let reason = format!(
+                    "the partition key {:?} needs the server's parser, which a load of several tables has for its first only",
+                    text
+                );
+                filed.rejects.push(Reject::new(at.input, at.line, raw.to_vec(), reason));
                 return;
             }
             // The server rejects the row with its own message.
             Err(ValueError::Invalid(_)) => Routed::To(LeafRef::Parent),
         },
     };
-    file_routed(routing, routed, row, raw, at, Some(wire), filed)
+    file_routed((table, routing), routed, row, raw, at, Some(wire), filed)
 }
 
 /// Has the server cast the keys of `keyed` (one round trip; one per key if
@@ -59,7 +69,7 @@ pub(crate) fn file_text_row(
 pub(crate) async fn resolve(control: &tokio_postgres::Client, routing: &Routing, keyed: Vec<ServerKeyed>, filed: &mut Filed) {
     let Some(j) = routing.jit() else {
         for k in keyed {
-            file_routed(routing, Routed::To(LeafRef::Parent), &k.row, &k.raw, k.at, None, filed);
+            file_routed((0, routing), Routed::To(LeafRef::Parent), &k.row, &k.raw, k.at, None, filed);
         }
         return;
     };
@@ -88,20 +98,28 @@ pub(crate) async fn resolve(control: &tokio_postgres::Client, routing: &Routing,
             Some(Wire::Value(w)) => Some(w),
             _ => None,
         };
-        file_routed(routing, routed, &k.row, &k.raw, k.at, key, filed);
+        file_routed((0, routing), routed, &k.row, &k.raw, k.at, key, filed);
     }
 }
 
 /// Files a text row routed on its key (`key`: its wire value, kept for a
 /// row that waits for its partition).
-fn file_routed(routing: &Routing, routed: Routed, row: &[u8], raw: &[u8], at: RowPos, key: Option<Vec<u8>>, filed: &mut Filed) {
+fn file_routed(
+    (table, routing): (u16, &Routing),
+    routed: Routed,
+    row: &[u8],
+    raw: &[u8],
+    at: RowPos,
+    key: Option<Vec<u8>>,
+    filed: &mut Filed,
+) {
     match routed {
         Routed::To(leaf) if routing.is_committed(leaf, true, at.input, at.offset) => filed.skipped += 1,
         Routed::To(leaf) => {
-            filed.segments.entry(Target { table: 0, leaf, text: true }).or_default().push(row, raw, at.line, at.input);
+            filed.segments.entry(Target { table, leaf, text: true }).or_default().push(row, raw, at.line, at.input);
         }
         Routed::Missing { start } => filed.pending.push(PendingPart {
-            table: 0,
+            table,
             start,
             row: row.to_vec(),
             raw: raw.to_vec(),

@@ -233,7 +233,7 @@ impl Kind for ColumnarKind {
                     row.clear();
                     write_text_row(&fields, &mut row);
                     let raw = record(&values, i);
-                    super::super::text_route::file_text_row(&self.encoder, routing, &rc, &fields, &row, &raw, pos, &mut filed);
+                    super::super::text_route::file_text_row(&self.encoder, (0, routing), &rc, &fields, &row, &raw, pos, &mut filed);
                 }
                 Some((j, Bad::Invalid { message, sqlstate })) => {
                     let reason = format!("column {}: {message} (SQLSTATE {sqlstate})", self.columns[j].name);

@@ -105,7 +105,7 @@ impl Kind for Delimited {
                 RowOutcome::NeedsServer { .. } => {
                     // The server parses this row; chute routes it on its key.
                     write_text_row(fields, &mut row);
-                    super::super::text_route::file_text_row(encoder, routing, &rc, fields, &row, raw, at, &mut filed);
+                    super::super::text_route::file_text_row(encoder, (0, routing), &rc, fields, &row, raw, at, &mut filed);
                 }
                 RowOutcome::Invalid { column, reason } => {
                     let reason = format!("column {}: {reason}", encoder.columns[column].name);

@@ -25,7 +25,10 @@ use super::{Kind, Prepared};
 use crate::lines::matcher::{Matcher, Miss};
 use crate::lines::{LaneColumn, line_columns};
 
-/// Prepares a load of line protocol into the load's table.
+/// Prepares a load of line protocol: into the load's table, or, when its
+/// name is `-`, into the tables of its schema (the search_path's first
+/// without one) that lines can fill, each line into the table its
+/// measurement names.
 pub(crate) async fn prepare(
     spec: &LoadSpec,
     precision: Precision,
@@ -35,29 +38,119 @@ pub(crate) async fn prepare(
     if spec.columns.is_some() {
         return Err(LoadError::Setup("line protocol names its columns (tags and fields): leave out --columns".into()));
     }
-    let info = target::resolve_load_table(control, spec, None).await?;
-    let all = crate::catalog::columns_of(control, &info.name).await.map_err(|e| LoadError::sql("reading the table's columns", e))?;
-    let columns = line_columns(all).ok_or_else(|| {
-        LoadError::Setup(format!(
-            "table {} has no time column for the lines' timestamps: name it \"time\" (or partition the table by a timestamp column)",
-            info.name
-        ))
-    })?;
-    let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
-    let t = super::one_table(spec, control, progress, None, Some(&names)).await?;
-    // Timestamps are nanoseconds once parsed, whatever the lines' precision.
-    let ctx = chute_core::value::EncodeContext { epoch: Some(EpochUnit::Nanos), ..t.ctx };
-    let values = ValuesProcessor { encoder: RowEncoder::new(t.plan.targets.clone(), ctx), routing: t.routing.clone() };
-    let kind = Arc::new(LineProtocol { values, columns, table: t.info.name.clone(), precision });
-    Ok(Prepared::one_table(t.routing, t.via_parent_reason, &t.info, kind))
+    let by_measurement = spec.table.name == "-";
+    let infos = if by_measurement {
+        let schema = match &spec.table.schema {
+            Some(s) => s.clone(),
+            None => current_schema(control).await?,
+        };
+        let mut infos = Vec::new();
+        for name in schema_tables(control, &schema).await? {
+            infos.push(target::resolve(control, &QualifiedName::new(schema.clone(), name)).await?);
+        }
+        infos
+    } else {
+        vec![target::resolve_load_table(control, spec, None).await?]
+    };
+    let mut tables = Vec::new();
+    let mut routings = Vec::new();
+    let mut via_parent_reason = None;
+    for info in infos {
+        let all = crate::catalog::columns_of(control, &info.name).await.map_err(|e| LoadError::sql("reading the table's columns", e))?;
+        let Some(columns) = line_columns(all) else {
+            if by_measurement {
+                continue;
+            }
+            return Err(LoadError::Setup(format!(
+                "table {} has no time column for the lines' timestamps: name it \"time\" (or partition the table by a timestamp column)",
+                info.name
+            )));
+        };
+        let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
+        let t = super::plan_table(spec, control, progress, info, Some(&names)).await?;
+        // Timestamps are nanoseconds once parsed, whatever the lines' precision.
+        let ctx = chute_core::value::EncodeContext { epoch: Some(EpochUnit::Nanos), ..t.ctx };
+        let table = u16::try_from(tables.len()).map_err(|_| LoadError::Setup("more than 65535 tables for the lines".into()))?;
+        let values = ValuesProcessor { encoder: RowEncoder::new(t.plan.targets.clone(), ctx), routing: t.routing.clone(), table };
+        via_parent_reason = via_parent_reason.or(t.via_parent_reason);
+        routings.push(t.routing);
+        tables.push(LineTable { values, columns, name: t.info.name });
+    }
+    if tables.is_empty() {
+        return Err(LoadError::Setup(format!(
+            "schema {} has no table lines can fill (one with a time column): make them first, named by the measurements",
+            spec.table.schema.as_deref().unwrap_or("of the search_path")
+        )));
+    }
+    let summary_table = tables.iter().map(|t| t.name.to_string()).collect::<Vec<_>>().join(", ");
+    let by_name = tables.iter().enumerate().map(|(i, t)| (t.name.name.clone(), i)).collect();
+    let kind = Arc::new(LineProtocol { tables, by_name, by_measurement, precision });
+    Ok(Prepared {
+        tables: routings,
+        kind,
+        boundary: None,
+        skip: None,
+        tags: None,
+        via_parent_reason,
+        summary_table,
+        by_ref: false,
+        read_columns: Vec::new(),
+    })
+}
+
+async fn current_schema(control: &tokio_postgres::Client) -> Result<String, LoadError> {
+    let row = control.query_one("SELECT current_schema()::text", &[]).await.map_err(|e| LoadError::sql("reading the schema", e))?;
+    row.get::<_, Option<String>>(0)
+        .ok_or_else(|| LoadError::Setup("no schema on the search_path for the measurements' tables: name one, as SCHEMA.-".into()))
+}
+
+/// The tables of `schema` (not their partitions), by name.
+async fn schema_tables(control: &tokio_postgres::Client, schema: &str) -> Result<Vec<String>, LoadError> {
+    let rows = control
+        .query(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition ORDER BY 1",
+            &[&schema],
+        )
+        .await
+        .map_err(|e| LoadError::sql(format!("listing the tables of schema {schema}"), e))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// One table lines fill.
+struct LineTable {
+    values: ValuesProcessor,
+    /// Its columns as lines fill them: time first (the encoder's order).
+    columns: Vec<LaneColumn>,
+    name: QualifiedName,
 }
 
 struct LineProtocol {
-    values: ValuesProcessor,
-    /// The table's columns as lines fill them: time first (the encoder's order).
-    columns: Vec<LaneColumn>,
-    table: QualifiedName,
+    tables: Vec<LineTable>,
+    /// Table index by name (`-`: a line's measurement names its table).
+    by_name: std::collections::HashMap<String, usize>,
+    by_measurement: bool,
     precision: Precision,
+}
+
+impl LineProtocol {
+    /// The table of a line's measurement, or why there is none.
+    fn table_of(&self, measurement: &str) -> Result<usize, String> {
+        if let Some(&i) = self.by_name.get(measurement) {
+            return Ok(i);
+        }
+        let first = &self.tables[0].name;
+        Err(if self.by_measurement {
+            format!(
+                "no table {} for measurement {measurement:?}: make it (with a time column), then load this reject file's lines",
+                first.with_name(measurement)
+            )
+        } else {
+            format!(
+                "measurement {measurement:?} is not table {first}: a consumer loads the lines of one measurement, into the table of its name (or of every measurement, into the tables they name, with TABLE -)"
+            )
+        })
+    }
 }
 
 impl Kind for LineProtocol {
@@ -65,9 +158,9 @@ impl Kind for LineProtocol {
         let data = &chunk.data[..];
         let range = chunk.journal_range();
         let mut filed = Filed::default();
-        let mut rc = self.values.routing.ctx();
+        let mut rcs: Vec<_> = self.tables.iter().map(|t| t.values.routing.ctx()).collect();
+        let mut matchers: Vec<_> = self.tables.iter().map(|t| Matcher::new(&t.columns, false).any_types()).collect();
         let mut bufs = RowBufs::default();
-        let mut matcher = Matcher::new(&self.columns, false).any_types();
         let mut set = LineSet::default();
         let mut row = ValueRows::default();
         // Lines without a timestamp take the time they were read.
@@ -95,23 +188,21 @@ impl Kind for LineProtocol {
                 }
                 Some(Ok(l)) => l,
             };
-            if l.measurement != self.table.name.as_str() {
-                reject(
-                    &mut filed,
-                    format!(
-                        "measurement {:?} is not table {}: a consumer loads the lines of one measurement, into the table of its name",
-                        l.measurement, self.table
-                    ),
-                );
-                continue;
-            }
+            let t = match self.table_of(&l.measurement) {
+                Ok(t) => t,
+                Err(reason) => {
+                    reject(&mut filed, reason);
+                    continue;
+                }
+            };
+            let (table, matcher) = (&self.tables[t], &mut matchers[t]);
             let (tags, fields) = (&set.tags[l.tags.clone()], &set.fields[l.fields.clone()]);
-            match matcher.line(line, tags, fields, &self.table) {
+            match matcher.line(line, tags, fields, &table.name) {
                 Ok(()) => {}
                 Err(Miss::NoColumn { key, tag, .. }) => {
                     let what = if tag { "tag" } else { "field" };
-                    let hint = format!("ALTER TABLE {} ADD COLUMN …", self.table.quoted());
-                    reject(&mut filed, format!("table {} has no column {key:?} for {what} {key:?}: add it ({hint})", self.table));
+                    let hint = format!("ALTER TABLE {} ADD COLUMN …", table.name.quoted());
+                    reject(&mut filed, format!("table {} has no column {key:?} for {what} {key:?}: add it ({hint})", table.name));
                     continue;
                 }
                 Err(miss) => {
@@ -121,10 +212,10 @@ impl Kind for LineProtocol {
             }
             row.data.clear();
             matcher.write_row(&mut row, l.time_ns, tags, fields);
-            let mut values = Vec::with_capacity(self.columns.len());
-            if next_row(&row.data, &mut 0, self.columns.len(), &mut values).is_some() {
+            let mut values = Vec::with_capacity(table.columns.len());
+            if next_row(&row.data, &mut 0, table.columns.len(), &mut values).is_some() {
                 let pos = RowPos { input: chunk.input, line, offset, range };
-                self.values.file_row(&values, pos, raw, &mut rc, &mut bufs, &mut filed);
+                table.values.file_row(&values, pos, raw, &mut rcs[t], &mut bufs, &mut filed);
             }
         }
         filed.finish(range)

@@ -145,6 +145,18 @@ pub(crate) async fn one_table(
     columns: Option<&[String]>,
 ) -> Result<OneTable, LoadError> {
     let info = target::resolve_load_table(control, spec, workload).await?;
+    plan_table(spec, control, progress, info, columns).await
+}
+
+/// Plans the `columns` (all, in table order, when `None`) of a load's table
+/// and builds its routing.
+pub(crate) async fn plan_table(
+    spec: &LoadSpec,
+    control: &tokio_postgres::Client,
+    progress: &mut dyn LoadProgress,
+    info: TableInfo,
+    columns: Option<&[String]>,
+) -> Result<OneTable, LoadError> {
     let all = target::table_columns(control, info.oid).await?;
     let plan = target::plan_columns(&info.name, &all, columns)?;
     let ctx = EncodeContext { session_tz: session_zone(control).await, epoch: spec.epoch };

@@ -150,13 +150,15 @@ pub(crate) async fn prepare(
 ) -> Result<Prepared, LoadError> {
     let t = super::one_table(spec, control, progress, None, spec.columns.as_deref()).await?;
     // Parsed already: no format cuts or parses the chunks.
-    let kind = Arc::new(ValuesProcessor { encoder: RowEncoder::new(t.plan.targets.clone(), t.ctx), routing: t.routing.clone() });
+    let kind = Arc::new(ValuesProcessor { encoder: RowEncoder::new(t.plan.targets.clone(), t.ctx), routing: t.routing.clone(), table: 0 });
     Ok(Prepared::one_table(t.routing, t.via_parent_reason, &t.info, kind))
 }
 
 pub(crate) struct ValuesProcessor {
     pub(crate) encoder: RowEncoder,
     pub(crate) routing: Arc<Routing>,
+    /// The table's index among the load's.
+    pub(crate) table: u16,
 }
 
 impl ValuesProcessor {
@@ -249,7 +251,7 @@ impl ValuesProcessor {
         b.row.clear();
         if self.fast(values, &mut b.row, &mut b.text, &mut b.wire) {
             let routed = routing.route(rc, &b.row);
-            filed.file(routing, routed, 0, &b.row, raw, pos);
+            filed.file(routing, routed, self.table, &b.row, raw, pos);
             return;
         }
         // The way the same values written as CSV go.
@@ -268,11 +270,11 @@ impl ValuesProcessor {
         match encoder.encode(&b.fields, &mut b.row) {
             RowOutcome::Binary => {
                 let routed = routing.route(rc, &b.row);
-                filed.file(routing, routed, 0, &b.row, raw, pos);
+                filed.file(routing, routed, self.table, &b.row, raw, pos);
             }
             RowOutcome::NeedsServer { .. } => {
                 write_text_row(&b.fields, &mut b.row);
-                super::super::text_route::file_text_row(encoder, routing, rc, &b.fields, &b.row, raw, pos, filed);
+                super::super::text_route::file_text_row(encoder, (self.table, routing), rc, &b.fields, &b.row, raw, pos, filed);
             }
             RowOutcome::Invalid { column, reason } => {
                 let reason = format!("column {}: {reason}", encoder.columns[column].name);
