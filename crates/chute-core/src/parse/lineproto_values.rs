@@ -43,16 +43,10 @@ fn unit_name(p: Precision) -> &'static str {
     }
 }
 
-/// Powers of ten that are exact doubles.
-const EXACT_POWERS_OF_TEN: [f64; 23] =
-    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22];
-
 /// The value of a plain decimal (`-?d*(.d*)?`, a digit at least) whose
 /// digits make an integer of at most 2^53 with at most 22 of them after the
-/// point: that integer and the power of ten are exact doubles, so one
-/// division gives the correctly rounded value, the one `str::parse::<f64>`
-/// gives (this is its own fast path, without its general parsing). `None`
-/// for anything else, which is parsed in full.
+/// point (see `value::decimal_prefix`, the same fast path as CSV's floats).
+/// `None` for anything else, which is parsed in full.
 #[cfg(test)]
 pub(super) fn simple_decimal(b: &[u8]) -> Option<f64> {
     plain_decimal_at(b).filter(|(_, n)| *n == b.len()).map(|(v, _)| v)
@@ -62,31 +56,10 @@ pub(super) fn simple_decimal(b: &[u8]) -> Option<f64> {
 /// end, a comma or a space: its value and length. `None` when another byte
 /// comes first or it is not plain: the field is then read in full.
 pub(super) fn plain_decimal_at(b: &[u8]) -> Option<(f64, usize)> {
-    let (negative, mut i) = if b.first() == Some(&b'-') { (true, 1) } else { (false, 0) };
-    let (mut w, mut count, mut after, mut point) = (0u64, 0u32, 0usize, false);
-    while let Some(&c) = b.get(i) {
-        let d = c.wrapping_sub(b'0');
-        if d <= 9 {
-            if count == 19 {
-                return None;
-            }
-            w = w * 10 + u64::from(d);
-            count += 1;
-            after += usize::from(point);
-        } else if c == b'.' && !point {
-            point = true;
-        } else if c == b',' || c == b' ' {
-            break;
-        } else {
-            return None;
-        }
-        i += 1;
-    }
-    if count == 0 || w > 1 << 53 || after >= EXACT_POWERS_OF_TEN.len() {
+    if b.first() == Some(&b'+') {
         return None;
     }
-    let v = w as f64 / EXACT_POWERS_OF_TEN[after];
-    Some((if negative { -v } else { v }, i))
+    crate::value::decimal_prefix(b).filter(|(_, n)| matches!(b.get(*n), None | Some(b',' | b' ')))
 }
 
 /// A number or a boolean, read in full (what `plain_decimal_at` does not read).

@@ -31,7 +31,7 @@ mod typmod;
 pub(crate) use datetime::{civil_from_days, local_offset};
 pub use datetime::{parse_date, parse_timestamp, parse_timestamptz};
 pub use epoch::epoch_integer;
-pub use number::parse_int;
+pub use number::{decimal_prefix, parse_int};
 pub use typmod::{apply_typmod, round_timestamp};
 
 use jiff::tz::TimeZone;

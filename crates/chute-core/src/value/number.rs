@@ -174,18 +174,76 @@ fn float_out_of_range(type_name: &str, text: &[u8]) -> ValueError {
     ValueError::Invalid(format!("\"{}\" is out of range for type {type_name}", shown(text)))
 }
 
+/// Powers of ten that are exact doubles.
+const EXACT_POWERS_OF_TEN: [f64; 23] =
+    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22];
+
+/// A plain decimal at the start of `b` (`[+-]?d*(.d*)?`, a digit at least,
+/// up to the first byte that is neither a digit nor the point): its value
+/// and the bytes it took. Only when its digits make an integer of at most
+/// 2^53 with at most 22 of them after the point: that integer and the power
+/// of ten are exact doubles, so one division is the correctly rounded value
+/// (Clinger's fast path), the one `strtod` and Rust's parser give. `None`
+/// for anything else, which the caller reads in full. Most values a
+/// program prints with up to 15 or 16 significant digits take this path.
+pub fn decimal_prefix(b: &[u8]) -> Option<(f64, usize)> {
+    let (negative, mut i) = match b.first() {
+        Some(b'-') => (true, 1),
+        Some(b'+') => (false, 1),
+        _ => (false, 0),
+    };
+    let (mut w, mut count, mut after, mut point) = (0u64, 0u32, 0usize, false);
+    while let Some(&c) = b.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d <= 9 {
+            if count == 19 {
+                return None;
+            }
+            w = w * 10 + u64::from(d);
+            count += 1;
+            after += usize::from(point);
+        } else if c == b'.' && !point {
+            point = true;
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if count == 0 || w > 1 << 53 || after >= EXACT_POWERS_OF_TEN.len() {
+        return None;
+    }
+    let v = w as f64 / EXACT_POWERS_OF_TEN[after];
+    Some((if negative { -v } else { v }, i))
+}
+
+/// A decimal float with nothing around it (`[-]?d*(.d*)?([eE][+-]?d+)?`)
+/// in one pass: the correctly rounded value, as `strtod` gives it, when it
+/// is finite and not an underflow to zero. `None` for everything else
+/// (signs, spaces, words, junk, ranges), which the full scan then reads or
+/// refuses as `float8in` does.
+fn one_pass(text: &[u8]) -> Option<f64> {
+    if !text.first().is_some_and(|c| c.is_ascii_digit() || *c == b'-' || *c == b'.') {
+        return None;
+    }
+    let (v, n) = fast_float2::parse_partial::<f64, _>(text).ok()?;
+    // A zero from non-zero digits underflowed: an error the full scan reports.
+    let zero_ok = || v != 0.0 || !text[..n].iter().take_while(|c| !matches!(c, b'e' | b'E')).any(|c| (b'1'..=b'9').contains(c));
+    (n == text.len() && v.is_finite() && zero_ok()).then_some(v)
+}
+
 /// `float8in`: `strtod`, which is correctly rounded like Rust's parser;
 /// overflow and underflow to zero are errors, denormals are kept.
 pub(super) fn parse_float8(text: &[u8]) -> Result<f64, ValueError> {
     const NAME: &str = "double precision";
+    if let Some(v) = one_pass(text) {
+        return Ok(v);
+    }
     match scan_float(text, NAME)? {
         // glibc's NaN is the quiet NaN with the sign as written.
         FloatText::NaN { negative } => Ok(f64::from_bits(0x7ff8_0000_0000_0000 | (u64::from(negative) << 63))),
         FloatText::Infinity { negative } => Ok(if negative { f64::NEG_INFINITY } else { f64::INFINITY }),
         FloatText::Decimal { text: t, nonzero } => {
-            // The scan admitted ASCII digits, signs, "." and "e" only.
-            let s = std::str::from_utf8(t).map_err(|_| ValueError::NeedsServer)?;
-            let v: f64 = s.parse().map_err(|_| ValueError::NeedsServer)?;
+            let v: f64 = fast_float2::parse(t).map_err(|_| ValueError::NeedsServer)?;
             if v.is_infinite() || (v == 0.0 && nonzero) { Err(float_out_of_range(NAME, text)) } else { Ok(v) }
         }
     }
@@ -198,8 +256,7 @@ pub(super) fn parse_float4(text: &[u8]) -> Result<f32, ValueError> {
         FloatText::NaN { negative } => Ok(f32::from_bits(0x7fc0_0000 | (u32::from(negative) << 31))),
         FloatText::Infinity { negative } => Ok(if negative { f32::NEG_INFINITY } else { f32::INFINITY }),
         FloatText::Decimal { text: t, nonzero } => {
-            let s = std::str::from_utf8(t).map_err(|_| ValueError::NeedsServer)?;
-            let v: f32 = s.parse().map_err(|_| ValueError::NeedsServer)?;
+            let v: f32 = fast_float2::parse(t).map_err(|_| ValueError::NeedsServer)?;
             if v.is_infinite() || (v == 0.0 && nonzero) { Err(float_out_of_range(NAME, text)) } else { Ok(v) }
         }
     }
@@ -366,6 +423,69 @@ fn write_numeric_header(out: &mut Vec<u8>, ndigits: u16, weight: u16, sign: u16,
 mod tests {
     use super::super::{EncodeContext, encode_text};
     use super::*;
+    use proptest::prelude::*;
+
+    /// `decimal_prefix` when it is the whole text.
+    fn plain_decimal(t: &[u8]) -> Option<f64> {
+        decimal_prefix(t).filter(|(_, n)| *n == t.len()).map(|(v, _)| v)
+    }
+
+    proptest! {
+        /// The fast paths read a decimal to the bit as Rust's parser (which
+        /// rounds correctly, as strtod does), and so does the whole parse.
+        #[test]
+        fn float8_reads_decimals_as_str_parse_does(
+            s in prop_oneof![
+                "[-+]?[0-9]{0,20}([.][0-9]{0,25})?([eE][-+]?[0-9]{1,3})?",
+                any::<f64>().prop_map(|f| format!("{f:?}")),
+                any::<f64>().prop_map(|f| format!("{f:e}")),
+                (any::<i64>(), 0u32..19).prop_map(|(m, k)| format!("{}", m as f64 / 10f64.powi(k as i32))),
+            ],
+        ) {
+            match s.parse::<f64>() {
+                Ok(want) => {
+                    if let Some(v) = plain_decimal(s.as_bytes()) {
+                        prop_assert_eq!(v.to_bits(), want.to_bits(), "{}", s);
+                    }
+                    if let Some(v) = one_pass(s.as_bytes()) {
+                        prop_assert_eq!(v.to_bits(), want.to_bits(), "{}", s);
+                    }
+                    let underflow = want == 0.0 && s.split(['e', 'E']).next().is_some_and(|m| m.bytes().any(|b| (b'1'..=b'9').contains(&b)));
+                    if want.is_finite() && !underflow {
+                        prop_assert_eq!(parse_float8(s.as_bytes()).map(f64::to_bits), Ok(want.to_bits()), "{}", s);
+                    } else {
+                        prop_assert!(parse_float8(s.as_bytes()).is_err(), "{}", s);
+                    }
+                }
+                Err(_) => {
+                    prop_assert!(plain_decimal(s.as_bytes()).is_none() && one_pass(s.as_bytes()).is_none(), "{}", s);
+                    prop_assert!(parse_float8(s.as_bytes()).is_err(), "{}", s);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_float_fast_paths_take_what_fits_and_leave_the_rest() {
+        assert_eq!(plain_decimal(b"74.15648787718233"), Some(74.15648787718233));
+        assert_eq!(plain_decimal(b"-0").map(f64::is_sign_negative), Some(true));
+        assert_eq!(plain_decimal(b"+.5"), Some(0.5));
+        // Over 2^53, an exponent, whitespace: read in full.
+        for s in ["15.991039287692011", "1e5", " 1.5", "1.5 ", "", ".", "-", "1.2.3"] {
+            assert_eq!(plain_decimal(s.as_bytes()), None, "{s}");
+        }
+        assert_eq!(one_pass(b"15.991039287692011"), Some(15.991039287692011));
+        assert_eq!(one_pass(b"-0.0").map(f64::is_sign_negative), Some(true));
+        // Left to the full scan: what it must refuse, report or take otherwise.
+        for s in ["1e-400", "1e400", "-inf", "nan", "1e", "1.5x", " 1", "+1", "0x1p3", "1_0"] {
+            assert_eq!(one_pass(s.as_bytes()), None, "{s}");
+        }
+        assert_eq!(parse_float8(b" 15.991039287692011 "), Ok(15.991039287692011));
+        assert_eq!(parse_float8(b"+1"), Ok(1.0));
+        assert!(matches!(parse_float8(b"1e-400"), Err(ValueError::Invalid(_))));
+        assert_eq!(parse_float8(b"0e-400"), Ok(0.0));
+        assert_eq!(parse_float8(b"4.9e-324"), Ok(4.9e-324));
+    }
 
     fn enc(ty: PgType, s: &str) -> Result<Vec<u8>, ValueError> {
         let mut out = vec![0xAA];
