@@ -195,29 +195,42 @@ fn parse_fields(text: &[u8]) -> Result<Parsed, ValueError> {
         return Ok(Parsed::NegInfinity);
     }
     let mut c = Cursor { s: t, i: 0 };
-    let (year, _) = c.number(4, 4)?;
-    c.expect(b'-')?;
-    let (month, _) = c.number(1, 2)?;
-    c.expect(b'-')?;
-    let (day, _) = c.number(1, 2)?;
+    let (year, month, day);
     let (mut hour, mut minute, mut second, mut fsec) = (0, 0, 0, 0);
     let mut offset = None;
-    if !c.at_end() {
-        match c.peek() {
-            Some(b'T' | b't') => c.i += 1,
-            Some(b) if is_space(b) => c.skip_space(),
-            _ => return Err(ValueError::NeedsServer),
+    // Whether a time follows the date, and whether it has seconds.
+    let (timed, with_seconds);
+    if let Some(f) = fixed_layout(t) {
+        [year, month, day, hour, minute, second] = f;
+        c.i = FIXED_LAYOUT_LEN;
+        (timed, with_seconds) = (true, true);
+    } else {
+        (year, _) = c.number(4, 4)?;
+        c.expect(b'-')?;
+        (month, _) = c.number(1, 2)?;
+        c.expect(b'-')?;
+        (day, _) = c.number(1, 2)?;
+        timed = !c.at_end();
+        if timed {
+            match c.peek() {
+                Some(b'T' | b't') => c.i += 1,
+                Some(b) if is_space(b) => c.skip_space(),
+                _ => return Err(ValueError::NeedsServer),
+            }
+            (hour, _) = c.number(1, 2)?;
+            c.expect(b':')?;
+            (minute, _) = c.number(1, 2)?;
         }
-        (hour, _) = c.number(1, 2)?;
-        c.expect(b':')?;
-        (minute, _) = c.number(1, 2)?;
         // "HH:MM.fff" would be minutes and seconds to PostgreSQL; not taken.
-        if c.peek() == Some(b':') {
+        with_seconds = timed && c.peek() == Some(b':');
+        if with_seconds {
             c.i += 1;
             (second, _) = c.number(1, 2)?;
-            if c.peek() == Some(b'.') {
-                fsec = fraction(&mut c)?;
-            }
+        }
+    }
+    if timed {
+        if with_seconds && c.peek() == Some(b'.') {
+            fsec = fraction(&mut c)?;
         }
         c.skip_space();
         match c.peek() {
@@ -254,6 +267,35 @@ fn parse_fields(text: &[u8]) -> Result<Parsed, ValueError> {
         }
     };
     Ok(Parsed::At(Fields { days: days_from_civil(year as i32, month, day), secs, fsec, offset }))
+}
+
+/// Length of the layout nearly every timestamp has: `YYYY-MM-DDTHH:MM:SS`.
+const FIXED_LAYOUT_LEN: usize = 19;
+
+/// Year, month, day, hour, minute and second of a text that starts with
+/// `YYYY-MM-DD` then `T`, `t` or a space, then `HH:MM:SS` (two digits each,
+/// as ISO 8601 and PostgreSQL's own output write them), read at their
+/// places; `None` for any other start, which is read field by field.
+fn fixed_layout(t: &[u8]) -> Option<[u32; 6]> {
+    let b: &[u8; FIXED_LAYOUT_LEN] = t.get(..FIXED_LAYOUT_LEN)?.try_into().ok()?;
+    if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    // The digits must not run on: "2021-06-01T00:00:001" is not this layout.
+    if t.get(FIXED_LAYOUT_LEN).is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut out = [0u32; 6];
+    for (k, (at, len)) in [(0, 4), (5, 2), (8, 2), (11, 2), (14, 2), (17, 2)].into_iter().enumerate() {
+        for &d in &b[at..at + len] {
+            let v = d.wrapping_sub(b'0');
+            if v > 9 {
+                return None;
+            }
+            out[k] = out[k] * 10 + u32::from(v);
+        }
+    }
+    Some(out)
 }
 
 /// `ParseFractionalSecond`: `rint(strtod(".ddd") * 1000000)`. Up to six
@@ -366,6 +408,44 @@ pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
 mod tests {
     use super::super::{EpochUnit, PgType, encode_text};
     use super::*;
+
+    /// What `parse_fields` made of a text, comparable.
+    fn fields_of(text: &str) -> Result<(i32, i64, i64, Option<i32>), String> {
+        match parse_fields(text.as_bytes()) {
+            Ok(Parsed::At(f)) => Ok((f.days, f.secs, f.fsec, f.offset)),
+            Ok(_) => Err("infinity".into()),
+            // The message quotes the text: its kind and reason are compared.
+            Err(ValueError::Invalid(m)) => Err(m.split(": \"").next().unwrap_or_default().to_owned()),
+            Err(e) => Err(format!("{e:?}")),
+        }
+    }
+
+    proptest::proptest! {
+        /// The fixed layout's shortcut reads a text as the field-by-field
+        /// path reads it (two spaces between date and time take that path).
+        #[test]
+        fn the_fixed_layout_reads_as_field_by_field(
+            date in "[0-9]{4}-[0-9]{2}-[0-9]{2}",
+            sep in "[Tt ]",
+            time in "[0-9]{2}:[0-9]{2}:[0-9]{2,3}",
+            frac in "(\\.[0-9]{1,8})?",
+            zone in "(Z|z|[+-][0-9]{1,2}(:[0-9]{2})?| [+-][0-9]{4})?",
+        ) {
+            let fixed = format!("{date}{sep}{time}{frac}{zone}");
+            let general = format!("{date}  {time}{frac}{zone}");
+            proptest::prop_assert_eq!(fields_of(&fixed), fields_of(&general), "{} / {}", fixed, general);
+        }
+    }
+
+    #[test]
+    fn the_fixed_layout_is_taken_only_where_it_fits() {
+        assert_eq!(fixed_layout(b"2021-06-01T07:08:09Z"), Some([2021, 6, 1, 7, 8, 9]));
+        assert_eq!(fixed_layout(b"2021-06-01 07:08:09.5+02"), Some([2021, 6, 1, 7, 8, 9]));
+        for t in ["2021-6-01T07:08:09", "2021-06-01T07:08:091", "2021-06-01T07:08", "2021-06-01x07:08:09", "20210-06-01T07:08:09"] {
+            assert_eq!(fixed_layout(t.as_bytes()), None, "{t}");
+        }
+        assert_eq!(fields_of("2021-06-01T07:08:09Z"), Ok((18779, 25689, 0, Some(0))));
+    }
 
     fn ctx(tz: &str) -> EncodeContext {
         EncodeContext { session_tz: Some(TimeZone::get(tz).unwrap()), epoch: None }
