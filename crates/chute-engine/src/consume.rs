@@ -209,12 +209,27 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
     if let Some(m) = metrics {
         m.abort();
     }
-    consumer.unsubscribe();
+    close(consumer).await;
     let client = crate::retry::connect(&spec.load.target, spec.load.retry_for, |_| {}).await?;
     report.positions =
         journal::positions(&client, &id).await?.into_iter().map(|(partition, offset)| Position { partition, offset }).collect();
     report.seconds = began.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Leaves the group now, even while a lag reading still holds the consumer
+/// (it then fails): the group's next consumer gets the partitions at once,
+/// not after this one's session timed out.
+async fn close(consumer: Arc<KafkaConsumer>) {
+    let _ = tokio::task::spawn_blocking(move || {
+        if consumer.close_queue().is_ok() {
+            let until = Instant::now() + Duration::from_secs(10);
+            while !consumer.closed() && Instant::now() < until {
+                let _ = consumer.poll(Duration::from_millis(100));
+            }
+        }
+    })
+    .await;
 }
 
 fn setup(message: String) -> LoadError {
