@@ -18,7 +18,8 @@
 //! the command to run: a test never skips silently.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,33 @@ pub struct Broker {
     pub secure_port: Option<u16>,
     child: Mutex<Option<Child>>,
     owned: bool,
+    role: Role,
+}
+
+/// Where a node stands in its cluster: what its `server.properties` say
+/// beyond the listeners.
+#[derive(Debug, Clone)]
+struct Role {
+    node_id: u32,
+    /// `controller.quorum.voters`: every node, `ID@HOST:CONTROLLER-PORT`.
+    voters: String,
+    /// Nodes in the cluster: each holds a copy of the internal topics and
+    /// of every topic made by the fixture.
+    nodes: u32,
+}
+
+impl Role {
+    fn properties(&self) -> String {
+        let (n, isr) = (self.nodes, self.nodes.min(2));
+        format!(
+            "node.id={}\n\
+             controller.quorum.voters={}\n\
+             offsets.topic.replication.factor={n}\n\
+             transaction.state.log.replication.factor={n}\n\
+             transaction.state.log.min.isr={isr}\n",
+            self.node_id, self.voters
+        )
+    }
 }
 
 static SHARED: OnceLock<Broker> = OnceLock::new();
@@ -96,17 +124,27 @@ impl Broker {
 
     fn start_inner(setup: &BrokerSetup, owned: bool) -> Broker {
         remove_leftovers();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let root = std::env::temp_dir().join(format!("{PREFIX}{}-{nanos:x}", std::process::id()));
-        std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("test fixture: cannot create {}: {e}", root.display()));
-        let (port, controller_port) = (free_port(), free_port());
-        let secure_port = setup.secure.as_ref().map(|_| free_port());
-        let broker = Broker { root, port, controller_port, secure_port, child: Mutex::new(None), owned };
+        let mut broker = Broker::new_node(setup, owned);
+        broker.role = Role { node_id: 1, voters: format!("1@127.0.0.1:{}", broker.controller_port), nodes: 1 };
         broker.write_config(setup);
-        broker.format(setup);
+        formatted(broker.format(setup, &new_cluster_id()).output());
         broker.launch();
-        spawn_watchdog(&broker.root);
         broker
+    }
+
+    /// A directory (its watchdog already watching) and free ports for one
+    /// node; nothing written or started yet.
+    fn new_node(setup: &BrokerSetup, owned: bool) -> Broker {
+        static NODES: AtomicU32 = AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let seq = NODES.fetch_add(1, Ordering::Relaxed);
+        let root = std::env::temp_dir().join(format!("{PREFIX}{}-{nanos:x}-{seq}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("test fixture: cannot create {}: {e}", root.display()));
+        spawn_watchdog(&root);
+        let ports = free_ports(if setup.secure.is_some() { 3 } else { 2 });
+        let (port, controller_port, secure_port) = (ports[0], ports[1], ports.get(2).copied());
+        let role = Role { node_id: 1, voters: String::new(), nodes: 1 };
+        Broker { root, port, controller_port, secure_port, child: Mutex::new(None), owned, role }
     }
 
     /// `HOST:PORT` of the plain listener, for `--brokers`.
@@ -146,53 +184,38 @@ impl Broker {
         }
         let props = format!(
             "process.roles=broker,controller\n\
-             node.id=1\n\
-             controller.quorum.voters=1@127.0.0.1:{c}\n\
+             {role}\
              listeners={listeners}\n\
              advertised.listeners={advertised}\n\
              controller.listener.names=CONTROLLER\n\
              inter.broker.listener.name=PLAINTEXT\n\
              listener.security.protocol.map={protocols}\n\
              log.dirs={root}/data\n\
-             offsets.topic.replication.factor=1\n\
              offsets.topic.num.partitions=4\n\
-             transaction.state.log.replication.factor=1\n\
-             transaction.state.log.min.isr=1\n\
              group.initial.rebalance.delay.ms=0\n\
              num.partitions=1\n\
              auto.create.topics.enable=false\n\
              log.flush.interval.messages=9223372036854775807\n\
              {extra}",
+            role = self.role.properties(),
             root = self.root.display()
         );
         std::fs::write(self.root.join("server.properties"), props).expect("write server.properties");
     }
 
-    /// Formats the log directory (KRaft), with the SCRAM users when there are any.
-    fn format(&self, setup: &BrokerSetup) {
-        let cluster_id = {
-            // A Kafka cluster id: 16 random bytes, URL-safe base64 without padding.
-            let mut bytes = [0u8; 16];
-            let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
-            for (i, b) in seed.bytes().enumerate() {
-                bytes[i % 16] = bytes[i % 16].wrapping_mul(31).wrapping_add(b);
-            }
-            base64_url(&bytes)
-        };
-        let mut args: Vec<String> = vec!["format".into(), "-t".into(), cluster_id, "-c".into(), self.config_path()];
+    /// The command that formats the log directory (KRaft) for the cluster
+    /// `cluster_id`, with the SCRAM users when there are any.
+    fn format(&self, setup: &BrokerSetup, cluster_id: &str) -> Command {
+        let mut args: Vec<String> = vec!["format".into(), "-t".into(), cluster_id.into(), "-c".into(), self.config_path()];
         if let Some(s) = &setup.secure {
             for (u, pw) in &s.scram_users {
                 args.push("--add-scram".into());
                 args.push(format!("SCRAM-SHA-256=[name={u},password={pw}]"));
             }
         }
-        let out = java("kafka.tools.StorageTool").args(&args).output().unwrap_or_else(|e| panic!("test fixture: cannot run java: {e}"));
-        assert!(
-            out.status.success(),
-            "test fixture: formatting the broker's log directory failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut cmd = java("kafka.tools.StorageTool");
+        cmd.args(&args);
+        cmd
     }
 
     fn config_path(&self) -> String {
@@ -201,6 +224,12 @@ impl Broker {
 
     /// Starts the broker process and waits until it answers for its metadata.
     fn launch(&self) {
+        let pid = self.spawn();
+        self.wait_ready(pid);
+    }
+
+    /// Starts the broker process (its output to `broker.log`), without waiting.
+    fn spawn(&self) -> u32 {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.root.join("broker.log")).expect("open the broker's log file");
         let child = java("kafka.Kafka")
@@ -214,17 +243,18 @@ impl Broker {
         let pid = child.id();
         std::fs::write(self.root.join("broker.pid"), pid.to_string()).expect("write broker.pid");
         *self.child.lock().expect("broker process") = Some(child);
-        self.wait_ready(pid);
+        pid
     }
 
-    /// Waits until the broker lists its (one) node to a client.
+    /// Waits until the broker lists every node of its cluster to a client
+    /// (a restarted node of a cluster: until it is back in).
     fn wait_ready(&self, pid: u32) {
         let started = Instant::now();
         let consumer: rdkafka::consumer::BaseConsumer =
             self.client_config().create().unwrap_or_else(|e| panic!("test fixture: a Kafka client: {e}"));
         loop {
             if let Ok(m) = rdkafka::consumer::Consumer::fetch_metadata(&consumer, None, Duration::from_millis(500))
-                && !m.brokers().is_empty()
+                && m.brokers().len() >= self.role.nodes as usize
             {
                 return;
             }
@@ -260,6 +290,11 @@ impl Broker {
         }
     }
 
+    /// Whether the broker's process runs (it was started and not killed since).
+    pub fn running(&self) -> bool {
+        self.child.lock().expect("broker process").as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Starts the killed broker again, on the same ports and log directory.
     pub fn restart(&self) {
         self.kill();
@@ -269,53 +304,81 @@ impl Broker {
     /// Makes `topic` with `partitions` partitions, and waits until every
     /// partition has a leader.
     pub fn create_topic(&self, topic: &str, partitions: u32) {
-        let out = self.tool(
-            "org.apache.kafka.tools.TopicCommand",
-            &["--create", "--topic", topic, "--partitions", &partitions.to_string(), "--replication-factor", "1"],
-        );
-        assert!(out.0, "test fixture: creating topic {topic} failed:\n{}", out.1);
-        let consumer: rdkafka::consumer::BaseConsumer = self.client_config().create().expect("a Kafka client");
-        let started = Instant::now();
-        loop {
-            let ready = rdkafka::consumer::Consumer::fetch_metadata(&consumer, Some(topic), Duration::from_secs(2)).is_ok_and(|m| {
-                m.topics().iter().any(|t| {
-                    t.name() == topic && t.partitions().len() == partitions as usize && t.partitions().iter().all(|p| p.leader() >= 0)
-                })
-            });
-            if ready {
-                return;
-            }
-            assert!(started.elapsed() < Duration::from_secs(60), "test fixture: topic {topic} has no leaders after 60 s");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        create_topic(&self.bootstrap(), topic, partitions, 1);
     }
 
     /// Runs one of Kafka's own command-line tools (its main class) against
     /// the plain listener: whether it succeeded, and stdout then stderr.
     pub fn tool(&self, class: &str, args: &[&str]) -> (bool, String) {
-        let out = java(class)
-            .args(["--bootstrap-server", &self.bootstrap()])
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("test fixture: cannot run java: {e}"));
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        (out.status.success(), text)
+        tool(&self.bootstrap(), class, args)
     }
 
     /// A producer for the plain listener (idempotent, so a retry after a
     /// lost answer does not write a message twice).
     pub fn producer(&self) -> TestProducer {
-        let producer: ThreadedProducer<DefaultProducerContext> = self
-            .client_config()
-            .set("enable.idempotence", "true")
-            .set("linger.ms", "5")
-            .set("batch.num.messages", "10000")
-            .set("queue.buffering.max.messages", "1000000")
-            .set("compression.type", "lz4")
-            .create()
-            .unwrap_or_else(|e| panic!("test fixture: a Kafka producer: {e}"));
-        TestProducer { producer }
+        TestProducer::new(self.client_config())
     }
+}
+
+/// Checks the output of the command that formats a log directory.
+fn formatted(out: std::io::Result<Output>) {
+    let out = out.unwrap_or_else(|e| panic!("test fixture: cannot run java: {e}"));
+    assert!(
+        out.status.success(),
+        "test fixture: formatting the broker's log directory failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A new Kafka cluster id: 16 random bytes, URL-safe base64 without padding.
+fn new_cluster_id() -> String {
+    let mut bytes = [0u8; 16];
+    let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
+    for (i, b) in seed.bytes().enumerate() {
+        bytes[i % 16] = bytes[i % 16].wrapping_mul(31).wrapping_add(b);
+    }
+    base64_url(&bytes)
+}
+
+/// Makes `topic` with `partitions` partitions of `replicas` copies each (the
+/// broker's own tool), then waits until each has a leader and every copy in sync.
+fn create_topic(bootstrap: &str, topic: &str, partitions: u32, replicas: u32) {
+    let out = tool(
+        bootstrap,
+        "org.apache.kafka.tools.TopicCommand",
+        &["--create", "--topic", topic, "--partitions", &partitions.to_string(), "--replication-factor", &replicas.to_string()],
+    );
+    assert!(out.0, "test fixture: creating topic {topic} failed:\n{}", out.1);
+    let consumer: rdkafka::consumer::BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).set("log_level", "3").create().expect("a Kafka client");
+    let started = Instant::now();
+    loop {
+        let ready = rdkafka::consumer::Consumer::fetch_metadata(&consumer, Some(topic), Duration::from_secs(2)).is_ok_and(|m| {
+            m.topics().iter().any(|t| {
+                t.name() == topic
+                    && t.partitions().len() == partitions as usize
+                    && t.partitions().iter().all(|p| p.leader() >= 0 && p.isr().len() == replicas as usize)
+            })
+        });
+        if ready {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "test fixture: topic {topic} has no leaders after 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs one of Kafka's own command-line tools (its main class) against
+/// `bootstrap`: whether it succeeded, and stdout then stderr.
+fn tool(bootstrap: &str, class: &str, args: &[&str]) -> (bool, String) {
+    let out = java(class)
+        .args(["--bootstrap-server", bootstrap])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("test fixture: cannot run java: {e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
 }
 
 /// Writes messages to topics; [`TestProducer::flush`] waits until the broker has them.
@@ -341,6 +404,20 @@ pub struct Message<'a> {
 }
 
 impl TestProducer {
+    /// An idempotent producer (a retry after a lost answer does not write a
+    /// message twice) with `config`'s brokers and settings.
+    fn new(mut config: ClientConfig) -> TestProducer {
+        let producer: ThreadedProducer<DefaultProducerContext> = config
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "5")
+            .set("batch.num.messages", "10000")
+            .set("queue.buffering.max.messages", "1000000")
+            .set("compression.type", "lz4")
+            .create()
+            .unwrap_or_else(|e| panic!("test fixture: a Kafka producer: {e}"));
+        TestProducer { producer }
+    }
+
     /// Queues one message (waiting while the local queue is full).
     pub fn send(&self, topic: &str, m: &Message<'_>) {
         let mut headers = rdkafka::message::OwnedHeaders::new();
@@ -392,10 +469,12 @@ pub fn java(class: &str) -> Command {
     c
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on right now.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("test fixture: cannot bind a TCP port on 127.0.0.1");
-    l.local_addr().expect("a bound listener has an address").port()
+/// `n` different TCP ports on 127.0.0.1 that nothing listens on right now
+/// (each held until all are found, so none comes twice).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> =
+        (0..n).map(|_| std::net::TcpListener::bind(("127.0.0.1", 0)).expect("test fixture: cannot bind a TCP port on 127.0.0.1")).collect();
+    held.iter().map(|l| l.local_addr().expect("a bound listener has an address").port()).collect()
 }
 
 fn base64_url(bytes: &[u8]) -> String {
