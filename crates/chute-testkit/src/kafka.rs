@@ -8,7 +8,10 @@
 //! directory formatted for a one-node cluster (broker and controller in one
 //! process) on two loopback ports that were free a moment before. Tests
 //! that stop or restart a broker, or need TLS and SASL, start owned ones
-//! ([`Broker::start`]) that stop when dropped.
+//! ([`Broker::start`]) that stop when dropped. A test of replication starts
+//! a cluster of its own ([`Cluster::start`]): three such nodes, each broker
+//! and controller, every one in the quorum, with three copies of each
+//! partition.
 //!
 //! As with the PostgreSQL fixture, a watchdog process in its own process
 //! group waits for the test process to end, then kills the broker and
@@ -98,14 +101,30 @@ struct Role {
 impl Role {
     fn properties(&self) -> String {
         let (n, isr) = (self.nodes, self.nodes.min(2));
-        format!(
+        let mut text = format!(
             "node.id={}\n\
              controller.quorum.voters={}\n\
              offsets.topic.replication.factor={n}\n\
              transaction.state.log.replication.factor={n}\n\
              transaction.state.log.min.isr={isr}\n",
             self.node_id, self.voters
-        )
+        );
+        if n > 1 {
+            // A killed node is fenced, and its partitions led elsewhere, 5 s
+            // after its last heartbeat (Kafka's default: 9 s). A write is
+            // acknowledged once two copies have it. A client quota (see
+            // `Cluster::throttle_consumers`) is measured over 2 s, not 11:
+            // a client is held to it within 2 s instead of after a burst
+            // of ten seconds' worth.
+            text.push_str(&format!(
+                "min.insync.replicas={isr}\n\
+                 broker.heartbeat.interval.ms=500\n\
+                 broker.session.timeout.ms=5000\n\
+                 quota.window.num=2\n\
+                 quota.window.size.seconds=1\n"
+            ));
+        }
+        text
     }
 }
 
@@ -317,6 +336,142 @@ impl Broker {
     /// lost answer does not write a message twice).
     pub fn producer(&self) -> TestProducer {
         TestProducer::new(self.client_config())
+    }
+}
+
+/// A cluster of Kafka nodes, each a broker and a KRaft controller in one
+/// process and directory (its own watchdog, as a [`Broker`]'s), every node
+/// a voter of the controller quorum. The internal topics and the topics
+/// made with [`Cluster::create_topic`] have a copy on every node; a write
+/// is acknowledged once two copies have it (`min.insync.replicas=2`).
+/// Killed and removed on drop.
+#[derive(Debug)]
+pub struct Cluster {
+    nodes: Vec<Broker>,
+}
+
+impl Cluster {
+    /// Formats `n` log directories with one cluster id and starts the nodes;
+    /// returns once each lists all `n` to a client.
+    pub fn start(n: u32) -> Cluster {
+        assert!(n >= 1, "test fixture: a cluster of no node");
+        remove_leftovers();
+        let setup = BrokerSetup::default();
+        let mut nodes: Vec<Broker> = (0..n).map(|_| Broker::new_node(&setup, true)).collect();
+        let voters: Vec<String> = nodes.iter().enumerate().map(|(i, b)| format!("{}@127.0.0.1:{}", i + 1, b.controller_port)).collect();
+        let cluster_id = new_cluster_id();
+        for (i, node) in nodes.iter_mut().enumerate() {
+            node.role = Role { node_id: i as u32 + 1, voters: voters.join(","), nodes: n };
+            node.write_config(&setup);
+        }
+        // Formatting is a JVM start each: side by side.
+        let formats: Vec<Child> = nodes
+            .iter()
+            .map(|b| {
+                let mut cmd = b.format(&setup, &cluster_id);
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("test fixture: cannot run java: {e}"))
+            })
+            .collect();
+        for f in formats {
+            formatted(f.wait_with_output());
+        }
+        // A node is ready only once a quorum of controllers is up: start all, then wait.
+        let pids: Vec<u32> = nodes.iter().map(Broker::spawn).collect();
+        for (node, pid) in nodes.iter().zip(pids) {
+            node.wait_ready(pid);
+        }
+        Cluster { nodes }
+    }
+
+    /// Every node's `HOST:PORT`, comma-separated, for `--brokers`.
+    pub fn bootstrap(&self) -> String {
+        self.nodes.iter().map(Broker::bootstrap).collect::<Vec<_>>().join(",")
+    }
+
+    /// A client configuration with every node to start from.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", self.bootstrap()).set("log_level", "3");
+        c
+    }
+
+    /// Node `i` (from 0; its `node.id` is `i + 1`).
+    pub fn node(&self, i: usize) -> &Broker {
+        &self.nodes[i]
+    }
+
+    /// Makes `topic` with `partitions` partitions, a copy of each on every
+    /// node, and waits until each has a leader and every copy in sync.
+    pub fn create_topic(&self, topic: &str, partitions: u32) {
+        create_topic(&self.bootstrap(), topic, partitions, self.nodes.len() as u32);
+    }
+
+    /// Runs one of Kafka's own command-line tools against the cluster.
+    pub fn tool(&self, class: &str, args: &[&str]) -> (bool, String) {
+        tool(&self.bootstrap(), class, args)
+    }
+
+    /// An idempotent producer whose writes are acknowledged only once every
+    /// copy in sync has them (`acks=all`).
+    pub fn producer(&self) -> TestProducer {
+        let mut config = self.client_config();
+        config.set("acks", "all");
+        TestProducer::new(config)
+    }
+
+    /// Holds every consumer to `bytes_per_second` of fetched data on each
+    /// node (a default client quota: a node delays its answers to a client
+    /// over the rate).
+    pub fn throttle_consumers(&self, bytes_per_second: u64) {
+        let rate = format!("consumer_byte_rate={bytes_per_second}");
+        let (ok, text) =
+            self.tool("kafka.admin.ConfigCommand", &["--alter", "--add-config", &rate, "--entity-type", "clients", "--entity-default"]);
+        assert!(ok, "test fixture: setting the consumers' quota failed:\n{text}");
+    }
+
+    /// The node that leads `partition` of `topic`, once the cluster names a
+    /// running one (after [`Cluster::kill`], waits until the leadership
+    /// moved off the killed node).
+    pub fn leader(&self, topic: &str, partition: i32) -> usize {
+        let consumer: rdkafka::consumer::BaseConsumer = self.client_config().create().expect("a Kafka client");
+        let started = Instant::now();
+        let mut seen = None;
+        loop {
+            if let Ok(m) = rdkafka::consumer::Consumer::fetch_metadata(&consumer, Some(topic), Duration::from_secs(2)) {
+                seen = m
+                    .topics()
+                    .iter()
+                    .filter(|t| t.name() == topic)
+                    .flat_map(|t| t.partitions())
+                    .find(|p| p.id() == partition)
+                    .map(|p| p.leader());
+                let running = seen.and_then(|id| usize::try_from(id - 1).ok()).filter(|i| self.nodes.get(*i).is_some_and(Broker::running));
+                if let Some(i) = running {
+                    return i;
+                }
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "test fixture: {topic}/{partition} has no running leader after 60 s (the cluster names node.id {seen:?})"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Kills node `i` at once (SIGKILL): nothing is flushed or handed over.
+    pub fn kill(&self, i: usize) {
+        self.nodes[i].kill();
+    }
+
+    /// Starts node `i` again (killing it first if it runs), on the same
+    /// ports and log directory; returns once it is back in the cluster.
+    pub fn restart(&self, i: usize) {
+        self.nodes[i].restart();
+    }
+
+    /// The last lines of each node's log.
+    pub fn log_tails(&self) -> String {
+        self.nodes.iter().enumerate().map(|(i, b)| format!("--- node {i} ({}):\n{}\n", b.root.display(), b.log_tail())).collect()
     }
 }
 
