@@ -21,6 +21,8 @@ mod columnar;
 mod conninfo;
 #[path = "cli/consume.rs"]
 mod consume;
+#[path = "cli/consume_replicated.rs"]
+mod consume_replicated;
 #[path = "cli/demo.rs"]
 mod demo;
 #[path = "cli/docs_links.rs"]
