@@ -147,9 +147,10 @@ async fn the_leader_of_a_partition_killed_mid_run_loses_and_doubles_nothing() {
     let (url, c) = (pg.url(), pg.client().await);
     let cluster = cluster.join().unwrap();
     cluster.create_topic(TOPIC, PARTITIONS as u32);
-    // Each node serves the consumer 400 kB/s: it reads for seconds, not at
-    // once, and most of partition 0 is still on the brokers when its leader dies.
-    cluster.throttle_consumers(400_000);
+    // Each node serves the consumer 200 kB/s (a node leads two partitions,
+    // 1.4 MB of compressed messages): it reads for seconds, not at once,
+    // and most of partition 0 is still to fetch when its leader dies.
+    cluster.throttle_consumers(200_000);
     create_time_partitioned(&url, TOPIC, "id bigint, time timestamptz not null, v float8", "1h", &[]);
     let now = jiff::Timestamp::now().as_second();
     produce(&cluster, now);
@@ -157,8 +158,8 @@ async fn the_leader_of_a_partition_killed_mid_run_loses_and_doubles_nothing() {
     let dir = open_tempdir();
     let leader = cluster.leader(TOPIC, 0);
     let mut child = consume(&url, &cluster, dir.path()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    // The consumer is under way: the node leading partition 0 dies.
-    let at_kill = until_rows(&c, 10_000, &mut child, &cluster).await;
+    // The consumer's first rows are in (it fetches on): the node leading partition 0 dies.
+    let at_kill = until_rows(&c, 1, &mut child, &cluster).await;
     cluster.kill(leader);
     let p0_at_kill = partition_rows(&c, 0).await;
     assert!(child.try_wait().unwrap().is_none(), "the consumer ended before the leader was killed: nothing was tested");
