@@ -194,5 +194,12 @@ async fn the_leader_of_a_partition_killed_mid_run_loses_and_doubles_nothing() {
     // The summary says where each partition is committed: at its end.
     let expected: Vec<(String, u64)> = (0..PARTITIONS).map(|p| (format!("{TOPIC}/{p}"), expected_offset(p))).collect();
     assert_eq!(committed(&stdout), expected, "{stdout}");
+    // Run again: nothing to load, and the partitions come at once, since the
+    // first consumer left the group on its way out (a member that does not
+    // leave holds them until its session times out, 45 s).
+    let again = Instant::now();
+    let (out, _) = run_expect(&mut consume(&url, &cluster, dir.path()), 0);
+    assert!(out.contains("rows loaded         0"), "{out}");
+    assert!(again.elapsed() < Duration::from_secs(30), "the second consumer waited {:?} for its partitions", again.elapsed());
     eprintln!("done after {:?}", began.elapsed());
 }
