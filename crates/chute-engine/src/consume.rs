@@ -253,7 +253,9 @@ fn connect(spec: &ConsumeSpec) -> Result<KafkaConsumer, LoadError> {
         // Fetches as large as the queue allows (librdkafka's defaults, 1 MiB
         // a partition, kept the consumer 1.3x slower on one broker).
         .set("fetch.max.bytes", queue.min(64 << 20).to_string())
-        .set("max.partition.fetch.bytes", (queue / 4).clamp(1 << 20, 16 << 20).to_string());
+        .set("max.partition.fetch.bytes", (queue / 4).clamp(1 << 20, 16 << 20).to_string())
+        // A full queue pauses fetching this long (librdkafka's default: a second, idle once drained).
+        .set("fetch.queue.backoff.ms", "20");
     for (k, v) in &spec.kafka_options {
         config.set(k, v);
     }
