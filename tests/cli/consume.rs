@@ -28,6 +28,11 @@ fn produce(broker: &kafka::Broker, topic: &str, first: u64, n: u64, partitions: 
     lines
 }
 
+/// The reject file a consumer of `topic` wrote in `dir` (its default name).
+fn rejects_of(dir: &tempfile::TempDir, topic: &str) -> String {
+    String::from_utf8_lossy(&std::fs::read(dir.path().join(format!("{topic}.rejects"))).unwrap()).into_owned()
+}
+
 fn table(url: &str, name: &str) {
     create_time_partitioned(url, name, "id bigint, time timestamptz not null, v float8", "1h", &[]);
 }
@@ -279,7 +284,7 @@ async fn a_poison_message_goes_to_the_reject_file_or_the_dead_letter_topic_with_
     let (out, err) =
         run_expect(consume(&url, &broker.bootstrap(), "consume_poison", "consume_poison", &["--until-end"]).current_dir(dir.path()), 1);
     assert_eq!(count(&c, "consume_poison").await, 20, "{out}{err}");
-    let rejects = String::from_utf8_lossy(&std::fs::read(dir.path().join("consume_poison.rejects")).unwrap()).into_owned();
+    let rejects = rejects_of(&dir, "consume_poison");
     // Each with its partition and offset, and the reason.
     assert!(rejects.contains("# consume_poison/0:10: ") && rejects.contains("# consume_poison/0:11: "), "{rejects}");
     assert!(rejects.contains("\"not a time\"") && rejects.contains("expected a JSON object"), "{rejects}");
@@ -573,7 +578,7 @@ async fn a_json_array_message_is_one_row_an_element_each_with_the_message_fields
     let got: Vec<(i64, Option<String>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     let dev9 = Some("dev-9".to_owned());
     assert_eq!(got, vec![(10, dev9.clone()), (11, dev9), (12, None), (13, None), (15, None)], "{out}{err}");
-    let rejects = String::from_utf8_lossy(&std::fs::read(dir.path().join("consume_arrays.rejects")).unwrap()).into_owned();
+    let rejects = rejects_of(&dir, "consume_arrays");
     assert!(rejects.contains("# consume_arrays/0:1: ") && rejects.contains("twelve"), "{rejects}");
     assert!(rejects.contains("# consume_arrays/0:2: ") && rejects.contains("\"id\": 14"), "{rejects}");
     assert_eq!(rejects.matches("# consume_arrays/0:").count(), 2, "{rejects}");
@@ -618,7 +623,7 @@ async fn line_protocol_messages_fill_the_table_of_their_measurement() {
         ("e".into(), Some(-0.25), None, Some(false), None, us(t0 + 2000)),
     ];
     assert_eq!(got, want, "{out}{err}");
-    let rejects = String::from_utf8_lossy(&std::fs::read(dir.path().join("consume_lp.rejects")).unwrap()).into_owned();
+    let rejects = rejects_of(&dir, "consume_lp");
     for (offset, why) in [(1, "measurement \"mem\" is not table"), (2, "no column \"nosuch\""), (3, "usage")] {
         let at = rejects.find(&format!("# consume_lp/0:{offset}: ")).unwrap_or_else(|| panic!("offset {offset}: {rejects}"));
         assert!(rejects[at..].lines().next().unwrap().contains(why), "offset {offset}: {rejects}");
@@ -677,7 +682,7 @@ async fn line_protocol_into_the_tables_its_measurements_name() {
         let r = c.query_one("SELECT host(addr) FROM telegraf.mem WHERE used = 7", &[]).await.unwrap();
         assert_eq!(r.get::<_, String>(0), "10.0.0.7");
         if run == 0 {
-            let rejects = String::from_utf8_lossy(&std::fs::read(dir.path().join("consume_lp_dash.rejects")).unwrap()).into_owned();
+            let rejects = rejects_of(&dir, "consume_lp_dash");
             assert!(rejects.contains("# consume_lp_dash/0:20: no table telegraf.disk for measurement \"disk\""), "{rejects}");
         } else {
             assert!(out.contains("rows loaded         0"), "{out}");
