@@ -147,11 +147,23 @@ pub struct LoadArgs {
     pub no_create_partitions: bool,
     /// Partitions this load creates: fill each before anyone can see it
     /// (COPY FREEZE into a standalone table in the transaction that creates
-    /// it, indexes built after the rows, then ATTACH). auto: for intervals
-    /// wholly in the past; on: every partition the load creates (refused on
-    /// layouts that cannot); off: create partitions first, then COPY.
+    /// it, indexes built after the rows, then ATTACH); an empty partition
+    /// that exists (made ahead) is filled the same way as a new table and
+    /// swapped in for it. auto: intervals wholly in the past (an existing
+    /// partition: one that ended --backfill-after ago); on: every partition
+    /// the load creates (refused on layouts that cannot) or fills while
+    /// empty (each that cannot is named); off: create partitions first,
+    /// then COPY.
     #[arg(long, value_enum, default_value_t = BackfillArg::Auto, value_name = "auto|on|off")]
     pub backfill: BackfillArg,
+    /// --backfill auto swaps an empty partition that exists only when its
+    /// range ended at least this long ago [default: one interval].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration)]
+    pub backfill_after: Option<Duration>,
+    /// The longest a swap waits for its locks (and so holds up writers of
+    /// the table) before it gives way and tries again (until --retry-for).
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = values::duration)]
+    pub lock_timeout: Duration,
     /// maintenance_work_mem for building a backfilled partition's indexes.
     #[arg(long, default_value = "256MB", value_name = "SIZE", value_parser = values::memory_size)]
     pub backfill_index_memory: u64,

@@ -164,6 +164,9 @@ fn print_summary(r: &LoadReport) {
             "backfilled          {} (filled before they were attached: rows frozen, indexes built after the rows)",
             s.partitions_backfilled
         );
+        if s.partitions_swapped > 0 {
+            println!("  swapped in        {} (empty partitions that existed, replaced by their filled successors)", s.partitions_swapped);
+        }
         for why in &s.backfill_skipped {
             println!("  normal path       {why}");
         }

@@ -180,6 +180,8 @@ impl LoadPlan {
             BackfillArg::Off => Backfill::Off,
         };
         spec.backfill_index_memory = a.backfill_index_memory;
+        spec.backfill_after = a.backfill_after;
+        spec.lock_timeout = a.lock_timeout;
         spec.on_conflict = a.on_conflict.map(|action| {
             let mut o = chute_core::upsert::OnConflict::new(match action {
                 OnConflictArg::Nothing => chute_core::upsert::ConflictAction::Nothing,

@@ -10,6 +10,7 @@ pub mod plan;
 pub mod planner;
 pub mod policy;
 mod snapshot;
+pub mod swap;
 
 pub use interval::Span;
 pub use plan::{Plan, PlanError, Step, StepKind};

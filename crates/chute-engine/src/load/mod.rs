@@ -156,6 +156,12 @@ pub struct LoadSpec {
     pub backfill: Backfill,
     /// `maintenance_work_mem` for building a backfilled partition's indexes, in bytes.
     pub backfill_index_memory: u64,
+    /// How long before now a partition that exists must end for `Backfill::Auto`
+    /// to swap it (`None`: one interval; see `sink::swap`).
+    pub backfill_after: Option<Duration>,
+    /// The longest a swap's locked step waits for its locks (and so holds up
+    /// writers) before it gives way and tries again.
+    pub lock_timeout: Duration,
     /// Group commit for live streams: send what is gathered as soon as a
     /// COPY worker is idle, instead of waiting for a full batch or for
     /// `flush_every` (which stays the limit while every worker is busy):
@@ -171,13 +177,17 @@ pub struct LoadSpec {
     pub on_conflict: Option<chute_core::upsert::OnConflict>,
 }
 
-/// Whether partitions a load creates take the backfill path.
+/// Whether partitions a load creates, and empty ones it fills, take the
+/// backfill path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backfill {
-    /// For intervals wholly in the past (historical data), on layouts that allow it.
+    /// For intervals wholly in the past (historical data), on layouts that
+    /// allow it; an empty partition that exists, when its range ended at
+    /// least `backfill_after` ago.
     #[default]
     Auto,
-    /// For every partition the load creates; a layout that cannot is refused.
+    /// For every partition the load creates (a layout that cannot is
+    /// refused) and every empty one it fills (each that cannot is named).
     On,
     Off,
 }
@@ -218,6 +228,8 @@ impl LoadSpec {
             atomic: false,
             backfill: Backfill::Auto,
             backfill_index_memory: 256 << 20,
+            backfill_after: None,
+            lock_timeout: Duration::from_secs(1),
             shared_budget: None,
             on_conflict: None,
         }
@@ -240,8 +252,11 @@ pub struct LoadStats {
     pub seconds: f64,
     pub partitions_touched: usize,
     pub partitions_created: usize,
-    /// Partitions the load created and filled before attaching them.
+    /// Partitions the load filled before anyone could see their rows: created
+    /// and attached, or (of those) swapped in for an empty partition that existed.
     pub partitions_backfilled: usize,
+    /// Of `partitions_backfilled`, those that replaced an empty partition.
+    pub partitions_swapped: usize,
     /// Why partitions the load created took the normal path instead (one line each kind).
     pub backfill_skipped: Vec<String>,
     pub batches: u64,

@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::ack::{CommittedPrefix, Completion};
 use super::budget::Budget;
 use super::control::Control;
-use super::coordinator::backfill::Backfills;
+use super::coordinator::backfill::{Backfills, SwapSettings};
 use super::coordinator::{Batching, Coordinator, CoordinatorReport, Parts, Wiring};
 use super::kind::{Kind, Prepared};
 use super::model::{Chunk, ChunkOut};
@@ -96,6 +96,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         // A service answers each request at its commit: no row waits for a whole partition.
         backfill: Backfills::new(
             if opened.delivery == Delivery::Callers { Backfill::Off } else { spec.backfill },
+            SwapSettings { lock_timeout: spec.lock_timeout, retry_for: spec.retry_for, after: spec.backfill_after },
             sink.backfill,
             spec.workers.max(1) + 1,
         ),

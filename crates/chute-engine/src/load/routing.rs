@@ -308,6 +308,11 @@ impl Routing {
         }
     }
 
+    /// Whether rows are routed into partitions on the client.
+    pub(crate) fn is_tree(&self) -> bool {
+        matches!(self.mode, RouteMode::Tree(_))
+    }
+
     pub(crate) fn jit(&self) -> Option<&Jit> {
         match &self.mode {
             RouteMode::Tree(t) => t.jit.as_ref(),

@@ -22,7 +22,8 @@ use chute_core::partman::backfill;
 
 use super::super::model::Target;
 use super::super::routing::LeafRef;
-use super::super::sink::backfill::{Filler, LeafMsg, SessionSpec};
+use super::super::sink::backfill::{Fill, Filler, LeafMsg, SessionSpec};
+use super::super::sink::swap::{self, SwapTarget};
 use super::super::sink::{BatchPart, CopyOutcome};
 use super::super::{Backfill, LoadError};
 use super::Coordinator;
@@ -35,8 +36,25 @@ const IDLE: Duration = Duration::from_millis(500);
 /// stdin, `--flush-every` instead).
 const LONG_IDLE: Duration = Duration::from_secs(5);
 
+/// How partitions that exist are swapped (see `sink::swap`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SwapSettings {
+    /// `--lock-timeout`: the longest the locked step makes writers wait.
+    pub lock_timeout: Duration,
+    /// `--retry-for`: how long the locked step keeps trying.
+    pub retry_for: Duration,
+    /// `--backfill-after`: how long before now a partition's range must end
+    /// for `auto` to swap it (`None`: one interval).
+    pub after: Option<Duration>,
+}
+
 pub(crate) struct Backfills {
     pub mode: Backfill,
+    swap: SwapSettings,
+    /// Partitions that exist whose swap was decided (made or not).
+    swap_decided: HashSet<(u16, u32)>,
+    /// Parts of a swap that did not happen: routed again, into the partition as it is.
+    pub(crate) unswapped: Vec<BatchPart>,
     /// The sink's backfill mode, or why it has none (data nodes); given up
     /// when the load's sink closes, so the outcome queue can end.
     filler: Result<Filler, String>,
@@ -69,6 +87,8 @@ struct Open {
 struct Leaf {
     start: i64,
     state: State,
+    /// A swap's standalone table, which its rows are copied into.
+    swap_table: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -84,9 +104,12 @@ enum State {
 }
 
 impl Backfills {
-    pub(crate) fn new(mode: Backfill, filler: Result<Filler, String>, max_open: usize) -> Self {
+    pub(crate) fn new(mode: Backfill, swap: SwapSettings, filler: Result<Filler, String>, max_open: usize) -> Self {
         Backfills {
             mode,
+            swap,
+            swap_decided: HashSet::new(),
+            unswapped: Vec::new(),
             filler,
             max_open: max_open.max(1),
             long_idle: LONG_IDLE,
@@ -101,7 +124,7 @@ impl Backfills {
     }
 
     pub(crate) fn idle(&self) -> bool {
-        self.parked.is_empty() && self.to_create.is_empty()
+        self.parked.is_empty() && self.to_create.is_empty() && self.unswapped.is_empty()
     }
 
     pub(crate) fn any_open(&self) -> bool {
@@ -231,10 +254,10 @@ impl Coordinator {
         let plan = backfill::plan_backfill_leaf(&j.policy, &j.info.grants, start, end).map_err(|e| policy_error(&e))?;
         let leaf = routing.open_virtual(&plan.name, start, end);
         let dedupe = routing.merge.as_ref().and_then(|m| Some((m.sql.dedupe(&plan.name.quoted())?, m.action)));
-        let spec = SessionSpec { table, leaf, plan, parent_oid: j.info.oid, index_memory: 0, dedupe };
+        let spec = SessionSpec { table, leaf, fill: Fill::New(plan), parent_oid: j.info.oid, index_memory: 0, dedupe };
         let Ok(filler) = &self.backfill.filler else { return Ok(()) };
         let tx = filler.open(spec);
-        self.backfill.states.insert((table, leaf), Leaf { start, state: State::Filling });
+        self.backfill.states.insert((table, leaf), Leaf { start, state: State::Filling, swap_table: None });
         self.backfill.leaves.insert((table, start), leaf);
         self.backfill.open.push(Open { table, leaf, tx, last_rows: Instant::now() });
         Ok(())
@@ -279,6 +302,15 @@ impl Coordinator {
     /// (their backfill is attaching), handed to their backfill session, or
     /// parked until their refused backfill's partition is made.
     pub(crate) async fn take_routed(&mut self, target: Target) -> Option<(BatchPart, usize)> {
+        if let LeafRef::Leaf(id) = target.leaf
+            && !target.text
+            && self.backfill.mode != Backfill::Off
+            && self.backfill.filler.is_ok()
+            && !self.backfill.states.contains_key(&(target.table, id))
+            && self.backfill.swap_decided.insert((target.table, id))
+        {
+            Box::pin(self.decide_swap(target.table, id)).await;
+        }
         match self.backfill.state(&target) {
             None | Some(State::Done) => self.take_part(target),
             // Attaching: rows for it go the normal way once it is in the catalog.
@@ -293,11 +325,8 @@ impl Coordinator {
             Some(State::Filling) => {
                 let (mut part, budget) = self.take_part(target)?;
                 let id = leaf_id(&target);
-                part.sql = format!(
-                    "COPY {} {} FROM STDIN (FORMAT binary, FREEZE)",
-                    part.quoted_name,
-                    self.tables[usize::from(target.table)].copy_list
-                );
+                let into = self.backfill.states[&(target.table, id)].swap_table.clone().unwrap_or_else(|| part.quoted_name.clone());
+                part.sql = format!("COPY {into} {} FROM STDIN (FORMAT binary, FREEZE)", self.tables[usize::from(target.table)].copy_list);
                 let batch_id = format!("{}-{}", self.batch_prefix, self.stats.batches);
                 self.stats.batches += 1;
                 let Some(pos) = self.backfill.open.iter().position(|o| o.table == target.table && o.leaf == id) else {
@@ -340,9 +369,13 @@ impl Coordinator {
                 self.stats.rows_loaded += rows;
                 self.stats.bytes_sent += bytes;
                 self.stats.partitions_backfilled += 1;
-                self.stats.partitions_created += 1;
                 if let Some(l) = self.backfill.states.get_mut(&(table, leaf)) {
                     l.state = State::Done;
+                    if l.swap_table.is_some() {
+                        self.stats.partitions_swapped += 1;
+                    } else {
+                        self.stats.partitions_created += 1;
+                    }
                 }
                 self.touched.insert(self.tables[usize::from(table)].name(LeafRef::Leaf(leaf)));
                 // Rows that waited for it (the server parses them: through the parent) can go now.
@@ -353,6 +386,16 @@ impl Coordinator {
                 let name = self.tables[usize::from(table)].name(LeafRef::Leaf(leaf));
                 self.backfill.open.retain(|o| !(o.table == table && o.leaf == leaf));
                 let Some(l) = self.backfill.states.get_mut(&(table, leaf)) else { return };
+                if l.swap_table.is_some() {
+                    // The partition is there as it was: its rows go into it the normal way.
+                    if l.state != State::Done {
+                        l.state = State::Done;
+                        *self.backfill.skipped.entry("the swap did not happen (see the notices)".into()).or_default() += 1;
+                        self.notices.push(format!("{name} could not be swapped ({reason}): its rows take the normal path"));
+                    }
+                    self.backfill.unswapped.extend(parts);
+                    return;
+                }
                 let start = l.start;
                 if l.state != State::Refused {
                     l.state = State::Refused;
@@ -384,6 +427,79 @@ impl Coordinator {
             std::mem::take(&mut self.backfill.parked).into_iter().partition(|(t, s, _)| asked.contains(&(*t, *s)));
         self.backfill.parked = keep;
         for (_, _, part) in ready {
+            self.reroute(part).await;
+        }
+    }
+}
+
+impl Coordinator {
+    /// The first rows for a partition that exists: whether it is swapped
+    /// (a session opened for it, its rows sent there from now on) or why not.
+    async fn decide_swap(&mut self, table: u16, leaf: u32) {
+        let routing = self.tables[usize::from(table)].clone();
+        let name = routing.name(LeafRef::Leaf(leaf));
+        let why = if !routing.is_tree() {
+            return; // A plain table, not a partition.
+        } else if routing.merge.is_some() {
+            Some(format!("the load upserts ({}): rows go into partitions that exist the normal way", Setting::OnConflict))
+        } else if routing.insert.is_some() {
+            Some("row-level security applies: rows go in as INSERTs through the parent".to_owned())
+        } else {
+            None
+        };
+        let settings = self.backfill.swap;
+        let age = swap::Age { now: crate::clock::now_micros(), after: settings.after, any: self.backfill.mode == Backfill::On };
+        let chosen = match why {
+            Some(why) => Err(why),
+            None => match self.control.client().await {
+                Ok(c) => match swap::choose(c, &name, &routing.parent, &age).await {
+                    Ok(chosen) => chosen,
+                    Err(e) => Err(format!("reading the catalog failed ({})", crate::exec::describe(&e))),
+                },
+                Err(e) => Err(format!("reading the catalog failed ({e})")),
+            },
+        };
+        let chosen = match chosen {
+            Ok(c) => c,
+            Err(why) => {
+                if self.backfill.mode == Backfill::On {
+                    self.notices.push(format!("{name} is not swapped ({why}): its rows take the normal path"));
+                }
+                // Quiet for what is usual (a partition with rows, or the present's).
+                if self.backfill.mode == Backfill::On || !(why.contains("holds rows") || why.contains("before now")) {
+                    *self.backfill.skipped.entry(format!("a partition that exists: {why}")).or_default() += 1;
+                }
+                return;
+            }
+        };
+        while self.backfill.open.len() >= self.backfill.max_open {
+            self.close_backfill(0).await;
+        }
+        // Apart from another load's swap of the same partition at the same moment.
+        let nonce = (crate::clock::now_micros() as u64 ^ (u64::from(std::process::id()) << 20)) as u32;
+        let target = SwapTarget {
+            leaf: name.clone(),
+            oid: chosen.oid,
+            table: format!("chute_swap_{}_{nonce:08x}", chosen.oid),
+            bound: chosen.bound,
+            partition_constraint: chosen.partition_constraint,
+            lock_timeout: settings.lock_timeout,
+            retry_for: settings.retry_for,
+        };
+        let swap_table = target.table_name().quoted();
+        let Ok(filler) = &self.backfill.filler else { return };
+        let spec = SessionSpec { table, leaf, fill: Fill::Swap(target), parent_oid: chosen.root_oid, index_memory: 0, dedupe: None };
+        let tx = filler.open(spec);
+        self.backfill.states.insert((table, leaf), Leaf { start: i64::MIN, state: State::Filling, swap_table: Some(swap_table) });
+        self.backfill.open.push(Open { table, leaf, tx, last_rows: Instant::now() });
+    }
+
+    /// Rows of swaps that did not happen go into their partitions the normal way.
+    pub(crate) async fn reroute_unswapped(&mut self) {
+        for part in std::mem::take(&mut self.backfill.unswapped) {
+            if self.batch_tx.is_none() {
+                continue; // Stopping: a resume routes them again.
+            }
             self.reroute(part).await;
         }
     }

@@ -155,6 +155,9 @@ impl Coordinator {
         {
             errors.add(e);
         }
+        if !self.backfill.unswapped.is_empty() {
+            self.reroute_unswapped().await;
+        }
         if let Err(e) = self.rejects.lock().expect("reject file lock").flush_pending() {
             errors.add(e);
         }

@@ -23,10 +23,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use chute_core::ident::QualifiedName;
 use chute_core::partman::backfill::BackfillLeaf;
+use chute_core::partman::swap::{SwapPlan, plan_swap};
 use chute_core::upsert::ConflictAction;
 use tokio_postgres::{Client, Transaction};
 
+use super::swap::{self, Locked, SwapTarget};
 use super::{BatchPart, CopyOutcome, WorkerCtx};
 use crate::load::UpsertCounts;
 use crate::retry::{self, Backoff, Lost};
@@ -39,11 +42,29 @@ pub(crate) enum LeafMsg {
     Close,
 }
 
+/// What a session fills.
+pub(crate) enum Fill {
+    /// A partition the load creates.
+    New(BackfillLeaf),
+    /// A partition that exists, empty: its successor is filled and swapped in (see `swap`).
+    Swap(SwapTarget),
+}
+
+impl Fill {
+    /// The partition's name.
+    pub(crate) fn name(&self) -> &QualifiedName {
+        match self {
+            Fill::New(p) => &p.name,
+            Fill::Swap(t) => &t.leaf,
+        }
+    }
+}
+
 /// One session's partition.
 pub(crate) struct SessionSpec {
     pub table: u16,
     pub leaf: u32,
-    pub plan: BackfillLeaf,
+    pub fill: Fill,
     /// The parent's oid: its partition manager lock is held shared while
     /// the partition is being filled (see `attempt`).
     pub parent_oid: u32,
@@ -198,7 +219,7 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
             Ok(ended) => break Ok(ended),
             Err(Failure::Transient(e)) => {
                 let message = crate::exec::describe(&e).to_string();
-                let _ = outcomes.send(CopyOutcome::Retrying { message: format!("backfill of {}: {message}; retrying", spec.plan.name) });
+                let _ = outcomes.send(CopyOutcome::Retrying { message: format!("backfill of {}: {message}; retrying", spec.fill.name()) });
                 if !backoff.wait().await {
                     break Err(format!(
                         "the connection was lost and not regained within {} (last error: {message})",
@@ -231,7 +252,7 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
                     let _ = outcomes.send(CopyOutcome::Failed(super::super::LoadError::Setup(format!(
                         "the backfill of {} failed ({reason}) and its rows could not be read back from its temporary file ({e}): \
                          run the same command again to load them",
-                        spec.plan.name
+                        spec.fill.name()
                     ))));
                     return;
                 }
@@ -259,9 +280,14 @@ async fn landed(client: &Client, ctx: &WorkerCtx, spec: &SessionSpec, parts: &[K
     if let (Some(load_id), Some(Kept { batch_id, .. })) = (&ctx.load_id, parts.first()) {
         return super::super::journal::landed(client, load_id, batch_id).await.map(|rows| rows.is_some());
     }
-    // Not journaled: the partition exists attached only if this session's commit landed.
+    // Not journaled: the partition exists attached (a swapped one as
+    // another table) only if this session's commit landed.
+    let plan = match &spec.fill {
+        Fill::New(plan) => plan,
+        Fill::Swap(t) => return swap::landed(client, t).await,
+    };
     client
-        .query_one("SELECT EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass($1) AND relispartition)", &[&spec.plan.name.quoted()])
+        .query_one("SELECT EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass($1) AND relispartition)", &[&plan.name.quoted()])
         .await
         .map(|r| r.get(0))
 }
@@ -287,13 +313,27 @@ async fn attempt(
     // server parses) plans after this commit, sees the partition and makes
     // nothing, instead of failing on a table it cannot see yet.
     txn.execute("SELECT pg_advisory_xact_lock_shared($1, $2)", &[&crate::schema::LOCK_CLASS, &(spec.parent_oid as i32)]).await?;
-    for sql in &spec.plan.create {
-        txn.batch_execute(sql).await?;
-    }
+    let swapping = match &spec.fill {
+        Fill::New(plan) => {
+            for sql in &plan.create {
+                txn.batch_execute(sql).await?;
+            }
+            None
+        }
+        Fill::Swap(t) => {
+            let plan = plan_swap(&swap::facts(&txn, t).await?, &t.table);
+            for sql in &plan.create {
+                txn.batch_execute(sql).await?;
+            }
+            Some((plan, t))
+        }
+    };
+    let into = swapping.as_ref().map(|(plan, _)| plan.table.quoted());
+    let into = into.as_deref();
     for k in parts.iter_mut() {
         let spilled = k.spilled;
         k.restore(spill).map_err(|e| Failure::Refused(format!("reading back its rows from a temporary file: {e}")))?;
-        copy_part(&txn, ctx, &k.part, &k.batch_id).await?;
+        copy_part(&txn, ctx, &k.part, &k.batch_id, into).await?;
         if spilled.is_some() {
             k.spilled = spilled;
             k.part.body = Bytes::new();
@@ -307,7 +347,7 @@ async fn attempt(
                     let bytes = part.body.len() as u64;
                     parts.push(Kept { part: *part, batch_id, budget, spilled: None, bytes });
                     let k = parts.last_mut().expect("just pushed");
-                    copy_part(&txn, ctx, &k.part, &k.batch_id).await?;
+                    copy_part(&txn, ctx, &k.part, &k.batch_id, into).await?;
                     // Sent: its bytes wait on disk, and their budget is free
                     // (kept in memory if the disk refuses them).
                     if let Ok(at) = spill.put(&k.part.body) {
@@ -330,30 +370,61 @@ async fn attempt(
         (spec.index_memory / 1024).max(1024)
     ))
     .await?;
+    let rows = parts.iter().map(|k| k.part.seg.row_ends.len() as u64).sum();
+    let plan = match (&spec.fill, swapping) {
+        (_, Some((plan, t))) => {
+            swap_in(&txn, &plan, t).await?;
+            txn.commit().await?;
+            return Ok(Ended::Committed { rows, upsert: UpsertCounts { inserted: rows, ..Default::default() } });
+        }
+        (Fill::New(plan), None) => plan,
+        (Fill::Swap(_), None) => unreachable!("a swap has its plan"),
+    };
     // The parent's plain indexes, built here in one sorted pass each while
     // no lock is held on the parent; the ATTACH then only attaches them.
-    for sql in spec.plan.index_sql(&plain_indexes(&txn, spec.parent_oid).await?) {
+    for sql in plan.index_sql(&plain_indexes(&txn, spec.parent_oid).await?) {
         txn.batch_execute(&sql).await?;
     }
-    let rows = parts.iter().map(|k| k.part.seg.row_ends.len() as u64).sum();
-    let upsert = attach(&txn, spec, rows).await?;
+    let upsert = attach(&txn, plan, spec.dedupe.as_ref(), rows).await?;
     txn.commit().await?;
     Ok(Ended::Committed { rows, upsert })
+}
+
+/// The end of a swap: the indexes built on the filled table, then the
+/// short locked step (see `swap`). Rows writers put in the old partition
+/// meanwhile move across, so nothing is lost and nothing refused.
+async fn swap_in(txn: &Transaction<'_>, plan: &SwapPlan, t: &SwapTarget) -> Result<(), Failure> {
+    for sql in &plan.build {
+        txn.batch_execute(sql).await?;
+    }
+    if let Locked::Refused(why) = swap::lock(txn, plan, t).await? {
+        return Err(Failure::Refused(why));
+    }
+    txn.execute(plan.move_rows.as_str(), &[]).await?;
+    for sql in &plan.swap {
+        txn.batch_execute(sql).await?;
+    }
+    Ok(())
 }
 
 /// Attaches the filled partition. An upsert's rows may repeat a key: the
 /// ATTACH's unique index build then fails, and is tried again once the
 /// repeats are resolved as a merge would have (no cost when no key repeats).
-async fn attach(txn: &Transaction<'_>, spec: &SessionSpec, rows: u64) -> Result<UpsertCounts, tokio_postgres::Error> {
+async fn attach(
+    txn: &Transaction<'_>,
+    plan: &BackfillLeaf,
+    dedupe: Option<&(String, ConflictAction)>,
+    rows: u64,
+) -> Result<UpsertCounts, tokio_postgres::Error> {
     let mut counts = UpsertCounts { inserted: rows, ..Default::default() };
-    if spec.dedupe.is_some() {
+    if dedupe.is_some() {
         txn.batch_execute("SAVEPOINT chute_attach").await?;
     }
-    for sql in &spec.plan.attach {
+    for sql in &plan.attach {
         match txn.batch_execute(sql).await {
             Ok(()) => {}
-            Err(e) if spec.dedupe.is_some() && e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
-                let (dedupe, action) = spec.dedupe.as_ref().expect("checked");
+            Err(e) if dedupe.is_some() && e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                let (dedupe, action) = dedupe.expect("checked");
                 txn.batch_execute("ROLLBACK TO SAVEPOINT chute_attach").await?;
                 let row = txn.query_one(dedupe.as_str(), &[]).await?;
                 let (removed, changed) = (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64);
@@ -362,7 +433,7 @@ async fn attach(txn: &Transaction<'_>, spec: &SessionSpec, rows: u64) -> Result<
                     counts.updated = changed;
                 }
                 counts.unchanged = removed - counts.updated;
-                for sql in &spec.plan.attach {
+                for sql in &plan.attach {
                     txn.batch_execute(sql).await?;
                 }
                 return Ok(counts);
@@ -400,10 +471,23 @@ async fn plain_indexes(txn: &Transaction<'_>, parent: u32) -> Result<Vec<String>
         .collect())
 }
 
-async fn copy_part(txn: &Transaction<'_>, ctx: &WorkerCtx, part: &BatchPart, batch_id: &str) -> Result<(), tokio_postgres::Error> {
+/// COPYs a part and journals it. `into`: the table its rows are in when
+/// that is not the partition yet (a swap's successor, whose oid is the
+/// partition's once it is swapped in: the journal names the physical table).
+async fn copy_part(
+    txn: &Transaction<'_>,
+    ctx: &WorkerCtx,
+    part: &BatchPart,
+    batch_id: &str,
+    into: Option<&str>,
+) -> Result<(), tokio_postgres::Error> {
     let rows = super::copy_once(txn, part, 0, part.seg.row_ends.len()).await?;
     if let Some(load_id) = &ctx.load_id {
-        super::super::journal::record(txn, load_id, batch_id, part.claim(rows)).await?;
+        let mut claim = part.claim(rows);
+        if let Some(into) = into {
+            claim.relation = into;
+        }
+        super::super::journal::record(txn, load_id, batch_id, claim).await?;
     }
     Ok(())
 }

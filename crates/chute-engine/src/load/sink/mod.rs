@@ -31,6 +31,7 @@ pub(crate) mod backfill;
 mod isolate;
 pub(crate) mod merge;
 pub(crate) mod nodes;
+pub(crate) mod swap;
 
 use super::budget::Budget;
 use super::insert::{self, InsertPlan};
