@@ -7,6 +7,8 @@ mod common;
 mod acks;
 #[path = "cli/backfill.rs"]
 mod backfill;
+#[path = "cli/backfill_swap.rs"]
+mod backfill_swap;
 #[path = "cli/basics.rs"]
 mod basics;
 #[path = "cli/bench.rs"]

@@ -91,7 +91,7 @@ pub(crate) async fn choose(
                     EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = l.oid AND attnum > 0 AND NOT attisdropped
                                                          AND (attacl IS NOT NULL OR attidentity <> '')),
                     EXISTS (SELECT 1 FROM pg_statistic_ext WHERE stxrelid = l.oid),
-                    pg_get_expr(l.relpartbound, l.oid), to_regclass($2)::oid
+                    pg_get_expr(l.relpartbound, l.oid), to_regclass($2)::oid, p.oid::regclass::text
              FROM l JOIN pg_inherits i ON i.inhrelid = l.oid JOIN pg_class p ON p.oid = i.inhparent",
             &[&leaf.quoted(), &root.quoted()],
         )
@@ -130,8 +130,24 @@ pub(crate) async fn choose(
     if holds {
         return Ok(Err("it holds rows already".into()));
     }
-    let partition_constraint: Option<String> = client.query_one("SELECT pg_get_partition_constraintdef($1)", &[&oid]).await?.get(0);
+    let partition_constraint = partition_constraint(client, &r.get::<_, String>(17), oid).await?;
     Ok(Ok(Chosen { oid, root_oid: r.get(16), bound: r.get(15), partition_constraint }))
+}
+
+/// The server's partition constraint of the partition `oid` of `parent`.
+/// Reading it locks the partition and then its parent; a swap's locked
+/// step locks the parent and then the partition. So the parent is locked
+/// first here too, in a transaction of its own, or the two would deadlock.
+async fn partition_constraint(client: &Client, parent: &str, oid: u32) -> Result<Option<String>, tokio_postgres::Error> {
+    let read = async {
+        client.batch_execute(&format!("BEGIN; LOCK TABLE {parent} IN ACCESS SHARE MODE")).await?;
+        client.query_one("SELECT pg_get_partition_constraintdef($1)", &[&oid]).await
+    }
+    .await;
+    let end = client.batch_execute(if read.is_ok() { "COMMIT" } else { "ROLLBACK" }).await;
+    let constraint = read?.get(0);
+    end?;
+    Ok(constraint)
 }
 
 /// Why a partition is too recent for `--backfill auto`: its range must end
