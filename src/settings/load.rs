@@ -40,6 +40,14 @@ pub fn plan(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
         tsbs || stream_gen || a.schema.is_none(),
         "--schema goes with --format tsbs and --gen iot|devops, whose files name their own tables"
     );
+    anyhow::ensure!(
+        a.backfill_after.is_none() || a.backfill == BackfillArg::Auto,
+        "--backfill-after says which partitions --backfill auto swaps; with --backfill on every empty one is swapped, with off none"
+    );
+    anyhow::ensure!(
+        !a.lock_timeout.is_zero(),
+        "--lock-timeout 0 would let a swap wait for its locks for ever, with the table's writers queued behind it: give a duration such as 1s"
+    );
     match a.generate {
         None if columnar => read_columnar(a),
         None => read(a, format),

@@ -178,9 +178,10 @@ pub fn plan_swap(facts: &SwapFacts, table: &str) -> SwapPlan {
         table: new.clone(),
         create,
         build,
+        // ONLY: a partitioned table's lock would reach every partition.
         lock: format!(
-            "LOCK TABLE {parent}, {}{leaf} IN ACCESS EXCLUSIVE MODE",
-            facts.default_partition.as_ref().map_or(String::new(), |d| format!("{}, ", d.quoted()))
+            "LOCK TABLE ONLY {parent}, {}ONLY {leaf} IN ACCESS EXCLUSIVE MODE",
+            facts.default_partition.as_ref().map_or(String::new(), |d| format!("ONLY {}, ", d.quoted()))
         ),
         move_rows: format!("INSERT INTO {nq} ({cols}) SELECT {cols} FROM {leaf}"),
         swap,
@@ -280,7 +281,7 @@ mod tests {
             "ALTER TABLE \"m\".\"chute_swap_1_ab\" ADD CONSTRAINT \"chute_swap_1_ab_i1\" PRIMARY KEY USING INDEX \"chute_swap_1_ab_i1\""
         );
         assert_eq!(p.build.last().unwrap(), "ANALYZE \"m\".\"chute_swap_1_ab\"");
-        assert_eq!(p.lock, "LOCK TABLE \"m\".\"Odd\"\"r\", \"m\".\"r_p2021_06_01_00\" IN ACCESS EXCLUSIVE MODE");
+        assert_eq!(p.lock, "LOCK TABLE ONLY \"m\".\"Odd\"\"r\", ONLY \"m\".\"r_p2021_06_01_00\" IN ACCESS EXCLUSIVE MODE");
         assert_eq!(
             p.move_rows,
             "INSERT INTO \"m\".\"chute_swap_1_ab\" (\"time\", \"name\") SELECT \"time\", \"name\" FROM \"m\".\"r_p2021_06_01_00\""
@@ -309,7 +310,7 @@ mod tests {
         f.default_partition = Some(QualifiedName::new("m", "r_default"));
         assert_eq!(
             plan_swap(&f, "t").lock,
-            "LOCK TABLE \"m\".\"Odd\"\"r\", \"m\".\"r_default\", \"m\".\"r_p2021_06_01_00\" IN ACCESS EXCLUSIVE MODE"
+            "LOCK TABLE ONLY \"m\".\"Odd\"\"r\", ONLY \"m\".\"r_default\", ONLY \"m\".\"r_p2021_06_01_00\" IN ACCESS EXCLUSIVE MODE"
         );
         f.grants.current_user = "bob".into();
         let s = plan_swap(&f, "t").swap;

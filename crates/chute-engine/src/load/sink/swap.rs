@@ -61,10 +61,48 @@ pub(crate) struct Chosen {
     pub partition_constraint: Option<String>,
 }
 
+/// How long `choose` waits for a lock before it leaves the partition to the
+/// normal path: the load's coordinator waits for it meanwhile.
+const CHOOSE_LOCK_TIMEOUT: &str = "1s";
+
 /// Whether `leaf` (of the load's table `root`) may be swapped, or why it
 /// takes the normal path. Reads the catalog and whether the partition
-/// holds a row, each statement on its own (no lock is kept).
+/// holds a row, in a short transaction that waits for no lock longer than
+/// [`CHOOSE_LOCK_TIMEOUT`] (a partition someone else holds locked is not
+/// swapped). It locks the table before the partition, as a swap does: the
+/// server locks a partition while it shows its bound, and a partition and
+/// then its parent while it shows its partition constraint.
 pub(crate) async fn choose(
+    client: &Client,
+    leaf: &QualifiedName,
+    root: &QualifiedName,
+    age: &Age,
+) -> Result<Result<Chosen, String>, tokio_postgres::Error> {
+    let chosen = async {
+        client
+            .batch_execute(&format!(
+                "BEGIN; SET LOCAL lock_timeout = '{CHOOSE_LOCK_TIMEOUT}'; LOCK TABLE ONLY {} IN ACCESS SHARE MODE",
+                root.quoted()
+            ))
+            .await?;
+        read_choice(client, leaf, root, age).await
+    }
+    .await;
+    let end = client.batch_execute(if chosen.is_ok() { "COMMIT" } else { "ROLLBACK" }).await;
+    match chosen {
+        Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+            end?;
+            Ok(Err("another session holds a lock on it or its table".into()))
+        }
+        other => {
+            let chosen = other?;
+            end?;
+            Ok(chosen)
+        }
+    }
+}
+
+async fn read_choice(
     client: &Client,
     leaf: &QualifiedName,
     root: &QualifiedName,
@@ -91,7 +129,7 @@ pub(crate) async fn choose(
                     EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = l.oid AND attnum > 0 AND NOT attisdropped
                                                          AND (attacl IS NOT NULL OR attidentity <> '')),
                     EXISTS (SELECT 1 FROM pg_statistic_ext WHERE stxrelid = l.oid),
-                    pg_get_expr(l.relpartbound, l.oid), to_regclass($2)::oid, p.oid::regclass::text
+                    to_regclass($2)::oid, p.oid::regclass::text
              FROM l JOIN pg_inherits i ON i.inhrelid = l.oid JOIN pg_class p ON p.oid = i.inhparent",
             &[&leaf.quoted(), &root.quoted()],
         )
@@ -120,34 +158,21 @@ pub(crate) async fn choose(
     if let Some(why) = refusal {
         return Ok(Err(why));
     }
-    if !age.any {
-        let bound: String = r.get(15);
-        if let Some(why) = too_young(client, &bound, age).await? {
-            return Ok(Err(why));
-        }
+    // A partition of a partition: its parent is locked before it too.
+    let parent: String = r.get(16);
+    client.batch_execute(&format!("LOCK TABLE ONLY {parent} IN ACCESS SHARE MODE")).await?;
+    let bound: String = client.query_one("SELECT pg_get_expr(relpartbound, oid) FROM pg_class WHERE oid = $1", &[&oid]).await?.get(0);
+    if !age.any
+        && let Some(why) = too_young(client, &bound, age).await?
+    {
+        return Ok(Err(why));
     }
     let holds: bool = client.query_one(&format!("SELECT EXISTS (SELECT 1 FROM {})", leaf.quoted()), &[]).await?.get(0);
     if holds {
         return Ok(Err("it holds rows already".into()));
     }
-    let partition_constraint = partition_constraint(client, &r.get::<_, String>(17), oid).await?;
-    Ok(Ok(Chosen { oid, root_oid: r.get(16), bound: r.get(15), partition_constraint }))
-}
-
-/// The server's partition constraint of the partition `oid` of `parent`.
-/// Reading it locks the partition and then its parent; a swap's locked
-/// step locks the parent and then the partition. So the parent is locked
-/// first here too, in a transaction of its own, or the two would deadlock.
-async fn partition_constraint(client: &Client, parent: &str, oid: u32) -> Result<Option<String>, tokio_postgres::Error> {
-    let read = async {
-        client.batch_execute(&format!("BEGIN; LOCK TABLE {parent} IN ACCESS SHARE MODE")).await?;
-        client.query_one("SELECT pg_get_partition_constraintdef($1)", &[&oid]).await
-    }
-    .await;
-    let end = client.batch_execute(if read.is_ok() { "COMMIT" } else { "ROLLBACK" }).await;
-    let constraint = read?.get(0);
-    end?;
-    Ok(constraint)
+    let partition_constraint = client.query_one("SELECT pg_get_partition_constraintdef($1)", &[&oid]).await?.get(0);
+    Ok(Ok(Chosen { oid, root_oid: r.get(15), bound, partition_constraint }))
 }
 
 /// Why a partition is too recent for `--backfill auto`: its range must end
@@ -159,12 +184,15 @@ async fn too_young(client: &Client, bound: &str, age: &Age) -> Result<Option<Str
     };
     let now = jiff::Timestamp::from_microsecond(age.now).map(|t| t.to_string()).unwrap_or_default();
     let after = age.after.map(|d| format!("{} milliseconds", d.as_millis()));
+    // Bounds that are not times fail the cast: under a savepoint, so the transaction goes on.
+    client.batch_execute("SAVEPOINT chute_age").await?;
     let old = client
         .query_one(
             "SELECT $2::text::timestamptz <= $3::text::timestamptz - coalesce($4::text::interval, $2::text::timestamptz - $1::text::timestamptz)",
             &[&lo, &hi, &now, &after],
         )
         .await;
+    client.batch_execute(if old.is_ok() { "RELEASE SAVEPOINT chute_age" } else { "ROLLBACK TO SAVEPOINT chute_age" }).await?;
     Ok(match old {
         Ok(r) if r.get::<_, bool>(0) => None,
         Ok(_) => Some(format!(
