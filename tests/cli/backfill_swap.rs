@@ -354,3 +354,47 @@ async fn a_partition_that_cannot_be_swapped_safely_takes_the_normal_path_and_bac
     let rows: i64 = c.query_one("SELECT count(*) FROM swr", &[]).await.unwrap().get(0);
     assert_eq!(rows, 108_000);
 }
+
+#[tokio::test]
+async fn two_loads_filling_the_same_empty_partitions_at_once_and_the_same_command_twice_with_wait_land_every_row_once() {
+    let db = shared().fresh_db("swap_twice").await;
+    let (url, c) = (db.url(), db.client().await);
+    let dir = open_tempdir();
+    let file = dir.path().join("c.csv");
+    write_rows(&file, 100, 144_000); // four hours
+    // Even and odd devices: the same hours in both files.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (even, odd): (Vec<&str>, Vec<&str>) =
+        text.lines().partition(|l| l.split(',').nth(1).and_then(|d| d.parse::<i64>().ok()).is_some_and(|d| d % 2 == 0));
+    let (a, b) = (dir.path().join("even.csv"), dir.path().join("odd.csv"));
+    std::fs::write(&a, even.join("\n") + "\n").unwrap();
+    std::fs::write(&b, odd.join("\n") + "\n").unwrap();
+    let spawn = |table: &str, f: &std::path::Path, extra: &[&str]| {
+        chute().args(["--url", &url, "load", table]).arg(f).args(extra).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    };
+    let ok = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // Two loads, each wanting to swap the same four hours: the one whose
+    // swap commits second finds the partition replaced and loads into it.
+    premade(&url, &c, "swt", 5).await;
+    let (x, y) = (spawn("swt", &a, &[]), spawn("swt", &b, &[]));
+    let (x, y) = (ok(&x.wait_with_output().unwrap()), ok(&y.wait_with_output().unwrap()));
+    let loaded: u64 = [&x, &y].iter().map(|o| summary_value(o, "rows loaded").parse::<u64>().unwrap()).sum();
+    assert_eq!(loaded, 144_000, "{x}{y}");
+    let r = c.query_one("SELECT count(*), count(DISTINCT (dev_id, time)) FROM swt", &[]).await.unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (144_000, 144_000));
+    assert_eq!(strays(&c).await, Vec::<String>::new());
+
+    // The same command twice at once, with --wait: the second waits for the
+    // first, then finds every row committed.
+    premade(&url, &c, "sww2", 5).await;
+    let (x, y) = (spawn("sww2", &file, &["--wait"]), spawn("sww2", &file, &["--wait"]));
+    let (x, y) = (ok(&x.wait_with_output().unwrap()), ok(&y.wait_with_output().unwrap()));
+    let loaded: Vec<String> = [&x, &y].iter().map(|o| summary_value(o, "rows loaded").to_owned()).collect();
+    assert!(loaded.contains(&"144000".to_owned()) && loaded.contains(&"0".to_owned()), "{x}{y}");
+    assert!([&x, &y].iter().any(|o| o.contains("swapped in        4 ")), "{x}{y}");
+    let r = c.query_one("SELECT count(*), count(DISTINCT (dev_id, time)) FROM sww2", &[]).await.unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (144_000, 144_000));
+}

@@ -62,6 +62,7 @@ impl Coordinator {
         let mut errors = Errors::default();
         let mut parsing_done = false;
         let mut interrupted = false;
+        let mut acks_open = true;
         loop {
             if stop.load(Ordering::Relaxed) && !interrupted {
                 interrupted = true;
@@ -99,7 +100,11 @@ impl Coordinator {
                         errors.add(e);
                     },
                     o = outcomes.recv_async() => if let Ok(o) = o { self.absorb(o, &mut errors) },
-                    c = acks.recv_async() => if let Ok(c) = c { committed.absorb(&c); },
+                    // Closed once the input is read: not polled then, or this loop would spin.
+                    c = acks.recv_async(), if acks_open => match c {
+                        Ok(c) => { committed.absorb(&c); }
+                        Err(_) => acks_open = false,
+                    },
                     _ = tokio::time::sleep(tick) => {}
                 }
             }

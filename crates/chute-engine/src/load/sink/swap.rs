@@ -220,7 +220,7 @@ fn range_literals(bound: &str) -> Option<(String, String)> {
 pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<SwapFacts, tokio_postgres::Error> {
     let oid = t.oid;
     let r = c
-        .query_one(
+        .query_opt(
             "SELECT c.relpersistence = 'u', ts.spcname, coalesce(c.reloptions, '{}')::text[], c.relrowsecurity, c.relforcerowsecurity,
                     obj_description(c.oid, 'pg_class'), NULL::text, NULL::text,
                     o.rolname::text, current_user::text, coalesce(c.relacl::text[], '{}'), pn.nspname::text, p.relname::text
@@ -231,6 +231,8 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<SwapFac
             &[&oid],
         )
         .await?;
+    // Gone (another load swapped it first, or it was dropped): not a lost connection, a refusal.
+    let Some(r) = r else { return Err(refusal(c, "it was replaced or dropped since it was chosen").await) };
     let columns = c
         .query(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod),
