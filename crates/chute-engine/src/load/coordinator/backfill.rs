@@ -23,7 +23,7 @@ use chute_core::partman::backfill;
 use super::super::model::Target;
 use super::super::routing::LeafRef;
 use super::super::sink::backfill::{Fill, Filler, LeafMsg, SessionSpec};
-use super::super::sink::swap::{self, SwapTarget};
+use super::super::sink::swap::{self, Refusal, SwapTarget};
 use super::super::sink::{BatchPart, CopyOutcome};
 use super::super::{Backfill, LoadError};
 use super::Coordinator;
@@ -438,12 +438,16 @@ impl Coordinator {
     async fn decide_swap(&mut self, table: u16, leaf: u32) {
         let routing = self.tables[usize::from(table)].clone();
         let name = routing.name(LeafRef::Leaf(leaf));
+        // What the load does (not the partition) keeps it from a swap: not news under `auto`.
         let why = if !routing.is_tree() {
             return; // A plain table, not a partition.
         } else if routing.merge.is_some() {
-            Some(format!("the load upserts ({}): rows go into partitions that exist the normal way", Setting::OnConflict))
+            Some(Refusal {
+                why: format!("the load upserts ({}): rows go into partitions that exist the normal way", Setting::OnConflict),
+                usual: true,
+            })
         } else if routing.insert.is_some() {
-            Some("row-level security applies: rows go in as INSERTs through the parent".to_owned())
+            Some(Refusal { why: "row-level security applies: rows go in as INSERTs through the parent".to_owned(), usual: true })
         } else {
             None
         };
@@ -454,19 +458,19 @@ impl Coordinator {
             None => match self.control.client().await {
                 Ok(c) => match swap::choose(c, &name, &routing.parent, &age).await {
                     Ok(chosen) => chosen,
-                    Err(e) => Err(format!("reading the catalog failed ({})", crate::exec::describe(&e))),
+                    Err(e) => Err(Refusal::notable(format!("reading the catalog failed ({})", crate::exec::describe(&e)))),
                 },
-                Err(e) => Err(format!("reading the catalog failed ({e})")),
+                Err(e) => Err(Refusal::notable(format!("reading the catalog failed ({e})"))),
             },
         };
         let chosen = match chosen {
             Ok(c) => c,
-            Err(why) => {
-                if self.backfill.mode == Backfill::On {
+            Err(Refusal { why, usual }) => {
+                let on = self.backfill.mode == Backfill::On;
+                if on {
                     self.notices.push(format!("{name} is not swapped ({why}): its rows take the normal path"));
                 }
-                // Quiet for what is usual (a partition with rows, or the present's).
-                if self.backfill.mode == Backfill::On || !(why.contains("holds rows") || why.contains("before now")) {
+                if on || !usual {
                     *self.backfill.skipped.entry(format!("a partition that exists: {why}")).or_default() += 1;
                 }
                 return;

@@ -61,6 +61,20 @@ pub(crate) struct Chosen {
     pub partition_constraint: Option<String>,
 }
 
+/// Why a partition is not swapped.
+pub(crate) struct Refusal {
+    pub why: String,
+    /// What most loads meet (rows there already, the present's interval):
+    /// not worth a line of `--backfill auto`'s summary.
+    pub usual: bool,
+}
+
+impl Refusal {
+    pub(crate) fn notable(why: impl Into<String>) -> Self {
+        Refusal { why: why.into(), usual: false }
+    }
+}
+
 /// How long `choose` waits for a lock before it leaves the partition to the
 /// normal path: the load's coordinator waits for it meanwhile.
 const CHOOSE_LOCK_TIMEOUT: &str = "1s";
@@ -77,7 +91,7 @@ pub(crate) async fn choose(
     leaf: &QualifiedName,
     root: &QualifiedName,
     age: &Age,
-) -> Result<Result<Chosen, String>, tokio_postgres::Error> {
+) -> Result<Result<Chosen, Refusal>, tokio_postgres::Error> {
     let chosen = async {
         client
             .batch_execute(&format!(
@@ -92,7 +106,7 @@ pub(crate) async fn choose(
     match chosen {
         Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
             end?;
-            Ok(Err("another session holds a lock on it or its table".into()))
+            Ok(Err(Refusal::notable("another session holds a lock on it or its table")))
         }
         other => {
             let chosen = other?;
@@ -107,7 +121,7 @@ async fn read_choice(
     leaf: &QualifiedName,
     root: &QualifiedName,
     age: &Age,
-) -> Result<Result<Chosen, String>, tokio_postgres::Error> {
+) -> Result<Result<Chosen, Refusal>, tokio_postgres::Error> {
     let row = client
         .query_opt(
             "WITH l AS (SELECT c.* FROM pg_class c WHERE c.oid = to_regclass($1)),
@@ -134,7 +148,7 @@ async fn read_choice(
             &[&leaf.quoted(), &root.quoted()],
         )
         .await?;
-    let Some(r) = row else { return Ok(Err("it is no longer a partition".into())) };
+    let Some(r) = row else { return Ok(Err(Refusal::notable("it is no longer a partition"))) };
     let oid: u32 = r.get(0);
     let why = |i: usize, why: &str| r.get::<_, bool>(i).then(|| why.to_owned());
     let refusal = if r.get::<_, String>(1) != "r" {
@@ -156,7 +170,7 @@ async fn read_choice(
             .or_else(|| why(14, "it has extended statistics"))
     };
     if let Some(why) = refusal {
-        return Ok(Err(why));
+        return Ok(Err(Refusal::notable(why)));
     }
     // A partition of a partition: its parent is locked before it too.
     let parent: String = r.get(16);
@@ -165,11 +179,11 @@ async fn read_choice(
     if !age.any
         && let Some(why) = too_young(client, &bound, age).await?
     {
-        return Ok(Err(why));
+        return Ok(Err(Refusal { why, usual: true }));
     }
     let holds: bool = client.query_one(&format!("SELECT EXISTS (SELECT 1 FROM {})", leaf.quoted()), &[]).await?.get(0);
     if holds {
-        return Ok(Err("it holds rows already".into()));
+        return Ok(Err(Refusal { why: "it holds rows already".into(), usual: true }));
     }
     let partition_constraint = client.query_one("SELECT pg_get_partition_constraintdef($1)", &[&oid]).await?.get(0);
     Ok(Ok(Chosen { oid, root_oid: r.get(15), bound, partition_constraint }))
