@@ -398,3 +398,47 @@ async fn two_loads_filling_the_same_empty_partitions_at_once_and_the_same_comman
     let r = c.query_one("SELECT count(*), count(DISTINCT (dev_id, time)) FROM sww2", &[]).await.unwrap();
     assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (144_000, 144_000));
 }
+
+#[tokio::test]
+async fn a_server_restart_while_swaps_wait_for_their_locks_is_retried_and_every_row_lands_once() {
+    let cluster = chute_testkit::TestCluster::start();
+    let db = cluster.fresh_db("swap_restart").await;
+    let (url, c) = (db.url(), db.client().await);
+    premade(&url, &c, "swx", 4).await;
+    let names: Vec<String> =
+        column(&c, "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'swx'::regclass ORDER BY 1").await;
+    let dir = open_tempdir();
+    let file = dir.path().join("c.csv");
+    write_rows(&file, 100, 108_000); // three hours
+    // A reader of the table: the swaps fill their tables, then their locked
+    // step waits for it (giving way every --lock-timeout and trying again)…
+    let holder = db.client().await;
+    holder.batch_execute("BEGIN; LOCK TABLE ONLY swx IN ACCESS SHARE MODE").await.unwrap();
+    let child = chute()
+        .args(["--url", &url, "load", "swx", "--lock-timeout", "2s", "--retry-for", "2min"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let watcher = db.client().await;
+    crate::common::wait_for("a swap to wait for its locks", Duration::from_secs(60), || {
+        crate::common::waits_for_lock(&watcher, "^LOCK TABLE ONLY")
+    })
+    .await;
+    // …when the server restarts under them.
+    cluster.cluster.restart(chute_engine::local::StopMode::Fast).unwrap();
+    drop((holder, watcher));
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("backfill of") && stderr.contains("retrying"), "the swap was retried: {stderr}");
+    assert!(stdout.contains("swapped in        3 "), "{stdout}");
+    let c = db.client().await;
+    let r = c.query_one("SELECT count(*), count(DISTINCT (dev_id, time)) FROM swx", &[]).await.unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (108_000, 108_000), "{stdout}{stderr}");
+    let after: Vec<String> =
+        column(&c, "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'swx'::regclass ORDER BY 1").await;
+    assert_eq!(after, names);
+    assert_eq!(strays(&c).await, Vec::<String>::new());
+}
