@@ -93,13 +93,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         by_ref,
         delivery: opened.delivery,
         batches: batch_tx,
-        // A service answers each request at its commit: no row waits for a whole partition.
-        backfill: Backfills::new(
-            if opened.delivery == Delivery::Callers { Backfill::Off } else { spec.backfill },
-            SwapSettings { lock_timeout: spec.lock_timeout, retry_for: spec.retry_for, after: spec.backfill_after },
-            sink.backfill,
-            spec.workers.max(1) + 1,
-        ),
+        backfill: backfills(&spec, opened.delivery, sink.backfill),
         batching: Batching {
             batch_bytes: spec.batch_bytes,
             batch_rows: spec.batch_rows.unwrap_or(usize::MAX),
@@ -330,4 +324,15 @@ fn through(committed: &CommittedPrefix, names: &[String], numbered: bool) -> Vec
             byte,
         })
         .collect()
+}
+
+/// What the load fills before anyone sees it (see `coordinator::backfill`).
+/// A service answers each request at its commit: no row waits for a whole partition.
+fn backfills(spec: &LoadSpec, delivery: Delivery, filler: Result<super::sink::backfill::Filler, String>) -> Backfills {
+    Backfills::new(
+        if delivery == Delivery::Callers { Backfill::Off } else { spec.backfill },
+        SwapSettings { lock_timeout: spec.lock_timeout, retry_for: spec.retry_for, after: spec.backfill_after },
+        filler,
+        spec.workers.max(1) + 1,
+    )
 }
