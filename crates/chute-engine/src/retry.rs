@@ -84,7 +84,9 @@ fn unit_random() -> f64 {
 /// The connection is gone or the server is going away or not up yet: the
 /// same statement can work on a new connection. Class 08 (connection
 /// exception), 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot
-/// connect now, or no SQLSTATE at all (an I/O error on the socket).
+/// connect now, or no SQLSTATE at all (an I/O error on the socket), except
+/// the errors the client makes of a good answer (a row count or a value
+/// that is not what the caller asked for), which a new connection repeats.
 pub fn connection_lost(e: &tokio_postgres::Error) -> bool {
     if e.is_closed() {
         return true;
@@ -94,8 +96,18 @@ pub fn connection_lost(e: &tokio_postgres::Error) -> bool {
             let c = c.code();
             c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03")
         }
-        None => e.as_db_error().is_none(),
+        None => e.as_db_error().is_none() && !answer_misread(e),
     }
+}
+
+/// tokio-postgres's errors about an answer that arrived whole: the wrong
+/// number of rows for `query_one`, a value or a column the caller's types
+/// do not fit. Known by their text: the crate does not expose its kinds.
+fn answer_misread(e: &tokio_postgres::Error) -> bool {
+    let text = e.to_string();
+    ["query returned an unexpected number of rows", "error serializing parameter", "error deserializing column", "invalid column"]
+        .iter()
+        .any(|p| text.starts_with(p))
 }
 
 /// [`connection_lost`], or a conflict that goes away when the transaction
