@@ -442,3 +442,49 @@ async fn a_server_restart_while_swaps_wait_for_their_locks_is_retried_and_every_
     assert_eq!(after, names);
     assert_eq!(strays(&c).await, Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_swapped_partition_keeps_its_policies_triggers_storage_and_comments() {
+    let db = shared().fresh_db("swap_keeps").await;
+    let (url, c) = (db.url(), db.client().await);
+    premade(&url, &c, "swp", 3).await;
+    c.batch_execute(
+        "CREATE FUNCTION swp_touch() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN NEW.data5 := -1; RETURN NEW; END$$;
+         CREATE TRIGGER touch BEFORE UPDATE ON swp_p20210601_0100 FOR EACH ROW EXECUTE FUNCTION swp_touch();
+         ALTER TABLE swp_p20210601_0100 ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY low_devices ON swp_p20210601_0100 FOR SELECT TO PUBLIC USING (dev_id < 50);
+         ALTER TABLE swp_p20210601_0100 ALTER COLUMN data1 SET STATISTICS 500;
+         ALTER TABLE swp_p20210601_0100 SET (fillfactor = 90);
+         COMMENT ON COLUMN swp_p20210601_0100.data2 IS 'second reading';",
+    )
+    .await
+    .unwrap();
+    let dir = open_tempdir();
+    let file = dir.path().join("c.csv");
+    write_rows(&file, 100, 72_000); // two hours
+    let (out, _) = run_expect(chute().args(["--url", &url, "load", "swp"]).arg(&file), 0);
+    assert!(out.contains("swapped in        2 "), "{out}");
+    let r = c
+        .query_one(
+            "SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'swp_p20210601_0100'::regclass AND tgname = 'touch'),
+                    (SELECT relrowsecurity FROM pg_class WHERE oid = 'swp_p20210601_0100'::regclass),
+                    (SELECT count(*) FROM pg_policies WHERE tablename = 'swp_p20210601_0100' AND policyname = 'low_devices'
+                       AND qual = '(dev_id < 50)'),
+                    (SELECT attstattarget FROM pg_attribute WHERE attrelid = 'swp_p20210601_0100'::regclass AND attname = 'data1'),
+                    (SELECT reloptions::text FROM pg_class WHERE oid = 'swp_p20210601_0100'::regclass),
+                    col_description('swp_p20210601_0100'::regclass, 4)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, i64>(0), 1, "the trigger of its own");
+    assert!(r.get::<_, bool>(1), "row-level security stays enabled");
+    assert_eq!(r.get::<_, i64>(2), 1, "the policy, with its condition");
+    assert_eq!(r.get::<_, i32>(3), 500);
+    assert_eq!(r.get::<_, Option<String>>(4).as_deref(), Some("{fillfactor=90}"));
+    assert_eq!(r.get::<_, Option<String>>(5).as_deref(), Some("second reading"));
+    // The trigger works on the new table.
+    c.batch_execute("UPDATE swp_p20210601_0100 SET data1 = 0 WHERE dev_id = 1").await.unwrap();
+    let touched: i64 = c.query_one("SELECT count(*) FROM swp_p20210601_0100 WHERE data5 = -1", &[]).await.unwrap().get(0);
+    assert_eq!(touched, 360);
+}
