@@ -733,3 +733,20 @@ async fn rows_in_the_default_of_hand_made_tables_move_into_new_partitions() {
         .unwrap();
     assert_eq!(counts, (3, 0, 2), "no row lost, none left in DEFAULT");
 }
+
+#[tokio::test]
+async fn a_policy_whose_table_was_dropped_is_a_finding_with_its_fix_not_an_error() {
+    let db = shared().fresh_db("doctor_orphan").await;
+    let url = db.url();
+    let c = db.client().await;
+    create_time_partitioned(&url, "gone", COLS, "1h", &[]);
+    c.batch_execute("DROP TABLE gone").await.unwrap();
+    let (v, code) = doctor(&url, &[]);
+    assert_eq!(code, 1, "{v}");
+    let f = finding(&v, "policy_orphaned", "public.gone");
+    assert_eq!(f["severity"], "warning");
+    let fix = f["fix"][0].as_str().unwrap().to_owned();
+    c.batch_execute(&fix).await.unwrap();
+    let (v, _) = doctor(&url, &[]);
+    assert!(!findings(&v).iter().any(|f| f["kind"] == "policy_orphaned"), "{v}");
+}

@@ -158,7 +158,14 @@ pub async fn run(opts: &ConnectOptions, o: &DoctorOptions) -> Result<Report, Doc
     let policies: Vec<_> = all.into_iter().filter(|p| o.tables.is_empty() || names.contains(&p.parent)).collect();
     let mut tables = Vec::new();
     for p in &policies {
-        let status = mgr.status(&p.parent, now).await?;
+        let status = match mgr.status(&p.parent, now).await {
+            Ok(s) => s,
+            Err(PartmanError::Catalog(catalog::CatalogError::NoTable(_))) => {
+                findings.push(partitions::orphaned_policy(&p.parent));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let (f, summary) = partitions::managed(client, p, &status, now, o.large_table_bytes).await?;
         findings.extend(f);
         tables.push(summary);
