@@ -321,7 +321,7 @@ async fn attempt(
             None
         }
         Fill::Swap(t) => {
-            let plan = plan_swap(&swap::facts(&txn, t).await?, &t.table);
+            let plan = plan_swap(&swap::facts(&txn, t).await?.map_err(Failure::Refused)?, &t.table);
             for sql in &plan.create {
                 txn.batch_execute(sql).await?;
             }

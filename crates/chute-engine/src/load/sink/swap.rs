@@ -229,9 +229,9 @@ fn range_literals(bound: &str) -> Option<(String, String)> {
     Some((lo.to_owned(), hi.to_owned()))
 }
 
-/// Reads what the swap needs to know of the partition. No lock is taken on
-/// it or on its parent.
-pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<SwapFacts, tokio_postgres::Error> {
+/// Reads what the swap needs to know of the partition, or why it cannot be
+/// swapped after all. No lock is taken on it or on its parent.
+pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<Result<SwapFacts, String>, tokio_postgres::Error> {
     let oid = t.oid;
     let r = c
         .query_opt(
@@ -246,7 +246,7 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<SwapFac
         )
         .await?;
     // Gone (another load swapped it first, or it was dropped): not a lost connection, a refusal.
-    let Some(r) = r else { return Err(refusal(c, "it was replaced or dropped since it was chosen").await) };
+    let Some(r) = r else { return Ok(Err("it was replaced or dropped since it was chosen".into())) };
     let columns = c
         .query(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod),
@@ -304,13 +304,13 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<SwapFac
         let (name, def, unique, kind, prefix): (String, String, bool, Option<String>, String) =
             (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
         let Some(using) = def.strip_prefix(&prefix) else {
-            return Err(refusal(c, &format!("the definition of index {name} is not in the form chute reads ({def})")).await);
+            return Ok(Err(format!("the definition of index {name} is not in the form chute reads ({def})")));
         };
         let constraint = match kind.as_deref() {
             None => None,
             Some("p") => Some("PRIMARY KEY"),
             Some("u") => Some("UNIQUE"),
-            Some(k) => return Err(refusal(c, &format!("index {name} backs a constraint of kind {k}")).await),
+            Some(k) => return Ok(Err(format!("index {name} backs a constraint of kind {k}"))),
         };
         indexes.push(SwapIndex { name, using: using.to_owned(), unique, constraint });
     }
@@ -353,7 +353,7 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<SwapFac
         )
         .await?
         .map(|r| QualifiedName::new(r.get::<_, String>(0), r.get::<_, String>(1)));
-    Ok(SwapFacts {
+    Ok(Ok(SwapFacts {
         leaf: t.leaf.clone(),
         parent: QualifiedName::new(r.get::<_, String>(11), r.get::<_, String>(12)),
         default_partition: default,
@@ -371,20 +371,7 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<SwapFac
         policies,
         triggers,
         comment: r.get(5),
-    })
-}
-
-/// An error that says why the swap cannot be done (a 'feature not supported' from the server itself).
-async fn refusal(c: &Transaction<'_>, why: &str) -> tokio_postgres::Error {
-    let sql = format!("DO $$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = {}; END$$", literal(why));
-    match c.batch_execute(&sql).await {
-        Err(e) => e,
-        Ok(()) => unreachable!("the statement raises"),
-    }
-}
-
-fn literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
+    }))
 }
 
 fn storage(s: &str) -> Option<&'static str> {
