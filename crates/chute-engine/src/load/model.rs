@@ -121,23 +121,61 @@ pub(crate) struct Segment {
 
 impl Segment {
     pub(crate) fn push(&mut self, row: &[u8], raw: &[u8], line: u64, input: usize) {
-        self.inputs.push(input as u16);
         self.data.extend_from_slice(row);
+        self.pushed(raw, line, input);
+    }
+
+    /// [`Segment::push`] for a record kept by position: `len` bytes at `offset` of its input.
+    pub(crate) fn push_ref(&mut self, row: &[u8], offset: u64, len: usize, line: u64, input: usize) {
+        self.data.extend_from_slice(row);
+        self.pushed_ref(offset, len, line, input);
+    }
+
+    /// Ends a row already written at the end of `data` (see [`Filed::staging`]),
+    /// keeping a copy of its record.
+    #[inline]
+    fn pushed(&mut self, raw: &[u8], line: u64, input: usize) {
+        self.inputs.push(input as u16);
         self.row_ends.push(self.data.len() as u32);
         self.raw.extend_from_slice(raw);
         self.raw_ends.push(self.raw.len() as u32);
         self.lines.push(line);
     }
 
-    /// [`Segment::push`] for a record kept by position: `len` bytes at `offset` of its input.
-    pub(crate) fn push_ref(&mut self, row: &[u8], offset: u64, len: usize, line: u64, input: usize) {
+    /// [`Segment::pushed`] for a record kept by position.
+    #[inline]
+    fn pushed_ref(&mut self, offset: u64, len: usize, line: u64, input: usize) {
         self.inputs.push(input as u16);
-        self.data.extend_from_slice(row);
         self.row_ends.push(self.data.len() as u32);
         let end = self.raw_ends.last().copied().unwrap_or(0) + len as u32;
         self.raw_ends.push(end);
         self.offsets.push(offset);
         self.lines.push(line);
+    }
+
+    /// Makes room for `bytes` of rows in all, and for as many rows as that
+    /// holds at the rows' size so far.
+    pub(crate) fn reserve_for(&mut self, bytes: usize) {
+        let (len, rows) = (self.data.len(), self.row_ends.len());
+        if bytes <= self.data.capacity() || len == 0 {
+            return;
+        }
+        let more_rows = (bytes - len) * rows / len + 1;
+        self.data.reserve(bytes - len);
+        self.row_ends.reserve(more_rows);
+        self.raw_ends.reserve(more_rows);
+        self.lines.reserve(more_rows);
+        self.inputs.reserve(more_rows);
+        if !self.offsets.is_empty() {
+            self.offsets.reserve(more_rows);
+        }
+    }
+
+    /// The end of the last whole row in `data` (bytes after it are a row
+    /// being written).
+    #[inline]
+    fn rows_end(&self) -> usize {
+        self.row_ends.last().map_or(0, |e| *e as usize)
     }
 
     /// Row `i`'s original record: a copy, or where it is in its input.
@@ -278,7 +316,21 @@ pub(crate) struct RowPos {
 /// What one chunk's rows became.
 #[derive(Default)]
 pub(crate) struct Filed {
-    pub segments: TargetMap<Segment>,
+    /// One segment per target, in the order their first rows came.
+    pub segments: Vec<(Target, Segment)>,
+    /// Where each target's segment is in `segments`.
+    index: TargetMap<usize>,
+    /// The segment the last row went to (`None` before the first): the next
+    /// row most likely goes there too (rows in time order fill one
+    /// partition for long runs), so it is found without a hash lookup and
+    /// [`Filed::staging`] encodes into it.
+    last: Option<usize>,
+    /// Where a row is written by [`Filed::staging`] before any segment exists,
+    /// and where a row written into the wrong segment is moved through.
+    spare: Vec<u8>,
+    /// Bytes the first segment reserves for its rows (a chunk's rows mostly
+    /// go to one target: reserving once spares the copies of growing).
+    pub reserve: usize,
     pub pending: Vec<PendingPart>,
     pub rejects: Vec<Reject>,
     pub skipped: u64,
@@ -288,6 +340,93 @@ pub(crate) struct Filed {
 }
 
 impl Filed {
+    /// The segment for `target`, made when it has none yet.
+    #[inline]
+    pub(crate) fn segment(&mut self, target: Target) -> &mut Segment {
+        let i = match self.last {
+            Some(i) if self.segments[i].0 == target => i,
+            _ => {
+                let i = *self.index.entry(target).or_insert_with(|| {
+                    let mut seg = Segment::default();
+                    seg.data.reserve(std::mem::take(&mut self.reserve));
+                    self.segments.push((target, seg));
+                    self.segments.len() - 1
+                });
+                self.last = Some(i);
+                i
+            }
+        };
+        &mut self.segments[i].1
+    }
+
+    /// The segment for `target`, if it has one.
+    #[cfg(test)]
+    pub(crate) fn get(&self, target: &Target) -> Option<&Segment> {
+        self.index.get(target).map(|&i| &self.segments[i].1)
+    }
+
+    /// Where to encode the next row before it is routed: the end of the
+    /// segment the last row went to (most rows stay there, and are then
+    /// filed without a copy). Append one row, then call [`Filed::file_staged`];
+    /// on any other outcome leave the buffer as it was.
+    #[inline]
+    pub(crate) fn staging(&mut self) -> &mut Vec<u8> {
+        match self.last {
+            Some(i) => &mut self.segments[i].1.data,
+            None => &mut self.spare,
+        }
+    }
+
+    /// The row [`Filed::staging`] holds, as `row` for [`Filed::file`].
+    fn staged(&self) -> &[u8] {
+        match self.last {
+            Some(i) => {
+                let seg = &self.segments[i].1;
+                &seg.data[seg.rows_end()..]
+            }
+            None => &self.spare,
+        }
+    }
+
+    /// Forgets the row [`Filed::staging`] holds.
+    fn unstage(&mut self) {
+        match self.last {
+            Some(i) => {
+                let seg = &mut self.segments[i].1;
+                let end = seg.rows_end();
+                seg.data.truncate(end);
+            }
+            None => self.spare.clear(),
+        }
+    }
+
+    /// [`Filed::file`] for the row [`Filed::staging`] holds.
+    #[inline]
+    pub(crate) fn file_staged(&mut self, routing: &Routing, routed: Routed, table: u16, raw: &[u8], at: RowPos) {
+        if let (Routed::To(leaf), Some(i)) = (&routed, self.last) {
+            let target = Target { table, leaf: *leaf, text: false };
+            if self.segments[i].0 == target && !routing.is_committed(*leaf, false, at.input, at.offset) {
+                let seg = &mut self.segments[i].1;
+                if self.by_ref {
+                    seg.pushed_ref(at.offset, raw.len(), at.line, at.input);
+                } else {
+                    seg.pushed(raw, at.line, at.input);
+                }
+                return;
+            }
+        }
+        // Another target, or no row at all: moved through `spare`.
+        let mut row = std::mem::take(&mut self.spare);
+        if self.last.is_some() {
+            row.clear();
+            row.extend_from_slice(self.staged());
+        }
+        self.unstage();
+        self.file(routing, routed, table, &row, raw, at);
+        row.clear();
+        self.spare = row;
+    }
+
     /// Files a routed row: into its segment, the pending list or the rejects,
     /// or nowhere when an earlier run committed it.
     pub(crate) fn file(&mut self, routing: &Routing, routed: Routed, table: u16, row: &[u8], raw: &[u8], at: RowPos) {
@@ -296,8 +435,9 @@ impl Filed {
                 if routing.is_committed(leaf, false, at.input, at.offset) {
                     self.skipped += 1;
                 } else {
-                    let seg = self.segments.entry(Target { table, leaf, text: false }).or_default();
-                    if self.by_ref {
+                    let by_ref = self.by_ref;
+                    let seg = self.segment(Target { table, leaf, text: false });
+                    if by_ref {
                         seg.push_ref(row, at.offset, raw.len(), at.line, at.input);
                     } else {
                         seg.push(row, raw, at.line, at.input);
@@ -322,7 +462,7 @@ impl Filed {
     /// Packs the chunk's results with the budget they take.
     pub(crate) fn finish(mut self, range: (u32, u64, u64)) -> ChunkOut {
         self.rejects.sort_by_key(|r| r.line);
-        let mut segments: Vec<(Target, Segment)> = self.segments.into_iter().collect();
+        let mut segments = self.segments;
         for (_, s) in &mut segments {
             s.ranges.push(range);
         }

@@ -116,7 +116,7 @@ fn file_routed(
     match routed {
         Routed::To(leaf) if routing.is_committed(leaf, true, at.input, at.offset) => filed.skipped += 1,
         Routed::To(leaf) => {
-            filed.segments.entry(Target { table, leaf, text: true }).or_default().push(row, raw, at.line, at.input);
+            filed.segment(Target { table, leaf, text: true }).push(row, raw, at.line, at.input);
         }
         Routed::Missing { start } => filed.pending.push(PendingPart {
             table,

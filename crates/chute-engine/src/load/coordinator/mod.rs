@@ -221,6 +221,11 @@ fn combine(segments: Vec<(Target, Segment)>) -> TargetMap<Segment> {
 
 /// Moves `seg`'s rows (and their acknowledgements) to the end of `into`.
 fn append(into: &mut Segment, seg: &mut Segment) {
+    if into.row_ends.is_empty() && into.ranges.is_empty() && into.acks.is_empty() && into.data.is_empty() {
+        // Nothing to add to: the segment is taken whole, without a copy.
+        std::mem::swap(into, seg);
+        return;
+    }
     into.acks.append(std::mem::take(&mut seg.acks), into.row_ends.len() as u32);
     let rebase_data = into.data.len() as u32;
     let rebase_raw = into.raw_ends.last().copied().unwrap_or(0);
@@ -241,7 +246,7 @@ fn append(into: &mut Segment, seg: &mut Segment) {
 fn share_ack(ack: Option<&super::ack::AckRef>, filed: &mut Filed) {
     if let Some(ack) = ack {
         ack.skipped(filed.skipped);
-        super::model::attach_filed(ack, filed.segments.values_mut(), &mut filed.pending, &mut filed.rejects);
+        super::model::attach_filed(ack, filed.segments.iter_mut().map(|(_, s)| s), &mut filed.pending, &mut filed.rejects);
     }
 }
 
@@ -328,6 +333,10 @@ impl Coordinator {
             let a = self.accum.entry(target).or_default();
             a.since.get_or_insert_with(Instant::now);
             self.accum_bytes += seg.data.len();
+            if !a.seg.row_ends.is_empty() {
+                // Room for a whole batch at once: one copy as it grows, not one per doubling.
+                a.seg.reserve_for(self.batching.batch_bytes.max(a.seg.data.len() + seg.data.len()));
+            }
             append(&mut a.seg, &mut seg);
             a.budget += per_segment;
             if a.seg.data.len() >= self.batching.batch_bytes || a.seg.row_ends.len() >= self.batching.batch_rows {

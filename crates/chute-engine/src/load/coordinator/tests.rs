@@ -67,12 +67,46 @@ fn a_resume_skips_exactly_the_rows_in_ranges_committed_for_their_leaf() {
     }
     // 0, 99, 300 and 399 were committed; 100, 250 and 400 load.
     assert_eq!(filed.skipped, 4);
-    let seg = &filed.segments[&target(0)];
+    let seg = filed.get(&target(0)).expect("rows were filed");
     assert_eq!(seg.lines, vec![101, 251, 401]);
     // The same rows as text (values the server parses) were never committed as text.
     assert!(!routing.is_committed(LeafRef::Leaf(0), true, 0, 0));
     // Another input's rows are not skipped.
     assert!(!routing.is_committed(LeafRef::Leaf(0), false, 1, 0));
+}
+
+#[test]
+fn rows_encoded_where_the_last_went_are_filed_where_they_route_or_skipped() {
+    let name = QualifiedName { schema: Some("public".into()), name: "t".into() };
+    let routing = Routing::single(name.clone(), "(\"a\")".into());
+    let mut by_target = HashMap::new();
+    by_target.insert(name.to_string(), vec![RangeSet::from_ranges(vec![(30, 40)])]);
+    routing.set_committed(&Committed { by_target, rows: 1, ..Default::default() });
+    let mut filed = Filed::default();
+    filed.by_ref = true;
+    // Leaf 0, 0, 1, 0 (committed: skipped), 1, missing, 0.
+    let rows: [(&[u8], Routed, u64); 7] = [
+        (b"a0", Routed::To(LeafRef::Leaf(0)), 0),
+        (b"b0", Routed::To(LeafRef::Leaf(0)), 10),
+        (b"c1", Routed::To(LeafRef::Leaf(1)), 20),
+        (b"d0", Routed::To(LeafRef::Leaf(0)), 30),
+        (b"e1", Routed::To(LeafRef::Leaf(1)), 40),
+        (b"f-", Routed::Missing { start: 7 }, 50),
+        (b"g0", Routed::To(LeafRef::Leaf(0)), 60),
+    ];
+    for (row, routed, offset) in rows {
+        filed.staging().extend_from_slice(row);
+        let at = RowPos { input: 0, line: offset + 1, offset, range: (0, 0, 100) };
+        filed.file_staged(&routing, routed, 0, b"0123456789", at);
+    }
+    assert_eq!(filed.skipped, 1);
+    let zero = filed.get(&target(0)).expect("leaf 0 has rows");
+    assert_eq!(zero.data, b"a0b0g0");
+    assert_eq!((zero.row_ends.clone(), zero.offsets.clone(), zero.raw_ends.clone()), (vec![2, 4, 6], vec![0, 10, 60], vec![10, 20, 30]));
+    let one = filed.get(&target(1)).expect("leaf 1 has rows");
+    assert_eq!((one.data.as_slice(), one.lines.clone()), (&b"c1e1"[..], vec![21, 41]));
+    assert_eq!(filed.pending.len(), 1);
+    assert_eq!((filed.pending[0].row.as_slice(), filed.pending[0].start), (&b"f-"[..], 7));
 }
 
 #[test]

@@ -88,22 +88,27 @@ impl Kind for Delimited {
         let range = chunk.journal_range();
         // A record's line and journal position: its message's offset, for messages.
         let place = |line: u64, offset: u64| chunk.place(line, offset);
-        let mut filed = Filed { by_ref: self.by_ref, ..Filed::default() };
-        let mut row = Vec::with_capacity(512);
+        // Most of a chunk's rows go to one target: its segment gets room for them at once.
+        let mut filed = Filed::default();
+        (filed.by_ref, filed.reserve) = (self.by_ref, chunk.data.len());
+        let mut row = Vec::new();
         let mut rc = routing.ctx();
         let mut parse_errors = Vec::new();
         let mut on_record = |fields: &Fields, pos: RecordPos| {
             let raw = pos.slice(&chunk.data, chunk.base_offset);
             let (line, offset) = place(pos.line, pos.offset);
             let at = RowPos { input: chunk.input, line, offset, range };
-            row.clear();
-            match encoder.encode(fields, &mut row) {
+            // Encoded where the last row went: filed there without a copy when it goes there too.
+            let staging = filed.staging();
+            let start = staging.len();
+            match encoder.encode(fields, staging) {
                 RowOutcome::Binary => {
-                    let routed = routing.route(&mut rc, &row);
-                    filed.file(routing, routed, 0, &row, raw, at);
+                    let routed = routing.route(&mut rc, &staging[start..]);
+                    filed.file_staged(routing, routed, 0, raw, at);
                 }
                 RowOutcome::NeedsServer { .. } => {
                     // The server parses this row; chute routes it on its key.
+                    row.clear();
                     write_text_row(fields, &mut row);
                     super::super::text_route::file_text_row(encoder, (0, routing), &rc, fields, &row, raw, at, &mut filed);
                 }
