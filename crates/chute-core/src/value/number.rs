@@ -180,40 +180,155 @@ const EXACT_POWERS_OF_TEN: [f64; 23] =
 
 /// A plain decimal at the start of `b` (`[+-]?d*(.d*)?`, a digit at least,
 /// up to the first byte that is neither a digit nor the point): its value
-/// and the bytes it took. Only when its digits make an integer of at most
-/// 2^53 with at most 22 of them after the point: that integer and the power
-/// of ten are exact doubles, so one division is the correctly rounded value
-/// (Clinger's fast path), the one `strtod` and Rust's parser give. `None`
-/// for anything else, which the caller reads in full. Most values a
-/// program prints with up to 15 or 16 significant digits take this path.
+/// and the bytes it took. Only when it has at most 19 digits (with leading
+/// zeros), which one 64-bit integer `w` holds: `w` over a power of ten then
+/// is the value, rounded once, correctly, as `strtod` and Rust's parser
+/// round. When `w` is at most 2^53 that is one division of two exact
+/// doubles (Clinger's fast path); above, an exact integer division
+/// ([`quotient`]). `None` for anything else, which the caller reads in full.
+/// Nearly every value a program prints (up to 17 significant digits) takes
+/// this path.
 pub fn decimal_prefix(b: &[u8]) -> Option<(f64, usize)> {
     let (negative, mut i) = match b.first() {
         Some(b'-') => (true, 1),
         Some(b'+') => (false, 1),
         _ => (false, 0),
     };
-    let (mut w, mut count, mut after, mut point) = (0u64, 0u32, 0usize, false);
-    while let Some(&c) = b.get(i) {
-        let d = c.wrapping_sub(b'0');
-        if d <= 9 {
-            if count == 19 {
-                return None;
-            }
-            w = w * 10 + u64::from(d);
-            count += 1;
-            after += usize::from(point);
-        } else if c == b'.' && !point {
-            point = true;
-        } else {
-            break;
-        }
+    let (mut w, mut count) = (0u64, 0u32);
+    digits(b, &mut i, &mut w, &mut count)?;
+    let mut after = 0;
+    if b.get(i) == Some(&b'.') {
         i += 1;
+        let from = i;
+        digits(b, &mut i, &mut w, &mut count)?;
+        after = i - from;
     }
-    if count == 0 || w > 1 << 53 || after >= EXACT_POWERS_OF_TEN.len() {
+    if count == 0 {
         return None;
     }
-    let v = w as f64 / EXACT_POWERS_OF_TEN[after];
+    let v = if w <= 1 << 53 { w as f64 / EXACT_POWERS_OF_TEN[after] } else { quotient(w, after as u32) };
     Some((if negative { -v } else { v }, i))
+}
+
+/// Reads the digits at `b[*i..]` into `w` (the integer of every digit read
+/// so far, `count` of them), up to eight at a time from one word: the
+/// first byte that is not a digit is found in the word, not by a branch per
+/// byte. `None` past 19 digits, which `w` could no longer hold.
+#[inline]
+fn digits(b: &[u8], i: &mut usize, w: &mut u64, count: &mut u32) -> Option<()> {
+    loop {
+        let word = word_at(b, *i);
+        let k = not_digits(word).trailing_zeros() / 8;
+        if k == 0 {
+            return Some(());
+        }
+        if *count + k > 19 {
+            return None;
+        }
+        *w = *w * POW10[k as usize] + eight_digits_value(right_aligned(word, k));
+        *count += k;
+        *i += k as usize;
+        if k < 8 {
+            return Some(());
+        }
+    }
+}
+
+/// 10^k for k up to 8.
+const POW10: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
+
+/// 10^k for k up to 19, every power of ten a `u64` holds.
+const POW10_64: [u64; 20] = {
+    let mut p = [1u64; 20];
+    let mut k = 1;
+    while k < 20 {
+        p[k] = p[k - 1] * 10;
+        k += 1;
+    }
+    p
+};
+
+/// Eight bytes of `b` from `i`, the first in the lowest byte; past the end
+/// of `b`, zero bytes (not digits).
+#[inline]
+fn word_at(b: &[u8], i: usize) -> u64 {
+    if let Some(w) = b.get(i..i + 8) {
+        return u64::from_le_bytes(w.try_into().expect("8 bytes"));
+    }
+    let left = b.len().saturating_sub(i);
+    if left == 0 {
+        0
+    } else if b.len() >= 8 {
+        // The last eight bytes, shifted down so that byte `i` is the lowest.
+        u64::from_le_bytes(b[b.len() - 8..].try_into().expect("8 bytes")) >> (8 * (8 - left))
+    } else {
+        let mut w = [0u8; 8];
+        w[..left].copy_from_slice(&b[i..]);
+        u64::from_le_bytes(w)
+    }
+}
+
+/// The high bit of each byte of `word` that is not an ASCII digit. Exact
+/// for the lowest such byte (what [`digits`] looks for): the borrow or carry
+/// a byte outside the digits makes only reaches the bytes above it.
+#[inline]
+fn not_digits(word: u64) -> u64 {
+    (word.wrapping_sub(0x3030_3030_3030_3030) | word.wrapping_add(0x4646_4646_4646_4646)) & 0x8080_8080_8080_8080
+}
+
+/// The `k` (1..=8) digits in the low bytes of `word` as the last digits of
+/// eight, after `8 - k` zeros.
+#[inline]
+fn right_aligned(word: u64, k: u32) -> u64 {
+    if k == 8 { word } else { (word << (8 * (8 - k))) | (0x3030_3030_3030_3030 >> (8 * k)) }
+}
+
+/// The value of eight ASCII digits (the first in the lowest byte), combined
+/// in one word (SWAR), as fast_float does it.
+#[inline]
+fn eight_digits_value(word: u64) -> u64 {
+    let v = word - 0x3030_3030_3030_3030;
+    // Pairs of digits, then fours, then the eight.
+    let v = v * 10 + (v >> 8);
+    const MASK: u64 = 0x0000_00ff_0000_00ff;
+    let v1 = (v & MASK).wrapping_mul(100 + (1_000_000 << 32));
+    let v2 = ((v >> 16) & MASK).wrapping_mul(1 + (10_000 << 32));
+    u64::from((v1.wrapping_add(v2) >> 32) as u32)
+}
+
+/// The value of eight ASCII digits (`b` holds eight bytes), or `None` when
+/// any byte is not a digit.
+#[cfg(test)]
+fn eight_digits(b: &[u8]) -> Option<u64> {
+    let word = u64::from_le_bytes(b.try_into().ok()?);
+    (not_digits(word) == 0).then(|| eight_digits_value(word))
+}
+
+/// `w / 10^m` (`w` above 2^53, `m` at most 19) rounded to the nearest
+/// double, ties to even: the quotient of `w` shifted up as far as 128 bits
+/// allow gives 64 bits or more, of which the top 53 are kept and the rest,
+/// with the remainder, decide the rounding. Never subnormal or infinite:
+/// the value is between 2^53 / 10^19 and 2^64.
+fn quotient(w: u64, m: u32) -> f64 {
+    let shift = 64 + w.leading_zeros();
+    let n = u128::from(w) << shift;
+    let d = u128::from(POW10_64[m as usize]);
+    let (q, r) = (n / d, n % d);
+    // Bits of `q` below the 54 kept (53 and the rounding bit).
+    let drop = 128 - q.leading_zeros() - 54;
+    let top = (q >> drop) as u64;
+    let sticky = r != 0 || q & ((1u128 << drop) - 1) != 0;
+    let mut mantissa = top >> 1;
+    let mut exponent = drop as i32 + 1 - shift as i32;
+    if top & 1 == 1 && (sticky || mantissa & 1 == 1) {
+        mantissa += 1;
+        if mantissa == 1 << 53 {
+            mantissa >>= 1;
+            exponent += 1;
+        }
+    }
+    // mantissa < 2^53 and 2^exponent are exact doubles, and so is their product.
+    mantissa as f64 * f64::from_bits(((1023 + exponent) as u64) << 52)
 }
 
 /// A decimal float with nothing around it (`[-]?d*(.d*)?([eE][+-]?d+)?`)
@@ -465,13 +580,47 @@ mod tests {
         }
     }
 
+    proptest! {
+        #[test]
+        fn an_integer_over_a_power_of_ten_is_rounded_as_str_parse_does(w in (1u64 << 53)..=u64::MAX, m in 0u32..=19) {
+            let want: f64 = format!("{w}e-{m}").parse().expect("a number");
+            prop_assert_eq!(quotient(w, m).to_bits(), want.to_bits(), "{}e-{}", w, m);
+        }
+
+        #[test]
+        fn a_decimal_prefix_stops_where_the_digits_do(int in "[0-9]{0,12}", frac in proptest::option::of("[0-9]{0,12}"), rest in "([,a-z ].*)?") {
+            let number = match &frac { Some(f) => format!("{int}.{f}"), None => int.clone() };
+            let text = format!("{number}{rest}");
+            match decimal_prefix(text.as_bytes()) {
+                Some((v, n)) => {
+                    prop_assert_eq!(n, number.len());
+                    prop_assert_eq!(v.to_bits(), number.parse::<f64>().expect("digits").to_bits());
+                }
+                // No digit, or more than 19.
+                None => prop_assert!(matches!(number.bytes().filter(u8::is_ascii_digit).count(), 0 | 20..), "{}", text),
+            }
+        }
+
+        #[test]
+        fn eight_digits_reads_eight_ascii_digits_and_nothing_else(b: [u8; 8], digits in 0u64..100_000_000, mix: bool) {
+            let b = if mix { b } else { *format!("{digits:08}").as_bytes().first_chunk::<8>().expect("eight") };
+            let want = b.iter().all(u8::is_ascii_digit).then(|| std::str::from_utf8(&b).expect("digits").parse::<u64>().expect("a number"));
+            prop_assert_eq!(eight_digits(&b), want);
+        }
+    }
+
     #[test]
     fn the_float_fast_paths_take_what_fits_and_leave_the_rest() {
         assert_eq!(plain_decimal(b"74.15648787718233"), Some(74.15648787718233));
+        // Over 2^53: an exact integer division.
+        assert_eq!(plain_decimal(b"15.991039287692011"), Some(15.991039287692011));
+        assert_eq!(plain_decimal(b"9007199254740993"), Some(9007199254740992.0));
+        assert_eq!(plain_decimal(b"9999999999999999999"), Some(1e19));
         assert_eq!(plain_decimal(b"-0").map(f64::is_sign_negative), Some(true));
         assert_eq!(plain_decimal(b"+.5"), Some(0.5));
-        // Over 2^53, an exponent, whitespace: read in full.
-        for s in ["15.991039287692011", "1e5", " 1.5", "1.5 ", "", ".", "-", "1.2.3"] {
+        assert_eq!(decimal_prefix(b"12345678.5,x"), Some((12345678.5, 10)));
+        // Over 19 digits, an exponent, whitespace: read in full.
+        for s in ["15.991039287692011111", "10000000000000000000", "1e5", " 1.5", "1.5 ", "", ".", "-", "1.2.3"] {
             assert_eq!(plain_decimal(s.as_bytes()), None, "{s}");
         }
         assert_eq!(one_pass(b"15.991039287692011"), Some(15.991039287692011));

@@ -210,7 +210,10 @@ pub fn open_with(spec: &InputSpec, max_window: usize, idle_after: Option<std::ti
     let reader: Box<dyn Read + Send> = match compression {
         Compression::None => {
             idle.armed.store(true, Ordering::Relaxed);
-            Box::new(buffered)
+            // The reader reads a chunk at a time into its own buffer: past
+            // the bytes peeked at, a buffer between would only copy them.
+            let peeked = io::Cursor::new(buffered.buffer().to_vec());
+            Box::new(peeked.chain(buffered.into_inner()))
         }
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
         Compression::Zstd => {

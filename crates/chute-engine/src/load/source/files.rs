@@ -88,14 +88,30 @@ fn read_inputs(
             let filling = Instant::now();
             while buf.len() < want && !eof {
                 let at = buf.len();
-                buf.resize(want, 0);
                 // `None`: the input paused (a live stream waits for its producer).
-                let n = match input.reader.read(&mut buf[at..]) {
-                    Ok(n) => Some(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-                    Err(e) => return Err(io_err(e)),
+                let n = if flush_every.is_none() {
+                    // Read into the buffer's spare room (no zeroing first)
+                    // until the chunk is full or the input ends.
+                    let asked = want - at;
+                    buf.reserve(asked);
+                    match (&mut input.reader).take(asked as u64).read_to_end(&mut buf) {
+                        Ok(n) => {
+                            eof |= n < asked;
+                            Some(n)
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+                        Err(e) => return Err(io_err(e)),
+                    }
+                } else {
+                    buf.resize(want, 0);
+                    let n = match input.reader.read(&mut buf[at..]) {
+                        Ok(n) => Some(n),
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+                        Err(e) => return Err(io_err(e)),
+                    };
+                    buf.truncate(at + n.unwrap_or(0));
+                    n
                 };
-                buf.truncate(at + n.unwrap_or(0));
                 // A paused stream is waited for in pieces: a stop is heard between them.
                 if n.is_none() && cancel.load(Ordering::Relaxed) {
                     return Ok(());
