@@ -77,16 +77,29 @@ pub const MAX_RECORD_BYTES: usize = (1 << 30) - 1;
 /// Parsers push complete fields ([`Fields::push`], [`Fields::push_null`]) or
 /// build one piece by piece ([`Fields::append`] … [`Fields::finish`]) when a
 /// value has to be unescaped.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Fields {
-    /// Every field's bytes, back to back.
+    /// The fields' bytes: each copied in turn, or a whole record's content
+    /// copied at once with its delimiters still between them ([`Fields::hold`]).
     buf: Vec<u8>,
-    /// `ends[i]` is where field `i` ends in `buf`; it starts where field
-    /// `i - 1` ends. A NULL field is empty.
+    /// Field `i` is `buf[starts[i]..ends[i]]`. A NULL field is empty.
+    starts: Vec<usize>,
     ends: Vec<usize>,
     /// `nulls[i]` is true when field `i` is NULL.
     nulls: Vec<bool>,
+    /// Where the field being built starts in `buf`.
+    open: usize,
 }
+
+/// Two records' fields are equal when their values are, however they were
+/// kept.
+impl PartialEq for Fields {
+    fn eq(&self, other: &Fields) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Fields {}
 
 impl Fields {
     pub fn new() -> Self {
@@ -110,8 +123,7 @@ impl Fields {
         if self.nulls[i] {
             return None;
         }
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        Some(&self.buf[start..self.ends[i]])
+        Some(&self.buf[self.starts[i]..self.ends[i]])
     }
 
     /// Whether field `i` is NULL. Panics when `i >= len()`.
@@ -129,8 +141,10 @@ impl Fields {
     #[inline]
     pub fn clear(&mut self) {
         self.buf.clear();
+        self.starts.clear();
         self.ends.clear();
         self.nulls.clear();
+        self.open = 0;
     }
 
     /// Adds a whole field.
@@ -162,18 +176,40 @@ impl Fields {
     /// field is its value.
     #[inline]
     pub fn finish(&mut self) {
+        self.starts.push(self.open);
         self.ends.push(self.buf.len());
         self.nulls.push(false);
+        self.open = self.buf.len();
     }
 
     /// Ends the field being built as NULL, dropping whatever was appended to
     /// it (a text-format field is unescaped before it is known to be NULL).
     #[inline]
     pub fn finish_null(&mut self) {
-        let start = self.ends.last().copied().unwrap_or(0);
-        self.buf.truncate(start);
-        self.ends.push(start);
+        self.buf.truncate(self.open);
+        self.starts.push(self.open);
+        self.ends.push(self.open);
         self.nulls.push(true);
+    }
+
+    /// Copies a record's content in one piece (one copy, not one per
+    /// field) and returns where it starts in the buffer; its fields are then
+    /// added with [`Fields::mark`] by their place in it.
+    #[inline]
+    pub(crate) fn hold(&mut self, content: &[u8]) -> usize {
+        let base = self.buf.len();
+        self.buf.extend_from_slice(content);
+        self.open = self.buf.len();
+        base
+    }
+
+    /// Adds the field at `buf[start..end]` of a record [`Fields::hold`] holds,
+    /// or a NULL.
+    #[inline]
+    pub(crate) fn mark(&mut self, start: usize, end: usize, null: bool) {
+        self.starts.push(start);
+        self.ends.push(if null { start } else { end });
+        self.nulls.push(null);
     }
 }
 
