@@ -52,6 +52,16 @@ impl RowEncoder {
     /// Appends `fields` as one binary row to `out`. On any outcome but
     /// [`RowOutcome::Binary`], `out` is left as it was.
     pub fn encode(&self, fields: &Fields, out: &mut Vec<u8>) -> RowOutcome {
+        self.encode_memo(fields, out, &mut Memo::default())
+    }
+
+    /// [`RowEncoder::encode`], reusing the wire value of a time column
+    /// whose text is the one it had in the row before (`memo`, kept by the
+    /// caller across the rows it encodes with this encoder): rows of
+    /// time-series data come in groups that share their time (every device
+    /// at each tick), and a timestamp is the costliest value to read after
+    /// a float.
+    pub fn encode_memo(&self, fields: &Fields, out: &mut Vec<u8>, memo: &mut Memo) -> RowOutcome {
         if fields.len() != self.columns.len() {
             return RowOutcome::FieldCount { expected: self.columns.len(), found: fields.len() };
         }
@@ -66,12 +76,20 @@ impl RowEncoder {
                 out.truncate(start);
                 return RowOutcome::NeedsServer { first: i };
             };
+            let remembered = matches!(ty, PgType::Timestamptz | PgType::Timestamp | PgType::Date);
+            if remembered && let Some(wire) = memo.recall(i, value) {
+                out.extend_from_slice(wire);
+                continue;
+            }
             let at = out.len();
             out.extend_from_slice(&[0; 4]);
             match encode_text(ty, value, &self.ctx, out).and_then(|()| self.round(col, out, at + 4)) {
                 Ok(()) => {
                     let len = (out.len() - at - 4) as i32;
                     out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+                    if remembered {
+                        memo.keep(i, value, &out[at..]);
+                    }
                 }
                 Err(ValueError::NeedsServer) => {
                     out.truncate(start);
@@ -126,6 +144,32 @@ impl RowEncoder {
             out.extend_from_slice(&(micros - crate::encode::PG_EPOCH_OFFSET_MICROS).to_be_bytes());
             self.round(col, out, 0)
         }))
+    }
+}
+
+/// The last text and wire value (length word and bytes) of each time
+/// column, for [`RowEncoder::encode_memo`].
+#[derive(Debug, Default)]
+pub struct Memo {
+    /// By column: (text, wire).
+    last: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Memo {
+    #[inline]
+    fn recall(&self, column: usize, text: &[u8]) -> Option<&[u8]> {
+        self.last.get(column).filter(|(t, w)| !w.is_empty() && t.as_slice() == text).map(|(_, w)| w.as_slice())
+    }
+
+    fn keep(&mut self, column: usize, text: &[u8], wire: &[u8]) {
+        if self.last.len() <= column {
+            self.last.resize_with(column + 1, Default::default);
+        }
+        let (t, w) = &mut self.last[column];
+        t.clear();
+        t.extend_from_slice(text);
+        w.clear();
+        w.extend_from_slice(wire);
     }
 }
 
@@ -219,6 +263,39 @@ mod tests {
         assert!(matches!(e.encode(&fields(&[Some("1x"), Some("x"), None]), &mut out), RowOutcome::Invalid { column: 0, .. }));
         assert_eq!(e.encode(&fields(&[Some("1")]), &mut out), RowOutcome::FieldCount { expected: 3, found: 1 });
         assert_eq!(out, [1, 2]);
+    }
+
+    #[test]
+    fn a_remembered_time_is_the_one_encoded_afresh() {
+        let col = |n: &str, oid, ty, typmod| TargetColumn { name: n.into(), type_oid: oid, ty: Some(ty), typmod };
+        let e = RowEncoder::new(
+            vec![col("t", 1184, PgType::Timestamptz, 0), col("d", 1082, PgType::Date, -1), col("v", 701, PgType::Float8, -1)],
+            EncodeContext::default(),
+        );
+        let rows = [
+            ["2021-06-01 00:00:00.7+00", "2021-06-01", "1.5"],
+            ["2021-06-01 00:00:00.7+00", "2021-06-01", "2.5"],
+            ["2021-06-01 00:00:00.7+00", "2021-06-0x", "2.5"],
+            ["2021-06-01 00:00:00.7+00", "2021-06-01", "3.5"],
+            ["2021-06-01 00:00:01.2+00", "2021-06-02", "4.5"],
+            ["2021-06-01 00:00:00.7+00", "2021-06-02", "5.5"],
+        ];
+        let mut memo = Memo::default();
+        for r in rows {
+            let f = fields(&r.map(Some));
+            let (mut fresh, mut remembered) = (Vec::new(), Vec::new());
+            let want = e.encode(&f, &mut fresh);
+            assert_eq!(e.encode_memo(&f, &mut remembered, &mut memo), want, "{r:?}");
+            assert_eq!(remembered, fresh, "{r:?}");
+        }
+        // Rounded to the typmod (0: whole seconds) when remembered too: .7 is the next second.
+        let mut out = Vec::new();
+        e.encode_memo(&fields(&rows[0].map(Some)), &mut out, &mut memo);
+        let mut ranges = Vec::new();
+        field_ranges(&out, &mut ranges);
+        let (at, _) = ranges[0].expect("a time");
+        let micros = i64::from_be_bytes(out[at..at + 8].try_into().expect("8 bytes"));
+        assert_eq!(micros % 1_000_000, 0);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use chute_core::parse::csv::{CsvOptions, CsvParser};
 use chute_core::parse::jsonl::JsonlParser;
 use chute_core::parse::text::{TextOptions, TextParser};
 use chute_core::parse::{ChunkEnd, Fields, Format, RecordError, RecordPos};
-use chute_core::rowenc::{RowEncoder, RowOutcome, write_text_row};
+use chute_core::rowenc::{Memo, RowEncoder, RowOutcome, write_text_row};
 
 use super::super::input::{self, InputSpec};
 use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
@@ -92,6 +92,7 @@ impl Kind for Delimited {
         let mut filed = Filed::default();
         (filed.by_ref, filed.reserve) = (self.by_ref, chunk.data.len());
         let mut row = Vec::new();
+        let mut memo = Memo::default();
         let mut rc = routing.ctx();
         let mut parse_errors = Vec::new();
         let mut on_record = |fields: &Fields, pos: RecordPos| {
@@ -101,7 +102,7 @@ impl Kind for Delimited {
             // Encoded where the last row went: filed there without a copy when it goes there too.
             let staging = filed.staging();
             let start = staging.len();
-            match encoder.encode(fields, staging) {
+            match encoder.encode_memo(fields, staging, &mut memo) {
                 RowOutcome::Binary => {
                     let routed = routing.route(&mut rc, &staging[start..]);
                     filed.file_staged(routing, routed, 0, raw, at);
