@@ -173,18 +173,19 @@ fn split_plain(content: &[u8], delimiter: u8, null: &[u8], fields: &mut Fields) 
     };
     let words = content.chunks_exact(8);
     let tail = words.remainder();
-    let mut base = 0;
+    // Where the current word starts in `content` (`base` is where `content` starts in `fields`).
+    let mut at = 0;
     for word in words {
         let mut found = byte_mask(u64::from_le_bytes(word.try_into().expect("8 bytes")), delimiter);
         while found != 0 {
-            field(base + (found.trailing_zeros() / 8) as usize);
+            field(at + (found.trailing_zeros() / 8) as usize);
             found &= found - 1;
         }
-        base += 8;
+        at += 8;
     }
     for (k, &b) in tail.iter().enumerate() {
         if b == delimiter {
-            field(base + k);
+            field(at + k);
         }
     }
     field(content.len());
@@ -193,7 +194,7 @@ fn split_plain(content: &[u8], delimiter: u8, null: &[u8], fields: &mut Fields) 
 /// The high bit of each byte of `word` that equals `byte`, and no other bit
 /// (exact: no false positives from carries between bytes).
 #[inline]
-pub(super) fn byte_mask(word: u64, byte: u8) -> u64 {
+fn byte_mask(word: u64, byte: u8) -> u64 {
     const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     let x = word ^ u64::from_ne_bytes([byte; 8]);
     // A byte's high bit ends up set iff the byte of `x` is zero.
