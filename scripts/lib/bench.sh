@@ -54,3 +54,41 @@ ceiling_start() {
   [ -n "$url" ] || { echo "$sh failed: $ceiling_out" >&2; exit 1; }
   at_exit "$stop_cmd; case '$server_dir' in */chute-ceiling-server.*) rm -rf '$server_dir';; esac"
 }
+
+# CPU accounting, for the CPU-per-row tables (issue 34): on a machine whose
+# cores the loader and the server share, the rate a cell can reach is the
+# cores over the CPU both spend on a row.
+#
+#   server_cpu               CPU seconds (user + system) ceiling_start's server
+#                            has used so far: the postmaster's own, its ended
+#                            children's (in its cutime/cstime once it waited
+#                            for them) and its live children's, from /proc
+#   cpu_timed FILE CMD...    runs CMD, appending "user+system seconds" of CMD
+#                            and its children to FILE (through /usr/bin/time)
+#   cpu_line N CPU S0 S1 W   "loader-µs server-µs busy" for N rows: CPU seconds
+#                            of the loader, the server's readings before and
+#                            after, wall seconds (busy: the share of every core)
+[ -x /usr/bin/time ] || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; } ||
+  { echo "the CPU figures need /usr/bin/time: apt-get install time" >&2; exit 2; }
+server_cpu() {
+  local pm; pm=$(head -n1 "$server_dir/db/postmaster.pid")
+  { echo "$pm"; pgrep -P "$pm" || true; } | while read -r p; do cat "/proc/$p/stat" 2>/dev/null || true; done |
+    awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); t += $12 + $13; if (NR == 1) t += $14 + $15 } END { printf "%.2f", t / hz }'
+}
+cpu_timed() {
+  local f=$1; shift
+  /usr/bin/time -f '%U %S' -o "$f.last" "$@"
+  local rc=$?
+  tail -n1 "$f.last" | awk '{ printf "%.2f\n", $1 + $2 }' >> "$f"
+  return $rc
+}
+cpu_line() {
+  awk -v n="$1" -v c="$2" -v s0="$3" -v s1="$4" -v w="$5" -v cores="$(nproc)" \
+    'BEGIN { printf "%.3f %.3f %.2f\n", c / n * 1e6, (s1 - s0) / n * 1e6, (c + s1 - s0) / (w * cores) }'
+}
+# Medians, column by column, of the "loader-µs server-µs busy" lines in FILE.
+cpu_medians() {
+  local i out=()
+  for i in 1 2 3; do out+=("$(awk -v i="$i" '{ print $i }' "$1" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"); done
+  echo "${out[*]}"
+}
