@@ -64,6 +64,22 @@ pub enum PartitionCommand {
         #[command(flatten)]
         lock: LockArgs,
     },
+
+    /// Forget the stored policy of TABLE, a table that no longer exists
+    /// (dropped with SQL rather than with `undo`): `maintain` skips such a
+    /// policy with a warning until then, and a new table of that name would
+    /// inherit it.
+    #[command(after_help = "EXAMPLES:
+    chute partition forget metrics --dry-run   # the SQL it would run
+    chute partition forget metrics")]
+    Forget {
+        table: String,
+        /// Print the SQL plan and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        lock: LockArgs,
+    },
 }
 
 #[derive(Debug, Args)]

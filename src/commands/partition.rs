@@ -3,13 +3,15 @@
 use std::time::Duration;
 
 use anyhow::Context;
+use chute_core::doctor::shell_word;
 use chute_core::ident::QualifiedName;
 use chute_core::partman::interval::Span;
 use chute_core::partman::policy::{parse_duration, parse_instant};
 use chute_core::partman::{HashSub, KeyType, Plan, Policy, Retention, RetentionMode, Step};
 use chute_engine::ConnectOptions;
+use chute_engine::catalog::CatalogError;
 use chute_engine::exec::{ExecSettings, StepEvent};
-use chute_engine::partman::{CreateRequest, PartitionManager, TableStatus};
+use chute_engine::partman::{CreateRequest, PartitionManager, PartmanError, TableStatus};
 use jiff::tz::TimeZone;
 
 use crate::Outcome;
@@ -33,6 +35,7 @@ pub async fn run(conn: &ConnArgs, cmd: PartitionCommand) -> anyhow::Result<Outco
         PartitionCommand::Maintain(a) => maintain(&opts, a).await,
         PartitionCommand::Status { tables, json, now } => status(&opts, tables, json, now).await,
         PartitionCommand::Undo { table, dry_run, lock } => undo(&opts, &table, dry_run, &lock).await,
+        PartitionCommand::Forget { table, dry_run, lock } => forget(&opts, &table, dry_run, &lock).await,
         PartitionCommand::Set(a) => {
             anyhow::ensure!(a.upsert.on_conflict.is_some(), "say what to set: --on-conflict error|nothing|update");
             set_upsert(&opts, &table_name(&a.table)?, &a.upsert).await?;
@@ -314,10 +317,30 @@ async fn maintain_once(
                     eprintln!("chute: maintained {t}: {}", summarize(&plan));
                 }
             }
+            // A policy left by a table dropped with SQL: nothing to maintain there, and
+            // no reason to fail the other tables' runs (a cron job's) until it is forgotten.
+            Err(PartmanError::Catalog(CatalogError::NoTable(_))) if named.is_empty() => {
+                let fix = format!("chute partition forget {}", shell_word(&t.to_string()));
+                if a.plan.json {
+                    println!("{}", serde_json::json!({ "table": t.to_string(), "skipped": "the table no longer exists", "fix": fix }));
+                } else {
+                    eprintln!(
+                        "chute: warning: skipped {t}: chute keeps a partition policy for it, but the table no longer exists (dropped with SQL?); `{fix}` removes the policy"
+                    );
+                }
+            }
             Err(e) => {
                 failed += 1;
+                let gone = matches!(e, PartmanError::Catalog(CatalogError::NoTable(_)));
+                let mut e = e.to_string();
+                if gone {
+                    e += &format!(
+                        "; if it was dropped with SQL, `chute partition forget {}` removes its policy",
+                        shell_word(&t.to_string())
+                    );
+                }
                 if a.plan.json {
-                    println!("{}", serde_json::json!({ "table": t.to_string(), "error": e.to_string() }));
+                    println!("{}", serde_json::json!({ "table": t.to_string(), "error": e }));
                 } else {
                     eprintln!("chute: error: maintaining {t}: {e}");
                 }
@@ -415,6 +438,18 @@ fn print_status(s: &TableStatus) {
 /// Sizes as indicatif writes them (`1.50 MiB`).
 fn human_bytes(b: i64) -> String {
     indicatif::HumanBytes(b.max(0) as u64).to_string()
+}
+
+async fn forget(opts: &ConnectOptions, table: &str, dry_run: bool, lock: &LockArgs) -> anyhow::Result<Outcome> {
+    let name = table_name(table)?;
+    let mut mgr = PartitionManager::connect(opts, exec_settings(lock)?).await?;
+    let plan = mgr.forget(&name, dry_run, &mut step_printer(false)).await?;
+    if dry_run {
+        report_plan(&name, &plan, true, false);
+    } else {
+        eprintln!("chute: forgot the partition policy of {name}; `chute partition maintain` no longer visits it");
+    }
+    Ok(Outcome::Ok)
 }
 
 async fn undo(opts: &ConnectOptions, table: &str, dry_run: bool, lock: &LockArgs) -> anyhow::Result<Outcome> {

@@ -735,18 +735,44 @@ async fn rows_in_the_default_of_hand_made_tables_move_into_new_partitions() {
 }
 
 #[tokio::test]
-async fn a_policy_whose_table_was_dropped_is_a_finding_with_its_fix_not_an_error() {
+async fn a_policy_whose_table_was_dropped_is_skipped_by_maintain_found_by_doctor_and_forgotten() {
     let db = shared().fresh_db("doctor_orphan").await;
     let url = db.url();
     let c = db.client().await;
     create_time_partitioned(&url, "gone", COLS, "1h", &[]);
+    create_time_partitioned(&url, "kept", COLS, "1h", &[]);
     c.batch_execute("DROP TABLE gone").await.unwrap();
+    let maintain = |args: &[&str], code: i32| run_expect(chute().args(["--url", &url, "partition", "maintain"]).args(args), code);
+    // Every table: the others are maintained, the orphan is skipped with what to do.
+    let (_, err) = maintain(&[], 0);
+    assert!(err.contains("skipped public.gone") && err.contains("chute partition forget public.gone"), "{err}");
+    assert!(err.contains("maintained public.kept"), "{err}");
+    let (out, _) = maintain(&["--json"], 0);
+    let skipped: Value = out.lines().find(|l| l.contains("skipped")).map(|l| serde_json::from_str(l).unwrap()).expect(&out);
+    assert_eq!(skipped["fix"], "chute partition forget public.gone", "{out}");
+    // Named, it is an error that says the same.
+    let (_, err) = maintain(&["gone"], 2);
+    assert!(err.contains("chute partition forget gone"), "{err}");
+
     let (v, code) = doctor(&url, &[]);
     assert_eq!(code, 1, "{v}");
     let f = finding(&v, "policy_orphaned", "public.gone");
     assert_eq!(f["severity"], "warning");
-    let fix = f["fix"][0].as_str().unwrap().to_owned();
-    c.batch_execute(&fix).await.unwrap();
+    assert_eq!(f["fix"][0], "chute partition forget public.gone", "{f}");
+    // --dry-run prints the plan and changes nothing; a table that exists is refused.
+    let (plan, _) = run_expect(chute().args(["--url", &url, "partition", "forget", "gone", "--dry-run"]), 0);
+    assert!(plan.contains("DELETE FROM chute.partition_config WHERE parent_schema = 'public' AND parent_table = 'gone'"), "{plan}");
+    assert!(has(&doctor(&url, &[]).0, "policy_orphaned", "public.gone"));
+    let (_, err) = run_expect(chute().args(["--url", &url, "partition", "forget", "kept"]), 2);
+    assert!(err.contains("chute partition undo public.kept"), "{err}");
+
+    apply(&url, &c, &f).await;
     let (v, _) = doctor(&url, &[]);
     assert!(!findings(&v).iter().any(|f| f["kind"] == "policy_orphaned"), "{v}");
+    let (_, err) = maintain(&[], 0);
+    assert!(!err.contains("gone"), "{err}");
+    let kept: i64 = c.query_one("SELECT count(*) FROM chute.partition_config WHERE parent_table = 'kept'", &[]).await.unwrap().get(0);
+    assert_eq!(kept, 1, "only the orphan's policy is forgotten");
+    let (_, err) = run_expect(chute().args(["--url", &url, "partition", "forget", "gone"]), 2);
+    assert!(err.contains("no chute policy for gone"), "{err}");
 }

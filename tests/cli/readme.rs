@@ -65,10 +65,12 @@ const SETUPS: &[(&str, &str)] = &[
     // The Parquet and Arrow files of docs/parquet.md, written by pyarrow (see `setup_files`).
     ("parquet-inputs", ":"),
     (
-        // `chute partition create` of existing, empty tables.
+        // `chute partition create` of existing, empty tables; a policy whose table was dropped with SQL.
         "partition-tables",
         r#"sql -c "CREATE TABLE events (ts timestamptz NOT NULL, dev_id int NOT NULL, payload jsonb)" \
-    -c "CREATE TABLE ledger (id bigint NOT NULL, amount numeric)""#,
+    -c "CREATE TABLE ledger (id bigint NOT NULL, amount numeric)"
+chute partition create old_metrics --columns "time timestamptz not null" --key time --interval 1h 2>/dev/null
+sql -c "DROP TABLE old_metrics""#,
     ),
     (
         // The files and tables of the `chute load` examples, each a few rows.

@@ -387,6 +387,52 @@ impl PartitionManager {
         Ok(plan)
     }
 
+    /// Forgets the stored policy of a table that no longer exists (dropped
+    /// with SQL, not with `partition undo`), so that `partition maintain`
+    /// stops reporting it and a new table of that name does not inherit it.
+    /// A table given without a schema matches a policy of that name in any
+    /// schema when only one has it. Refused while the table exists.
+    pub async fn forget(&mut self, table: &QualifiedName, dry_run: bool, report: StepReporter<'_>) -> Result<Plan, PartmanError> {
+        let matching: Vec<Policy> = self
+            .policies()
+            .await?
+            .into_iter()
+            .filter(|p| {
+                let schema = |n: &QualifiedName| n.schema.clone().unwrap_or_else(|| "public".into());
+                p.parent.name == table.name && (table.schema.is_none() || schema(&p.parent) == schema(table))
+            })
+            .collect();
+        let policy = match matching.as_slice() {
+            [one] => one,
+            [] => {
+                return Err(PartmanError::Refused(format!(
+                    "no chute policy for {table}: `chute partition list` shows the tables that have one"
+                )));
+            }
+            many => {
+                let names: Vec<String> = many.iter().map(|p| p.parent.to_string()).collect();
+                return Err(PartmanError::Refused(format!(
+                    "policies for {} tables are named {}: {}; name the schema too",
+                    many.len(),
+                    table.name,
+                    names.join(", ")
+                )));
+            }
+        };
+        let parent = &policy.parent;
+        if catalog::table_info(&self.client, parent).await?.is_some() {
+            return Err(PartmanError::Refused(format!(
+                "{parent} exists, and forget is for the policy of a table that is gone: `chute partition undo {parent}` turns it back into a plain table and forgets its policy"
+            )));
+        }
+        let records: bool = self.client.query_one("SELECT to_regclass('chute.retention_inflight') IS NOT NULL", &[]).await?.get(0);
+        let plan = planner::plan_forget(parent, &maintained_key(parent), records);
+        if !dry_run {
+            exec::run_plan(&mut self.client, &plan, self.settings, report).await?;
+        }
+        Ok(plan)
+    }
+
     /// Takes the table's advisory lock: a session lock, because `DETACH …
     /// CONCURRENTLY` cannot run inside a transaction. Waits for another
     /// holder at most `retry_for`, then names it: an unbounded wait let a

@@ -531,6 +531,31 @@ pub fn plan_undo(parent: &QualifiedName, owned_sequences: &[(QualifiedName, Stri
     Ok(plan)
 }
 
+/// `partition forget`: the stored policy of a table that is gone (dropped
+/// with SQL rather than with `partition undo`), with what chute kept about
+/// it: when it was last maintained (`maintained_key`, a `chute.meta` key)
+/// and, when `retention_records` (that table exists), the partitions an
+/// interrupted retention left to finish.
+pub fn plan_forget(parent: &QualifiedName, maintained_key: &str, retention_records: bool) -> Plan {
+    let schema = parent.schema.clone().unwrap_or_else(|| "public".into());
+    let mut sql = vec![forget_config_sql(parent), format!("DELETE FROM chute.meta WHERE key = {}", quote_literal(maintained_key))];
+    if retention_records {
+        sql.push(format!(
+            "DELETE FROM chute.retention_inflight WHERE parent_schema = {} AND parent_table = {}",
+            quote_literal(&schema),
+            quote_literal(&parent.name)
+        ));
+    }
+    let mut plan = Plan::default();
+    plan.push(
+        StepKind::ForgetConfig { table: parent.clone() },
+        format!("forget the partition policy of {parent}, a table that no longer exists"),
+        sql,
+        true,
+    );
+    plan
+}
+
 #[cfg(test)]
 #[path = "planner_tests.rs"]
 mod tests;

@@ -348,3 +348,20 @@ fn no_table_name_ends_the_empty_check_body() {
     assert!(sql.ends_with(tag) && sql.matches(tag).count() == 2, "{sql}");
     assert!(sql.contains("USING MESSAGE"), "{sql}");
 }
+
+#[test]
+fn forgetting_a_policy_quotes_the_names_and_touches_retention_records_only_when_kept() {
+    let parent = QualifiedName::new("o'brien", "we'ird");
+    let plan = plan_forget(&parent, "maintained:\"o'brien\".\"we'ird\"", false);
+    assert_eq!(plan.steps.len(), 1);
+    assert!(matches!(&plan.steps[0].kind, StepKind::ForgetConfig { table } if *table == parent));
+    assert_eq!(
+        plan.steps[0].sql,
+        [
+            "DELETE FROM chute.partition_config WHERE parent_schema = 'o''brien' AND parent_table = 'we''ird'",
+            "DELETE FROM chute.meta WHERE key = 'maintained:\"o''brien\".\"we''ird\"'",
+        ]
+    );
+    let with = plan_forget(&parent, "k", true);
+    assert_eq!(with.steps[0].sql[2], "DELETE FROM chute.retention_inflight WHERE parent_schema = 'o''brien' AND parent_table = 'we''ird'");
+}

@@ -334,21 +334,17 @@ async fn interval_for(client: &Client, t: &QualifiedName, col: &str, bytes: i64)
 }
 
 /// A policy chute keeps for a table that is gone (dropped with SQL, not
-/// with `chute partition undo`): `chute partition maintain` fails on it.
+/// with `chute partition undo`): `chute partition maintain` skips it with a
+/// warning on every run, and a new table of that name would inherit it.
 pub(super) fn orphaned_policy(t: &QualifiedName) -> Finding {
-    let lit = |s: &str| format!("'{}'", s.replace('\'', "''"));
     Finding {
         kind: "policy_orphaned",
         severity: Severity::Warning,
         object: t.to_string(),
         summary: format!(
-            "chute keeps a partition policy for {t}, a table that no longer exists: `chute partition maintain` fails on it, and a new table of that name would inherit it"
+            "chute keeps a partition policy for {t}, a table that no longer exists: `chute partition maintain` skips it with a warning on every run, and a new table of that name would inherit it"
         ),
         evidence: vec![Evidence::new("chute.partition_config, pg_class", format!("a policy for {t}, no such table"))],
-        fix: vec![format!(
-            "DELETE FROM chute.partition_config WHERE parent_schema = {} AND parent_table = {}",
-            lit(t.schema.as_deref().unwrap_or("public")),
-            lit(&t.name)
-        )],
+        fix: vec![format!("chute partition forget {}", shell_word(&t.to_string()))],
     }
 }
