@@ -455,7 +455,8 @@ async fn a_swapped_partition_keeps_its_policies_triggers_storage_and_comments() 
          CREATE POLICY low_devices ON swp_p20210601_0100 FOR SELECT TO PUBLIC USING (dev_id < 50);
          ALTER TABLE swp_p20210601_0100 ALTER COLUMN data1 SET STATISTICS 500;
          ALTER TABLE swp_p20210601_0100 SET (fillfactor = 90);
-         COMMENT ON COLUMN swp_p20210601_0100.data2 IS 'second reading';",
+         COMMENT ON COLUMN swp_p20210601_0100.data2 IS 'second reading';
+         ALTER TABLE swp_p20210601_0000 SET (autovacuum_enabled = false);",
     )
     .await
     .unwrap();
@@ -483,6 +484,19 @@ async fn a_swapped_partition_keeps_its_policies_triggers_storage_and_comments() 
     assert_eq!(r.get::<_, i32>(3), 500);
     assert_eq!(r.get::<_, Option<String>>(4).as_deref(), Some("{fillfactor=90}"));
     assert_eq!(r.get::<_, Option<String>>(5).as_deref(), Some("second reading"));
+    // Statistics: of the key alone where autovacuum analyzes the rest after
+    // the load (not yet, or done by it), of everything where it is off.
+    let stats = |t: &str| {
+        format!(
+            "SELECT (SELECT array_agg(attname::text ORDER BY attname) FROM pg_stats WHERE tablename = '{t}' AND attname IN ('time', 'data1')),
+                    (SELECT last_autoanalyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = '{t}')"
+        )
+    };
+    let on = c.query_one(&stats("swp_p20210601_0100"), &[]).await.unwrap();
+    let off = c.query_one(&stats("swp_p20210601_0000"), &[]).await.unwrap();
+    let on_columns: Vec<String> = on.get(0);
+    assert!(on_columns == ["time"] || on.get::<_, bool>(1), "chute analyzed only the key: {on_columns:?}");
+    assert_eq!(off.get::<_, Vec<String>>(0), ["data1", "time"], "without autovacuum, every column at once");
     // The trigger works on the new table.
     c.batch_execute("UPDATE swp_p20210601_0100 SET data1 = 0 WHERE dev_id = 1").await.unwrap();
     let touched: i64 = c.query_one("SELECT count(*) FROM swp_p20210601_0100 WHERE data5 = -1", &[]).await.unwrap().get(0);

@@ -47,6 +47,8 @@ pub struct SwapFacts {
     /// `pg_get_triggerdef` of its own triggers (not those cloned from the parent, which the ATTACH makes).
     pub triggers: Vec<String>,
     pub comment: Option<String>,
+    /// The columns of its parent's partition key (see [`super::backfill::analyze_sql`]).
+    pub key_columns: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -141,7 +143,7 @@ pub fn plan_swap(facts: &SwapFacts, table: &str) -> SwapPlan {
             build.push(format!("ALTER TABLE {nq} ADD CONSTRAINT {name} {kind} USING INDEX {name}"));
         }
     }
-    build.push(format!("ANALYZE {nq}"));
+    build.push(super::backfill::analyze_sql(&new, &facts.key_columns));
     let insertable: Vec<String> = facts.columns.iter().filter(|c| c.generated.is_none()).map(|c| quote_ident(&c.name)).collect();
     let cols = insertable.join(", ");
     let mut swap = vec![
@@ -212,6 +214,7 @@ fn quote_literal(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::partman::backfill::analyze_sql;
 
     fn facts() -> SwapFacts {
         SwapFacts {
@@ -254,6 +257,7 @@ mod tests {
             policies: vec!["CREATE POLICY p ON m.r_p2021_06_01_00 USING (true)".into()],
             triggers: vec![],
             comment: Some("hour 0".into()),
+            key_columns: vec!["time".into()],
         }
     }
 
@@ -280,7 +284,7 @@ mod tests {
             p.build[2],
             "ALTER TABLE \"m\".\"chute_swap_1_ab\" ADD CONSTRAINT \"chute_swap_1_ab_i1\" PRIMARY KEY USING INDEX \"chute_swap_1_ab_i1\""
         );
-        assert_eq!(p.build.last().unwrap(), "ANALYZE \"m\".\"chute_swap_1_ab\"");
+        assert_eq!(p.build.last().unwrap(), &analyze_sql(&QualifiedName::new("m", "chute_swap_1_ab"), &["time".into()]));
         assert_eq!(p.lock, "LOCK TABLE ONLY \"m\".\"Odd\"\"r\", ONLY \"m\".\"r_p2021_06_01_00\" IN ACCESS EXCLUSIVE MODE");
         assert_eq!(
             p.move_rows,
