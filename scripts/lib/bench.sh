@@ -71,9 +71,21 @@ ceiling_start() {
 [ -x /usr/bin/time ] || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; } ||
   { echo "the CPU figures need /usr/bin/time: apt-get install time" >&2; exit 2; }
 server_cpu() {
-  local pm; pm=$(head -n1 "$server_dir/db/postmaster.pid")
-  { echo "$pm"; pgrep -P "$pm" || true; } | while read -r p; do cat "/proc/$p/stat" 2>/dev/null || true; done |
-    awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); t += $12 + $13; if (NR == 1) t += $14 + $15 } END { printf "%.2f", t / hz }'
+  local pm own own2 kids
+  pm=$(head -n1 "$server_dir/db/postmaster.pid")
+  # A backend reaped between the readings would be in neither: read the
+  # postmaster before and after its children, until nothing moved between.
+  while :; do
+    own=$(_ticks "$pm" 1)
+    kids=$(for p in $(pgrep -P "$pm" || true); do _ticks "$p" 0; done | awk '{ s += $1 } END { print s + 0 }')
+    own2=$(_ticks "$pm" 1)
+    [ "$own" != "$own2" ] || break
+  done
+  awk -v t="$((own + kids))" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }'
+}
+# Clock ticks of process $1 (user + system), with its waited-for children's when $2 is 1.
+_ticks() {
+  sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk -v all="$2" '{ print $12 + $13 + (all ? $14 + $15 : 0) }' || true
 }
 cpu_timed() {
   local f=$1; shift
