@@ -353,19 +353,7 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<Result<
         )
         .await?
         .map(|r| QualifiedName::new(r.get::<_, String>(0), r.get::<_, String>(1)));
-    // The columns of its parent's partition key (expressions have none).
-    let key_columns = c
-        .query(
-            "SELECT a.attname::text FROM pg_inherits i JOIN pg_partitioned_table pt ON pt.partrelid = i.inhparent
-             CROSS JOIN LATERAL unnest(pt.partattrs::int2[]) WITH ORDINALITY AS k(attnum, n)
-             JOIN pg_attribute a ON a.attrelid = pt.partrelid AND a.attnum = k.attnum
-             WHERE i.inhrelid = $1 ORDER BY k.n",
-            &[&oid],
-        )
-        .await?
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .collect();
+    let key_columns = key_columns(c, oid).await?;
     Ok(Ok(SwapFacts {
         leaf: t.leaf.clone(),
         parent: QualifiedName::new(r.get::<_, String>(11), r.get::<_, String>(12)),
@@ -386,6 +374,21 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<Result<
         comment: r.get(5),
         key_columns,
     }))
+}
+
+/// The columns of the partition key of `leaf`'s parent, in key order
+/// (expressions have none).
+async fn key_columns(c: &Transaction<'_>, leaf: u32) -> Result<Vec<String>, tokio_postgres::Error> {
+    let rows = c
+        .query(
+            "SELECT a.attname::text FROM pg_inherits i JOIN pg_partitioned_table pt ON pt.partrelid = i.inhparent
+             CROSS JOIN LATERAL unnest(pt.partattrs::int2[]) WITH ORDINALITY AS k(attnum, n)
+             JOIN pg_attribute a ON a.attrelid = pt.partrelid AND a.attnum = k.attnum
+             WHERE i.inhrelid = $1 ORDER BY k.n",
+            &[&leaf],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 fn storage(s: &str) -> Option<&'static str> {
