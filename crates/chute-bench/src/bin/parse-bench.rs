@@ -5,8 +5,15 @@
 //! speed, which the loader's figures are too noisy to show.
 //!
 //! ```text
-//! cargo run --release -p chute-bench --bin parse-bench -- [--rows N] [--runs K] [--chunk-kib C]
+//! cargo run --release -p chute-bench --bin parse-bench -- [--rows N] [--runs K] [--chunk-kib C] [--conditions FILE] [--only CASE]
 //! ```
+//!
+//! With `--conditions FILE` (a file of `chute gen conditions`), one more
+//! case parses its first `--rows` rows as CSV and encodes each into a binary
+//! COPY row (`RowEncoder::encode_memo`, columns timestamptz, int4 and five
+//! float8) as the loader's parse threads do: the client's CPU per row
+//! without the server beside it, which `chute load`'s own figures on this
+//! 2-core machine cannot show within a few percent.
 //!
 //! Each case is the `conditions` shape (time, device, five numbers; about
 //! 75 bytes a row) in one format: plain rows, and rows with a quoted (CSV)
@@ -21,6 +28,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use chute_core::parse::{ChunkEnd, CsvOptions, CsvParser, Format, TextOptions, TextParser};
+use chute_core::rowenc::{Memo, RowEncoder, RowOutcome, TargetColumn};
+use chute_core::value::{EncodeContext, PgType};
 
 struct Case {
     name: &'static str,
@@ -28,6 +37,8 @@ struct Case {
     input: Vec<u8>,
     /// Where each chunk ends, as a reader cuts the input.
     cuts: Vec<usize>,
+    /// Each record is also encoded into a binary row with this encoder.
+    encoder: Option<RowEncoder>,
 }
 
 /// Row `i` in `delimiter`-separated form; `special` is put in the device
@@ -77,6 +88,8 @@ fn cuts(parser: &dyn Format, input: &[u8], chunk: usize) -> Vec<usize> {
 fn run(case: &Case) -> (u64, f64) {
     let mut records = 0u64;
     let mut bytes = 0usize;
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut memo = Memo::default();
     let began = Instant::now();
     let (mut start, mut line) = (0usize, 1u64);
     for &end in &case.cuts {
@@ -87,7 +100,16 @@ fn run(case: &Case) -> (u64, f64) {
             start as u64,
             &mut |fields, _| {
                 records += 1;
-                bytes += fields.get(1).map_or(0, <[u8]>::len);
+                match &case.encoder {
+                    Some(encoder) => {
+                        if out.len() > (1 << 20) - 1024 {
+                            bytes += out.len();
+                            out.clear();
+                        }
+                        assert_eq!(encoder.encode_memo(fields, &mut out, &mut memo), RowOutcome::Binary, "{}", case.name);
+                    }
+                    None => bytes += fields.get(1).map_or(0, <[u8]>::len),
+                }
             },
             &mut |e| panic!("{}: {e}", case.name),
         );
@@ -98,6 +120,27 @@ fn run(case: &Case) -> (u64, f64) {
     let took = began.elapsed().as_secs_f64();
     black_box(bytes);
     (records, took)
+}
+
+/// The encoder of the `conditions` table: timestamptz, int4, five float8.
+fn conditions_encoder() -> RowEncoder {
+    let column = |name: &str, type_oid: u32, ty: PgType| TargetColumn { name: name.into(), type_oid, ty: Some(ty), typmod: -1 };
+    let mut columns = vec![column("time", 1184, PgType::Timestamptz), column("dev_id", 23, PgType::Int4)];
+    columns.extend((1..=5).map(|i| column(&format!("data{i}"), 701, PgType::Float8)));
+    RowEncoder::new(columns, EncodeContext::default())
+}
+
+/// The first `rows` lines of `path`.
+fn first_rows(path: &str, rows: u64) -> Vec<u8> {
+    let all = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let end = all
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .map(|(i, _)| i)
+        .nth(rows as usize - 1)
+        .unwrap_or_else(|| panic!("{path} has fewer than {rows} rows"));
+    all[..=end].to_vec()
 }
 
 fn arg(args: &[String], name: &str, default: u64) -> u64 {
@@ -114,17 +157,34 @@ fn main() {
     let chunk = arg(&args, "--chunk-kib", 1024) as usize * 1024;
     let csv = |opts: CsvOptions| -> Box<dyn Format> { Box::new(CsvParser::new(opts).expect("valid CSV options")) };
     let text = |opts: TextOptions| -> Box<dyn Format> { Box::new(TextParser::new(opts).expect("valid text options")) };
-    let specs: Vec<(&'static str, Box<dyn Format>, Vec<u8>)> = vec![
-        ("csv plain", csv(CsvOptions { expected_fields: Some(7), ..CsvOptions::default() }), input(rows, b',', None)),
-        ("csv quoted", csv(CsvOptions { expected_fields: Some(7), ..CsvOptions::default() }), input(rows, b',', Some("\"_,\""))),
-        ("text plain", text(TextOptions { expected_fields: Some(7), ..TextOptions::default() }), input(rows, b'\t', None)),
-        ("text escaped", text(TextOptions { expected_fields: Some(7), ..TextOptions::default() }), input(rows, b'\t', Some("\\t"))),
+    let only = args.iter().position(|a| a == "--only").map(|i| args.get(i + 1).expect("--only takes a case name").as_str());
+    let wanted = |name: &str| only.is_none_or(|o| o == name);
+    let csv_opts = || CsvOptions { expected_fields: Some(7), ..CsvOptions::default() };
+    let text_opts = || TextOptions { expected_fields: Some(7), ..TextOptions::default() };
+    let mut specs: Vec<(&'static str, Box<dyn Format>, Vec<u8>)> = Vec::new();
+    // Each case's input is made only when the case runs (`--only`).
+    let made: [(&'static str, &dyn Fn() -> (Box<dyn Format>, Vec<u8>)); 4] = [
+        ("csv plain", &|| (csv(csv_opts()), input(rows, b',', None))),
+        ("csv quoted", &|| (csv(csv_opts()), input(rows, b',', Some("\"_,\"")))),
+        ("text plain", &|| (text(text_opts()), input(rows, b'\t', None))),
+        ("text escaped", &|| (text(text_opts()), input(rows, b'\t', Some("\\t")))),
     ];
+    for (name, make) in made {
+        if wanted(name) {
+            let (parser, input) = make();
+            specs.push((name, parser, input));
+        }
+    }
+    let conditions = args.iter().position(|a| a == "--conditions").map(|i| args.get(i + 1).expect("--conditions takes a file"));
+    if let Some(path) = conditions.filter(|_| wanted("csv+encode")) {
+        specs.push(("csv+encode", csv(csv_opts()), first_rows(path, rows)));
+    }
     let cases: Vec<Case> = specs
         .into_iter()
         .map(|(name, parser, input)| {
             let cuts = cuts(parser.as_ref(), &input, chunk);
-            Case { name, parser, input, cuts }
+            let encoder = (name == "csv+encode").then(conditions_encoder);
+            Case { name, parser, input, cuts, encoder }
         })
         .collect();
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
@@ -136,11 +196,11 @@ fn main() {
         }
     }
     println!("{rows} rows, {runs} runs, chunks of {} KiB, one core (M rows/s)", chunk / 1024);
-    println!("{:<14} {:>8} {:>8} {:>10}", "case", "median", "best", "bytes/row");
+    println!("{:<14} {:>8} {:>8} {:>10} {:>10}", "case", "median", "best", "bytes/row", "ns/row");
     for (case, rates) in cases.iter().zip(&mut rates) {
         rates.sort_by(f64::total_cmp);
         let median = rates[rates.len() / 2];
         let best = rates[rates.len() - 1];
-        println!("{:<14} {median:>8.2} {best:>8.2} {:>10.1}", case.name, case.input.len() as f64 / rows as f64);
+        println!("{:<14} {median:>8.2} {best:>8.2} {:>10.1} {:>10.1}", case.name, case.input.len() as f64 / rows as f64, 1e3 / median);
     }
 }
