@@ -122,6 +122,9 @@ fn run(case: &Case) -> (u64, f64) {
     (records, took)
 }
 
+/// Makes a case's parser and input.
+type MakeCase<'a> = dyn Fn() -> (Box<dyn Format>, Vec<u8>) + 'a;
+
 /// The encoder of the `conditions` table: timestamptz, int4, five float8.
 fn conditions_encoder() -> RowEncoder {
     let column = |name: &str, type_oid: u32, ty: PgType| TargetColumn { name: name.into(), type_oid, ty: Some(ty), typmod: -1 };
@@ -163,7 +166,7 @@ fn main() {
     let text_opts = || TextOptions { expected_fields: Some(7), ..TextOptions::default() };
     let mut specs: Vec<(&'static str, Box<dyn Format>, Vec<u8>)> = Vec::new();
     // Each case's input is made only when the case runs (`--only`).
-    let made: [(&'static str, &dyn Fn() -> (Box<dyn Format>, Vec<u8>)); 4] = [
+    let made: [(&'static str, &MakeCase<'_>); 4] = [
         ("csv plain", &|| (csv(csv_opts()), input(rows, b',', None))),
         ("csv quoted", &|| (csv(csv_opts()), input(rows, b',', Some("\"_,\"")))),
         ("text plain", &|| (text(text_opts()), input(rows, b'\t', None))),
