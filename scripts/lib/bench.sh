@@ -68,8 +68,8 @@ ceiling_start() {
 #   cpu_line N CPU S0 S1 W   "loader-µs server-µs busy" for N rows: CPU seconds
 #                            of the loader, the server's readings before and
 #                            after, wall seconds (busy: the share of every core)
-[ -x /usr/bin/time ] || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; } ||
-  { echo "the CPU figures need /usr/bin/time: apt-get install time" >&2; exit 2; }
+# scripts/ensure-deps, which the benchmark scripts run first, installs it.
+[ -x /usr/bin/time ] || { echo "the CPU figures need /usr/bin/time: scripts/ensure-deps installs it (or apt-get install time)" >&2; exit 2; }
 server_cpu() {
   local pm own own2 kids
   pm=$(head -n1 "$server_dir/db/postmaster.pid")

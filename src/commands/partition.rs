@@ -7,7 +7,7 @@ use chute_core::doctor::shell_word;
 use chute_core::ident::QualifiedName;
 use chute_core::partman::interval::Span;
 use chute_core::partman::policy::{parse_duration, parse_instant};
-use chute_core::partman::{HashSub, KeyType, Plan, Policy, Retention, RetentionMode, Step};
+use chute_core::partman::{HashSub, KeyType, Plan, Policy, Retention, RetentionMode, Step, StepKind};
 use chute_engine::ConnectOptions;
 use chute_engine::catalog::CatalogError;
 use chute_engine::exec::{ExecSettings, StepEvent};
@@ -34,8 +34,8 @@ pub async fn run(conn: &ConnArgs, cmd: PartitionCommand) -> anyhow::Result<Outco
         PartitionCommand::List { json } => list(&opts, json).await,
         PartitionCommand::Maintain(a) => maintain(&opts, a).await,
         PartitionCommand::Status { tables, json, now } => status(&opts, tables, json, now).await,
-        PartitionCommand::Undo { table, dry_run, lock } => undo(&opts, &table, dry_run, &lock).await,
-        PartitionCommand::Forget { table, dry_run, lock } => forget(&opts, &table, dry_run, &lock).await,
+        PartitionCommand::Undo { table, dry_run, lock } => release(&opts, &table, Release::Undo, dry_run, &lock).await,
+        PartitionCommand::Forget { table, dry_run, lock } => release(&opts, &table, Release::Forget, dry_run, &lock).await,
         PartitionCommand::Set(a) => {
             anyhow::ensure!(a.upsert.on_conflict.is_some(), "say what to set: --on-conflict error|nothing|update");
             set_upsert(&opts, &table_name(&a.table)?, &a.upsert).await?;
@@ -440,26 +440,41 @@ fn human_bytes(b: i64) -> String {
     indicatif::HumanBytes(b.max(0) as u64).to_string()
 }
 
-async fn forget(opts: &ConnectOptions, table: &str, dry_run: bool, lock: &LockArgs) -> anyhow::Result<Outcome> {
-    let name = table_name(table)?;
-    let mut mgr = PartitionManager::connect(opts, exec_settings(lock)?).await?;
-    let plan = mgr.forget(&name, dry_run, &mut step_printer(false)).await?;
-    if dry_run {
-        report_plan(&name, &plan, true, false);
-    } else {
-        eprintln!("chute: forgot the partition policy of {name}; `chute partition maintain` no longer visits it");
-    }
-    Ok(Outcome::Ok)
+/// `partition undo` and `partition forget`: one plan for one table, shown
+/// with `--dry-run`, else run and told in one line.
+#[derive(Clone, Copy)]
+enum Release {
+    /// Back to a plain table with all its rows; its policy forgotten.
+    Undo,
+    /// The policy of a table dropped with SQL forgotten.
+    Forget,
 }
 
-async fn undo(opts: &ConnectOptions, table: &str, dry_run: bool, lock: &LockArgs) -> anyhow::Result<Outcome> {
+async fn release(opts: &ConnectOptions, table: &str, which: Release, dry_run: bool, lock: &LockArgs) -> anyhow::Result<Outcome> {
     let name = table_name(table)?;
     let mut mgr = PartitionManager::connect(opts, exec_settings(lock)?).await?;
-    let plan = mgr.undo(&name, dry_run, &mut step_printer(false)).await?;
+    let mut printer = step_printer(false);
+    let plan = match which {
+        Release::Undo => mgr.undo(&name, dry_run, &mut printer).await?,
+        Release::Forget => mgr.forget(&name, dry_run, &mut printer).await?,
+    };
     if dry_run {
         report_plan(&name, &plan, true, false);
-    } else {
-        eprintln!("chute: {name} is a plain table again, with all its rows; its policy is forgotten");
+        return Ok(Outcome::Ok);
+    }
+    match which {
+        Release::Undo => eprintln!("chute: {name} is a plain table again, with all its rows; its policy is forgotten"),
+        Release::Forget => {
+            // The policy's own name: `forget t` finds `public.t` (or `m.t`).
+            let forgotten = plan.steps.iter().find_map(|s| match &s.kind {
+                StepKind::ForgetConfig { table } => Some(table.to_string()),
+                _ => None,
+            });
+            eprintln!(
+                "chute: forgot the partition policy of {}; `chute partition maintain` no longer visits it",
+                forgotten.unwrap_or_else(|| name.to_string())
+            )
+        }
     }
     Ok(Outcome::Ok)
 }

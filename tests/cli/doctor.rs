@@ -741,14 +741,15 @@ async fn a_policy_whose_table_was_dropped_is_skipped_by_maintain_found_by_doctor
     let c = db.client().await;
     create_time_partitioned(&url, "gone", COLS, "1h", &[]);
     create_time_partitioned(&url, "kept", COLS, "1h", &[]);
-    c.batch_execute("DROP TABLE gone").await.unwrap();
+    create_time_partitioned(&url, "gone_too", COLS, "1h", &[]);
+    c.batch_execute("DROP TABLE gone; DROP TABLE gone_too").await.unwrap();
     let maintain = |args: &[&str], code: i32| run_expect(chute().args(["--url", &url, "partition", "maintain"]).args(args), code);
     // Every table: the others are maintained, the orphan is skipped with what to do.
     let (_, err) = maintain(&[], 0);
     assert!(err.contains("skipped public.gone") && err.contains("chute partition forget public.gone"), "{err}");
     assert!(err.contains("maintained public.kept"), "{err}");
     let (out, _) = maintain(&["--json"], 0);
-    let skipped: Value = out.lines().find(|l| l.contains("skipped")).map(|l| serde_json::from_str(l).unwrap()).expect(&out);
+    let skipped: Value = out.lines().find(|l| l.contains("\"public.gone\"")).map(|l| serde_json::from_str(l).unwrap()).expect(&out);
     assert_eq!(skipped["fix"], "chute partition forget public.gone", "{out}");
     // Named, it is an error that says the same.
     let (_, err) = maintain(&["gone"], 2);
@@ -767,6 +768,9 @@ async fn a_policy_whose_table_was_dropped_is_skipped_by_maintain_found_by_doctor
     assert!(err.contains("chute partition undo public.kept"), "{err}");
 
     apply(&url, &c, &f).await;
+    // A name without its schema: the message names the policy it found.
+    let (_, err) = run_expect(chute().args(["--url", &url, "partition", "forget", "gone_too"]), 0);
+    assert!(err.contains("forgot the partition policy of public.gone_too;"), "{err}");
     let (v, _) = doctor(&url, &[]);
     assert!(!findings(&v).iter().any(|f| f["kind"] == "policy_orphaned"), "{v}");
     let (_, err) = maintain(&[], 0);

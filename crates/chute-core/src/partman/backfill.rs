@@ -13,7 +13,7 @@ use super::plan::PlanError;
 use super::planner::grant_sql;
 use super::policy::Policy;
 use super::snapshot::Grants;
-use crate::ident::{QualifiedName, quote_ident, quote_literal};
+use crate::ident::{QualifiedName, dollar_quote, quote_ident, quote_literal};
 
 /// The statements of one backfilled partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,11 +110,7 @@ pub fn analyze_sql(table: &QualifiedName, key_columns: &[String]) -> String {
     let body = format!(
         " BEGIN IF current_setting('autovacuum')::bool AND coalesce({reloption}, 'on')::bool THEN EXECUTE {key_only}; ELSE EXECUTE {all}; END IF; END "
     );
-    let mut tag = String::from("chute");
-    while body.contains(&format!("${tag}$")) {
-        tag.push('_');
-    }
-    format!("DO ${tag}${body}${tag}$")
+    format!("DO {}", dollar_quote(&body))
 }
 
 #[cfg(test)]
@@ -174,8 +170,8 @@ mod tests {
         let t = QualifiedName::new("m", "we$chute$ird");
         let sql = analyze_sql(&t, &["ti'me".into(), "dev".into()]);
         // The dollar quote is one the body does not contain.
-        assert!(sql.starts_with("DO $chute_$ BEGIN IF current_setting('autovacuum')::bool AND"), "{sql}");
-        assert!(sql.ends_with(" END $chute_$"), "{sql}");
+        assert!(sql.starts_with("DO $chute1$ BEGIN IF current_setting('autovacuum')::bool AND"), "{sql}");
+        assert!(sql.ends_with(" END $chute1$"), "{sql}");
         assert!(sql.contains("c.oid = '\"m\".\"we$chute$ird\"'::regclass AND o.option_name = 'autovacuum_enabled'"), "{sql}");
         assert!(
             sql.contains(

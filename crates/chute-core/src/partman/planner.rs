@@ -20,7 +20,7 @@ use super::interval::Span;
 use super::plan::{Plan, StepKind};
 use super::policy::{Policy, RetentionMode};
 use super::snapshot::{Grants, PartitionInfo, Snapshot};
-use crate::ident::{QualifiedName, check_length, quote_ident, quote_literal};
+use crate::ident::{QualifiedName, check_length, dollar_quote, quote_ident, quote_literal};
 
 /// Why a row's partition is not created.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -426,10 +426,15 @@ pub fn store_config_sql(policy: &Policy) -> String {
 }
 
 pub fn forget_config_sql(parent: &QualifiedName) -> String {
-    let schema = parent.schema.clone().unwrap_or_else(|| "public".into());
+    delete_of_parent("chute.partition_config", parent)
+}
+
+/// Deletes the rows of `parent` from one of chute's tables keyed by
+/// `(parent_schema, parent_table)` (a name without a schema is in `public`).
+fn delete_of_parent(chute_table: &str, parent: &QualifiedName) -> String {
     format!(
-        "DELETE FROM chute.partition_config WHERE parent_schema = {} AND parent_table = {}",
-        quote_literal(&schema),
+        "DELETE FROM {chute_table} WHERE parent_schema = {} AND parent_table = {}",
+        quote_literal(parent.schema.as_deref().unwrap_or("public")),
         quote_literal(&parent.name)
     )
 }
@@ -537,14 +542,9 @@ pub fn plan_undo(parent: &QualifiedName, owned_sequences: &[(QualifiedName, Stri
 /// and, when `retention_records` (that table exists), the partitions an
 /// interrupted retention left to finish.
 pub fn plan_forget(parent: &QualifiedName, maintained_key: &str, retention_records: bool) -> Plan {
-    let schema = parent.schema.clone().unwrap_or_else(|| "public".into());
     let mut sql = vec![forget_config_sql(parent), format!("DELETE FROM chute.meta WHERE key = {}", quote_literal(maintained_key))];
     if retention_records {
-        sql.push(format!(
-            "DELETE FROM chute.retention_inflight WHERE parent_schema = {} AND parent_table = {}",
-            quote_literal(&schema),
-            quote_literal(&parent.name)
-        ));
+        sql.push(delete_of_parent("chute.retention_inflight", parent));
     }
     let mut plan = Plan::default();
     plan.push(
@@ -571,9 +571,5 @@ mod dist_tests;
 pub(crate) fn empty_check(parent_sql: &str, shown: &str) -> String {
     let message = format!("table {shown} gained rows; nothing was changed").replace('\'', "''");
     let body = format!(" BEGIN IF EXISTS (SELECT 1 FROM {parent_sql}) THEN RAISE EXCEPTION USING MESSAGE = '{message}'; END IF; END ");
-    let mut tag = String::from("chute");
-    while body.contains(&format!("${tag}$")) {
-        tag.push('_');
-    }
-    format!("DO ${tag}${body}${tag}$")
+    format!("DO {}", dollar_quote(&body))
 }

@@ -15,7 +15,7 @@
 
 use super::planner::grant_sql;
 use super::snapshot::Grants;
-use crate::ident::{QualifiedName, quote_ident};
+use crate::ident::{QualifiedName, quote_ident, quote_literal};
 
 /// What the catalog says about the partition to replace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,10 +207,6 @@ fn column_def(c: &SwapColumn) -> String {
 }
 
 /// A string as an SQL literal (standard_conforming_strings on, as the server has by default).
-fn quote_literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
