@@ -82,14 +82,16 @@ pub struct Fields {
     /// The fields' bytes: each copied in turn, or a whole record's content
     /// copied at once with its delimiters still between them ([`Fields::hold`]).
     buf: Vec<u8>,
-    /// Field `i` is `buf[starts[i]..ends[i]]`. A NULL field is empty.
-    starts: Vec<usize>,
-    ends: Vec<usize>,
-    /// `nulls[i]` is true when field `i` is NULL.
-    nulls: Vec<bool>,
+    /// Field `i` is `buf[spans[i].0..spans[i].1]`; a NULL field's end is
+    /// [`NULL_END`]. (One vector, not three: a field is one push.)
+    spans: Vec<(usize, usize)>,
     /// Where the field being built starts in `buf`.
     open: usize,
 }
+
+/// The end of a NULL field's span in [`Fields`] (no field ends there: a
+/// record is shorter than [`MAX_RECORD_BYTES`]).
+const NULL_END: usize = usize::MAX;
 
 /// Two records' fields are equal when their values are, however they were
 /// kept.
@@ -109,27 +111,27 @@ impl Fields {
     /// The number of fields.
     #[inline]
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.spans.len()
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.spans.is_empty()
     }
 
     /// Field `i`'s bytes, or `None` when it is NULL. Panics when `i >= len()`.
     #[inline]
     pub fn get(&self, i: usize) -> Option<&[u8]> {
-        if self.nulls[i] {
-            return None;
+        match self.spans[i] {
+            (_, NULL_END) => None,
+            (start, end) => Some(&self.buf[start..end]),
         }
-        Some(&self.buf[self.starts[i]..self.ends[i]])
     }
 
     /// Whether field `i` is NULL. Panics when `i >= len()`.
     #[inline]
     pub fn is_null(&self, i: usize) -> bool {
-        self.nulls[i]
+        self.spans[i].1 == NULL_END
     }
 
     /// The fields in order, `None` for NULL.
@@ -141,9 +143,7 @@ impl Fields {
     #[inline]
     pub fn clear(&mut self) {
         self.buf.clear();
-        self.starts.clear();
-        self.ends.clear();
-        self.nulls.clear();
+        self.spans.clear();
         self.open = 0;
     }
 
@@ -176,9 +176,7 @@ impl Fields {
     /// field is its value.
     #[inline]
     pub fn finish(&mut self) {
-        self.starts.push(self.open);
-        self.ends.push(self.buf.len());
-        self.nulls.push(false);
+        self.spans.push((self.open, self.buf.len()));
         self.open = self.buf.len();
     }
 
@@ -187,9 +185,7 @@ impl Fields {
     #[inline]
     pub fn finish_null(&mut self) {
         self.buf.truncate(self.open);
-        self.starts.push(self.open);
-        self.ends.push(self.open);
-        self.nulls.push(true);
+        self.spans.push((self.open, NULL_END));
     }
 
     /// Copies a record's content in one piece (one copy, not one per
@@ -207,9 +203,7 @@ impl Fields {
     /// or a NULL.
     #[inline]
     pub(crate) fn mark(&mut self, start: usize, end: usize, null: bool) {
-        self.starts.push(start);
-        self.ends.push(if null { start } else { end });
-        self.nulls.push(null);
+        self.spans.push((start, if null { NULL_END } else { end }));
     }
 }
 
