@@ -8,7 +8,7 @@
 //! never a guess and never a false reject.
 
 use crate::parse::Fields;
-use crate::value::{EncodeContext, PgType, ValueError, apply_typmod, encode_text};
+use crate::value::{EncodeContext, PgType, ValueError, apply_typmod, encode_fixed_field, encode_text};
 
 /// One target column: its name and how its values are encoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,11 +42,38 @@ pub enum RowOutcome {
 pub struct RowEncoder {
     pub columns: Vec<TargetColumn>,
     pub ctx: EncodeContext,
+    /// How each column's values are written, decided once from its type.
+    ops: Vec<Op>,
+}
+
+/// How [`RowEncoder::encode_memo`] writes the values of one column.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    /// A number of fixed size (no typmod changes it): [`encode_fixed_field`].
+    Fixed(PgType),
+    /// A date or time: its last wire value is remembered ([`Memo`]).
+    Time(PgType),
+    /// Any other type the client encodes: [`encode_text`], then the typmod.
+    Text(PgType),
+    /// A type the client does not encode: the row goes to the server.
+    Server,
+}
+
+impl Op {
+    fn of(column: &TargetColumn) -> Op {
+        match column.ty {
+            None => Op::Server,
+            Some(ty @ (PgType::Float8 | PgType::Float4 | PgType::Int2 | PgType::Int4 | PgType::Int8)) => Op::Fixed(ty),
+            Some(ty @ (PgType::Timestamptz | PgType::Timestamp | PgType::Date)) => Op::Time(ty),
+            Some(ty) => Op::Text(ty),
+        }
+    }
 }
 
 impl RowEncoder {
     pub fn new(columns: Vec<TargetColumn>, ctx: EncodeContext) -> Self {
-        RowEncoder { columns, ctx }
+        let ops = columns.iter().map(Op::of).collect();
+        RowEncoder { columns, ctx, ops }
     }
 
     /// Appends `fields` as one binary row to `out`. On any outcome but
@@ -67,30 +94,25 @@ impl RowEncoder {
         }
         let start = out.len();
         out.extend_from_slice(&(self.columns.len() as i16).to_be_bytes());
-        for (i, col) in self.columns.iter().enumerate() {
+        for (i, op) in self.ops.iter().enumerate() {
             let Some(value) = fields.get(i) else {
                 out.extend_from_slice(&(-1i32).to_be_bytes());
                 continue;
             };
-            let Some(ty) = col.ty else {
-                out.truncate(start);
-                return RowOutcome::NeedsServer { first: i };
-            };
-            let remembered = matches!(ty, PgType::Timestamptz | PgType::Timestamp | PgType::Date);
-            if remembered && let Some(wire) = memo.recall(i, value) {
-                out.extend_from_slice(wire);
-                continue;
-            }
-            let at = out.len();
-            out.extend_from_slice(&[0; 4]);
-            match encode_text(ty, value, &self.ctx, out).and_then(|()| self.round(col, out, at + 4)) {
-                Ok(()) => {
-                    let len = (out.len() - at - 4) as i32;
-                    out[at..at + 4].copy_from_slice(&len.to_be_bytes());
-                    if remembered {
-                        memo.keep(i, value, &out[at..]);
+            let done = match *op {
+                Op::Fixed(ty) => encode_fixed_field(ty, value, out).unwrap_or(Err(ValueError::NeedsServer)),
+                Op::Time(ty) => match memo.recall(i, value) {
+                    Some(wire) => {
+                        out.extend_from_slice(wire);
+                        Ok(())
                     }
-                }
+                    None => self.encode_field(i, ty, value, out).map(|at| memo.keep(i, value, &out[at..])),
+                },
+                Op::Text(ty) => self.encode_field(i, ty, value, out).map(|_| ()),
+                Op::Server => Err(ValueError::NeedsServer),
+            };
+            match done {
+                Ok(()) => {}
                 Err(ValueError::NeedsServer) => {
                     out.truncate(start);
                     return RowOutcome::NeedsServer { first: i };
@@ -102,6 +124,27 @@ impl RowEncoder {
             }
         }
         RowOutcome::Binary
+    }
+
+    /// Appends the value `text` of column `i` (of type `ty`) as a field:
+    /// its length word and its bytes, rounded to the column's typmod.
+    /// Returns where the field starts in `out`; on an error `out` keeps
+    /// only what it had.
+    #[inline]
+    fn encode_field(&self, i: usize, ty: PgType, text: &[u8], out: &mut Vec<u8>) -> Result<usize, ValueError> {
+        let at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        match encode_text(ty, text, &self.ctx, out).and_then(|()| self.round(&self.columns[i], out, at + 4)) {
+            Ok(()) => {
+                let len = (out.len() - at - 4) as i32;
+                out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+                Ok(at)
+            }
+            Err(e) => {
+                out.truncate(at);
+                Err(e)
+            }
+        }
     }
 
     /// Rounds the value at `out[at..]` to its column's typmod.
@@ -306,6 +349,32 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A number column's field is its length word and `encode_text`'s
+        /// bytes, or the same outcome, for any text (the per-row path skips
+        /// `encode_text` for these types).
+        #[test]
+        fn numbers_encode_as_encode_text_reads_them(text in proptest::prop_oneof![
+            "[-+ ]?[0-9]{0,20}(\\.[0-9]{0,20})?([eE][-+]?[0-9]{1,4})? ?",
+            "[0-9.eE+-]{0,12}",
+            proptest::prelude::any::<String>(),
+            proptest::sample::select(["NaN", "-Infinity", "inf", "1e400", "1e-400", "4.9e-324", "32768", "-2147483649", "9223372036854775808"].map(String::from).to_vec()),
+        ], t in 0usize..5) {
+            let ty = [PgType::Float8, PgType::Float4, PgType::Int2, PgType::Int4, PgType::Int8][t];
+            let e = RowEncoder::new(vec![TargetColumn { name: "v".into(), type_oid: 0, ty: Some(ty), typmod: -1 }], EncodeContext::default());
+            let mut row = Vec::new();
+            let got = e.encode(&fields(&[Some(&text)]), &mut row);
+            let mut want = Vec::new();
+            match encode_text(ty, text.as_bytes(), &e.ctx, &mut want) {
+                Ok(()) => {
+                    proptest::prop_assert_eq!(got, RowOutcome::Binary);
+                    proptest::prop_assert_eq!(&row[2..6], &(want.len() as i32).to_be_bytes());
+                    proptest::prop_assert_eq!(&row[6..], &want[..]);
+                }
+                Err(ValueError::NeedsServer) => proptest::prop_assert_eq!(got, RowOutcome::NeedsServer { first: 0 }),
+                Err(ValueError::Invalid(reason)) => proptest::prop_assert_eq!(got, RowOutcome::Invalid { column: 0, reason }),
+            }
+        }
+
         /// An integer epoch gives the bytes (or the error) its decimal text gives, in every unit and typmod.
         #[test]
         fn integer_epochs_encode_like_their_text(v in proptest::prop_oneof![

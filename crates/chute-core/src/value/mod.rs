@@ -199,6 +199,28 @@ pub fn encode_text(ty: PgType, text: &[u8], ctx: &EncodeContext, out: &mut Vec<u
     result
 }
 
+/// One value of a fixed-size type that no typmod changes (`float4`,
+/// `float8`, `int2`, `int4`, `int8`) as a field of a binary COPY row: its
+/// length word and its bytes, appended to `out`; the bytes are
+/// [`encode_text`]'s. `None` for any other type. The encoder's per-row path
+/// calls it for these types without `encode_text`'s dispatch over all of
+/// them and without writing the length word after the value.
+#[inline]
+pub fn encode_fixed_field(ty: PgType, text: &[u8], out: &mut Vec<u8>) -> Option<Result<(), ValueError>> {
+    fn put<const N: usize>(out: &mut Vec<u8>, bytes: [u8; N]) {
+        out.extend_from_slice(&(N as i32).to_be_bytes());
+        out.extend_from_slice(&bytes);
+    }
+    Some(match ty {
+        PgType::Float8 => number::parse_float8(text).map(|v| put(out, v.to_bits().to_be_bytes())),
+        PgType::Float4 => number::parse_float4(text).map(|v| put(out, v.to_bits().to_be_bytes())),
+        PgType::Int2 => parse_int(ty, text).map(|v| put(out, (v as i16).to_be_bytes())),
+        PgType::Int4 => parse_int(ty, text).map(|v| put(out, (v as i32).to_be_bytes())),
+        PgType::Int8 => parse_int(ty, text).map(|v| put(out, v.to_be_bytes())),
+        _ => return None,
+    })
+}
+
 /// `isspace()` in the C locale: what PostgreSQL's input functions skip.
 #[inline]
 fn is_space(b: u8) -> bool {
