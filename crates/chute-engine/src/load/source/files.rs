@@ -2,7 +2,6 @@
 //! turn and cut into chunks at record ends, skipping a header (tsbs) and
 //! records too large for the memory budget (see `oversized`).
 
-use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -94,7 +93,7 @@ fn read_inputs(
                     // until the chunk is full or the input ends.
                     let asked = want - at;
                     buf.reserve(asked);
-                    match (&mut input.reader).take(asked as u64).read_to_end(&mut buf) {
+                    match input.read_append(&mut buf, asked) {
                         Ok(n) => {
                             eof |= n < asked;
                             Some(n)
@@ -104,7 +103,7 @@ fn read_inputs(
                     }
                 } else {
                     buf.resize(want, 0);
-                    let n = match input.reader.read(&mut buf[at..]) {
+                    let n = match input.read(&mut buf[at..]) {
                         Ok(n) => Some(n),
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
                         Err(e) => return Err(io_err(e)),

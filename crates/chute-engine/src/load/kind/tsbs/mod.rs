@@ -16,7 +16,6 @@
 //! lock, so a `tags` table whose unique index treats NULLs as distinct still
 //! gets one row per tag set.
 
-use std::io::Read;
 use std::sync::Arc;
 
 use chute_core::encode::PG_EPOCH_OFFSET_MICROS;
@@ -47,7 +46,7 @@ fn read_header(spec: &InputSpec) -> Result<TsbsHeader, LoadError> {
     let mut buf = Vec::new();
     let mut piece = vec![0u8; 64 << 10];
     loop {
-        let n = input.reader.read(&mut piece).map_err(|e| LoadError::Input { input: spec.display_name(), message: e.to_string() })?;
+        let n = input.read(&mut piece).map_err(|e| LoadError::Input { input: spec.display_name(), message: e.to_string() })?;
         buf.extend_from_slice(&piece[..n]);
         match parse_tsbs_header(&buf) {
             Ok(Some((h, _, _))) => return Ok(h),
