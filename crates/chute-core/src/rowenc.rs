@@ -194,7 +194,8 @@ impl RowEncoder {
 /// column, for [`RowEncoder::encode_memo`].
 #[derive(Debug, Default)]
 pub struct Memo {
-    /// By column: (text, wire).
+    /// By column: (text, wire). An empty wire is a column with nothing
+    /// kept yet (a kept one holds at least its length word).
     last: Vec<(Vec<u8>, Vec<u8>)>,
 }
 

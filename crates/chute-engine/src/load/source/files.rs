@@ -87,29 +87,23 @@ fn read_inputs(
             let filling = Instant::now();
             while buf.len() < want && !eof {
                 let at = buf.len();
-                // `None`: the input paused (a live stream waits for its producer).
-                let n = if flush_every.is_none() {
+                let read = if flush_every.is_none() {
                     // Read into the buffer's spare room (no zeroing first)
                     // until the chunk is full or the input ends.
                     let asked = want - at;
                     buf.reserve(asked);
-                    match input.read_append(&mut buf, asked) {
-                        Ok(n) => {
-                            eof |= n < asked;
-                            Some(n)
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-                        Err(e) => return Err(io_err(e)),
-                    }
+                    input.read_append(&mut buf, asked).inspect(|&n| eof |= n < asked)
                 } else {
                     buf.resize(want, 0);
-                    let n = match input.read(&mut buf[at..]) {
-                        Ok(n) => Some(n),
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-                        Err(e) => return Err(io_err(e)),
-                    };
-                    buf.truncate(at + n.unwrap_or(0));
-                    n
+                    let read = input.read(&mut buf[at..]);
+                    buf.truncate(at + read.as_ref().map_or(0, |&n| n));
+                    read
+                };
+                // `None`: the input paused (a live stream waits for its producer).
+                let n = match read {
+                    Ok(n) => Some(n),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+                    Err(e) => return Err(io_err(e)),
                 };
                 // A paused stream is waited for in pieces: a stop is heard between them.
                 if n.is_none() && cancel.load(Ordering::Relaxed) {
