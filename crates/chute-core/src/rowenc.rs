@@ -100,7 +100,7 @@ impl RowEncoder {
                 continue;
             };
             let done = match *op {
-                Op::Fixed(ty) => encode_fixed_field(ty, value, out).unwrap_or(Err(ValueError::NeedsServer)),
+                Op::Fixed(ty) => encode_fixed_field(ty, value, out),
                 Op::Time(ty) => match memo.recall(i, value) {
                     Some(wire) => {
                         out.extend_from_slice(wire);

@@ -164,7 +164,11 @@ fn main() {
     let wanted = |name: &str| only.is_none_or(|o| o == name);
     let csv_opts = || CsvOptions { expected_fields: Some(7), ..CsvOptions::default() };
     let text_opts = || TextOptions { expected_fields: Some(7), ..TextOptions::default() };
-    let mut specs: Vec<(&'static str, Box<dyn Format>, Vec<u8>)> = Vec::new();
+    let case = |name, parser: Box<dyn Format>, input: Vec<u8>, encoder| {
+        let cuts = cuts(parser.as_ref(), &input, chunk);
+        Case { name, parser, input, cuts, encoder }
+    };
+    let mut cases: Vec<Case> = Vec::new();
     // Each case's input is made only when the case runs (`--only`).
     let made: [(&'static str, &MakeCase<'_>); 4] = [
         ("csv plain", &|| (csv(csv_opts()), input(rows, b',', None))),
@@ -175,21 +179,13 @@ fn main() {
     for (name, make) in made {
         if wanted(name) {
             let (parser, input) = make();
-            specs.push((name, parser, input));
+            cases.push(case(name, parser, input, None));
         }
     }
     let conditions = args.iter().position(|a| a == "--conditions").map(|i| args.get(i + 1).expect("--conditions takes a file"));
     if let Some(path) = conditions.filter(|_| wanted("csv+encode")) {
-        specs.push(("csv+encode", csv(csv_opts()), first_rows(path, rows)));
+        cases.push(case("csv+encode", csv(csv_opts()), first_rows(path, rows), Some(conditions_encoder())));
     }
-    let cases: Vec<Case> = specs
-        .into_iter()
-        .map(|(name, parser, input)| {
-            let cuts = cuts(parser.as_ref(), &input, chunk);
-            let encoder = (name == "csv+encode").then(conditions_encoder);
-            Case { name, parser, input, cuts, encoder }
-        })
-        .collect();
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     for _ in 0..runs {
         for (case, rates) in cases.iter().zip(&mut rates) {

@@ -206,7 +206,6 @@ fn column_def(c: &SwapColumn) -> String {
     d
 }
 
-/// A string as an SQL literal (standard_conforming_strings on, as the server has by default).
 #[cfg(test)]
 mod tests {
     use super::*;

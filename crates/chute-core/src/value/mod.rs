@@ -178,11 +178,9 @@ pub fn encode_text(ty: PgType, text: &[u8], ctx: &EncodeContext, out: &mut Vec<u
     let start = out.len();
     let result = match ty {
         PgType::Bool => number::encode_bool(text, out),
-        PgType::Int2 => parse_int(PgType::Int2, text).map(|v| out.extend_from_slice(&(v as i16).to_be_bytes())),
-        PgType::Int4 => parse_int(PgType::Int4, text).map(|v| out.extend_from_slice(&(v as i32).to_be_bytes())),
-        PgType::Int8 => parse_int(PgType::Int8, text).map(|v| out.extend_from_slice(&v.to_be_bytes())),
-        PgType::Float4 => number::parse_float4(text).map(|v| out.extend_from_slice(&v.to_bits().to_be_bytes())),
-        PgType::Float8 => number::parse_float8(text).map(|v| out.extend_from_slice(&v.to_bits().to_be_bytes())),
+        ty @ (PgType::Int2 | PgType::Int4 | PgType::Int8 | PgType::Float4 | PgType::Float8) => {
+            fixed_number(ty, text).map(|(bytes, len)| out.extend_from_slice(&bytes[..len]))
+        }
         PgType::Numeric => number::encode_numeric(text, out),
         PgType::Text | PgType::Varchar | PgType::Bpchar | PgType::Json => text::encode_plain(text, out),
         PgType::Name => text::encode_name(text, out),
@@ -202,23 +200,34 @@ pub fn encode_text(ty: PgType, text: &[u8], ctx: &EncodeContext, out: &mut Vec<u
 /// One value of a fixed-size type that no typmod changes (`float4`,
 /// `float8`, `int2`, `int4`, `int8`) as a field of a binary COPY row: its
 /// length word and its bytes, appended to `out`; the bytes are
-/// [`encode_text`]'s. `None` for any other type. The encoder's per-row path
-/// calls it for these types without `encode_text`'s dispatch over all of
-/// them and without writing the length word after the value.
+/// [`encode_text`]'s. The encoder's per-row path calls it for these types
+/// without `encode_text`'s dispatch over all of them and without writing
+/// the length word after the value. Panics for any other type.
 #[inline]
-pub fn encode_fixed_field(ty: PgType, text: &[u8], out: &mut Vec<u8>) -> Option<Result<(), ValueError>> {
-    fn put<const N: usize>(out: &mut Vec<u8>, bytes: [u8; N]) {
-        out.extend_from_slice(&(N as i32).to_be_bytes());
-        out.extend_from_slice(&bytes);
+pub fn encode_fixed_field(ty: PgType, text: &[u8], out: &mut Vec<u8>) -> Result<(), ValueError> {
+    let (bytes, len) = fixed_number(ty, text)?;
+    out.extend_from_slice(&(len as i32).to_be_bytes());
+    out.extend_from_slice(&bytes[..len]);
+    Ok(())
+}
+
+/// A number of fixed size read from `text`: its binary bytes, in the
+/// first `len` of the array. Panics for a type that is no such number.
+#[inline]
+fn fixed_number(ty: PgType, text: &[u8]) -> Result<([u8; 8], usize), ValueError> {
+    fn held<const N: usize>(b: [u8; N]) -> ([u8; 8], usize) {
+        let mut a = [0; 8];
+        a[..N].copy_from_slice(&b);
+        (a, N)
     }
-    Some(match ty {
-        PgType::Float8 => number::parse_float8(text).map(|v| put(out, v.to_bits().to_be_bytes())),
-        PgType::Float4 => number::parse_float4(text).map(|v| put(out, v.to_bits().to_be_bytes())),
-        PgType::Int2 => parse_int(ty, text).map(|v| put(out, (v as i16).to_be_bytes())),
-        PgType::Int4 => parse_int(ty, text).map(|v| put(out, (v as i32).to_be_bytes())),
-        PgType::Int8 => parse_int(ty, text).map(|v| put(out, v.to_be_bytes())),
-        _ => return None,
-    })
+    match ty {
+        PgType::Float8 => number::parse_float8(text).map(|v| held(v.to_bits().to_be_bytes())),
+        PgType::Float4 => number::parse_float4(text).map(|v| held(v.to_bits().to_be_bytes())),
+        PgType::Int2 => parse_int(ty, text).map(|v| held((v as i16).to_be_bytes())),
+        PgType::Int4 => parse_int(ty, text).map(|v| held((v as i32).to_be_bytes())),
+        PgType::Int8 => parse_int(ty, text).map(|v| held(v.to_be_bytes())),
+        other => panic!("fixed_number called for {other:?}"),
+    }
 }
 
 /// `isspace()` in the C locale: what PostgreSQL's input functions skip.

@@ -142,13 +142,13 @@ pub struct Input {
     pub compression: Compression,
     /// Bytes read from the file or stdin so far (before decompression).
     pub read_bytes: Arc<AtomicU64>,
+    /// Uncompressed, the `File` (or stdin) itself after the bytes peeked at,
+    /// and `read_bytes` is counted by [`Input::read`] and
+    /// [`Input::read_append`]: a `File` fills a buffer's spare room without
+    /// zeroing it first, which a counting reader in between would make the
+    /// standard library do for every chunk (2% of the CSV loader's CPU).
+    /// Compressed, a decoder over a reader that counts what it reads.
     reader: Box<dyn Read + Send>,
-    /// `read_bytes` is counted by [`Input::read`] and [`Input::read_append`],
-    /// not by a reader in `reader`: an uncompressed file is read straight
-    /// from the `File`, which fills a buffer's spare room without zeroing
-    /// it first (a counting reader between would zero every chunk: 2% of
-    /// the CSV loader's CPU).
-    counted_here: bool,
 }
 
 impl Input {
@@ -170,7 +170,7 @@ impl Input {
     }
 
     fn count(&self, n: usize) {
-        if self.counted_here {
+        if self.compression == Compression::None {
             self.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
@@ -270,8 +270,7 @@ pub fn open_with(spec: &InputSpec, max_window: usize, idle_after: Option<std::ti
             Box::new(d)
         }
     };
-    let counted_here = compression == Compression::None;
-    Ok(Input { spec: spec.clone(), identity, total_bytes, compression, read_bytes, reader, counted_here })
+    Ok(Input { spec: spec.clone(), identity, total_bytes, compression, read_bytes, reader })
 }
 
 /// When a read of stdin may give up waiting.
