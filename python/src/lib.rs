@@ -24,7 +24,7 @@ use chute_core::partman::Span;
 use chute_engine::ConnectOptions;
 use chute_engine::load::create::{Created, Partitioning, create_table};
 use chute_engine::load::{
-    BatchStream, ColumnarInput, InputFormat, InputSpec, LoadError, LoadInput, LoadProgress, LoadReport, LoadSpec, LoadStats,
+    BatchStream, Columnar, ColumnarInput, Files, InputSpec, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats, TextFormat,
 };
 use chute_engine::setting::{Setting, name_settings_with};
 use pyo3::create_exception;
@@ -260,8 +260,15 @@ impl Common {
 }
 
 /// `create=True`: the table from the data's schema, partitioned when `key` and `interval` are given.
-fn create(py: Python<'_>, spec: &LoadSpec, key: Option<String>, interval: Option<&str>, progress: bool) -> PyResult<()> {
-    let LoadInput::Columnar { inputs } = &spec.input else {
+fn create(
+    py: Python<'_>,
+    spec: &LoadSpec,
+    columnar: Option<&Columnar>,
+    key: Option<String>,
+    interval: Option<&str>,
+    progress: bool,
+) -> PyResult<()> {
+    let Some(inputs) = columnar.map(Columnar::inputs) else {
         return Err(PyValueError::new_err("create=True makes the table from Parquet or Arrow data's schema"));
     };
     let partitioning = match (key, interval) {
@@ -271,7 +278,7 @@ fn create(py: Python<'_>, spec: &LoadSpec, key: Option<String>, interval: Option
             return Err(PyValueError::new_err("create=True partitions the table with both key= and interval= (or neither: a plain table)"));
         }
     };
-    let (target, table, inputs) = (spec.target.clone(), spec.table.clone(), inputs.clone());
+    let (target, table, inputs) = (spec.target.clone(), spec.table.clone(), inputs.to_vec());
     let made = py
         .detach(|| {
             runtime().block_on(async {
@@ -308,11 +315,12 @@ fn load(
 ) -> PyResult<Report> {
     refuse_on_conflict(on_conflict)?;
     let reader = stream_of(py, data)?;
-    let input = LoadInput::Columnar { inputs: vec![ColumnarInput::Stream(BatchStream::new("data", Box::new(reader)))] };
-    let mut spec = LoadSpec::new(target(py, url)?, table_name(table)?, input);
+    let columnar =
+        Columnar::new(vec![ColumnarInput::Stream(BatchStream::new("data", Box::new(reader)))]).map_err(|e| load_error(py, &e))?;
+    let mut spec = LoadSpec::new(target(py, url)?, table_name(table)?, Arc::new(columnar.clone()));
     Common { load_id, workers, columns, reject_file, memory_mb }.apply(&mut spec)?;
     if create {
-        self::create(py, &spec, key, interval, progress)?;
+        self::create(py, &spec, Some(&columnar), key, interval, progress)?;
     } else if key.is_some() || interval.is_some() {
         return Err(PyValueError::new_err("key= and interval= go with create=True"));
     }
@@ -349,18 +357,22 @@ fn load_file(
         None if matches!(ext.as_str(), "parquet" | "pq" | "arrow" | "feather" | "arrows" | "ipc") => "arrow".into(),
         None => "csv".into(),
     };
-    let input = match format.as_str() {
-        "parquet" | "arrow" => LoadInput::Columnar { inputs: vec![ColumnarInput::File(path)] },
-        "csv" => LoadInput::Read { inputs: vec![InputSpec::File(path)], format: InputFormat::Csv },
-        "text" => LoadInput::Read { inputs: vec![InputSpec::File(path)], format: InputFormat::Text },
-        "jsonl" => LoadInput::Read { inputs: vec![InputSpec::File(path)], format: InputFormat::Jsonl },
+    let text = |f| Files::new(vec![InputSpec::File(path.clone())], f).map(|f| Arc::new(f) as Arc<dyn chute_engine::load::Input>);
+    let (input, columnar) = match format.as_str() {
+        "parquet" | "arrow" => {
+            let c = Columnar::new(vec![ColumnarInput::File(path.clone())]).map_err(|e| load_error(py, &e))?;
+            (Arc::new(c.clone()) as Arc<dyn chute_engine::load::Input>, Some(c))
+        }
+        "csv" => (text(TextFormat::Csv).map_err(|e| load_error(py, &e))?, None),
+        "text" => (text(TextFormat::Text).map_err(|e| load_error(py, &e))?, None),
+        "jsonl" => (text(TextFormat::Jsonl).map_err(|e| load_error(py, &e))?, None),
         other => return Err(PyValueError::new_err(format!("format={other:?}: use parquet, arrow, csv, text or jsonl"))),
     };
     let mut spec = LoadSpec::new(target(py, url)?, table_name(table)?, input);
     spec.header = header;
     Common { load_id, workers, columns, reject_file, memory_mb }.apply(&mut spec)?;
     if create {
-        self::create(py, &spec, key, interval, progress)?;
+        self::create(py, &spec, columnar.as_ref(), key, interval, progress)?;
     } else if key.is_some() || interval.is_some() {
         return Err(PyValueError::new_err("key= and interval= go with create=True"));
     }

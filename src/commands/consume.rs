@@ -6,7 +6,8 @@ use chute_core::ident::QualifiedName;
 use chute_core::parse::lineproto::Precision;
 use chute_core::partman::policy::parse_duration;
 use chute_engine::consume::{self, ConsumeReport, ConsumeSpec};
-use chute_engine::load::{InputFormat, LoadInput, LoadSpec};
+use chute_engine::load::source::kafka::MessageFormat as Messages;
+use chute_engine::load::{Files, InputSpec, LoadSpec, TextFormat};
 
 use crate::Outcome;
 use crate::args::{ConnArgs, ConsumeArgs, MessageFormat};
@@ -45,11 +46,11 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
     anyhow::ensure!(!flush.is_zero(), "--flush-every must be more than 0");
     let table = QualifiedName::parse(&a.table)?;
     let format = match a.format {
-        MessageFormat::Json => InputFormat::Jsonl,
-        MessageFormat::Csv => InputFormat::Csv,
-        MessageFormat::Text => InputFormat::Text,
+        MessageFormat::Json => Messages::Text(TextFormat::Jsonl),
+        MessageFormat::Csv => Messages::Text(TextFormat::Csv),
+        MessageFormat::Text => Messages::Text(TextFormat::Text),
         MessageFormat::LineProtocol => {
-            InputFormat::LineProtocol(Precision::parse(&a.precision).map_err(|e| anyhow::anyhow!("--precision: {e}"))?)
+            Messages::LineProtocol(Precision::parse(&a.precision).map_err(|e| anyhow::anyhow!("--precision: {e}"))?)
         }
     };
     anyhow::ensure!(
@@ -71,7 +72,7 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
         options.push(option(o).context("--kafka-option")?);
     }
     // Placeholder input: each run of the consumer sets its own.
-    let input = LoadInput::Read { inputs: Vec::new(), format };
+    let input = std::sync::Arc::new(Files::new(vec![InputSpec::Stdin], TextFormat::Csv)?);
     let mut load = LoadSpec::new(settings::target(conn)?, table, input);
     load.workers = a.workers;
     load.batch_bytes = a.batch_mb << 20;
@@ -96,7 +97,7 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
         }
     }
     anyhow::ensure!(
-        fields.is_empty() || format == InputFormat::Jsonl,
+        fields.is_empty() || format == Messages::Text(TextFormat::Jsonl),
         "--key-column, --header-column and --timestamp-column fill columns of JSON messages (--format json)"
     );
     Ok(ConsumeSpec {

@@ -15,8 +15,8 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     // Everything about the input is checked before a server is chosen (and perhaps started).
     let plan = settings::load::plan(&a)?;
     let spec = plan.spec(settings::target(conn)?, &a);
-    if a.create {
-        create(&spec, &a).await?;
+    if let (true, Some(columnar)) = (a.create, plan.columnar()) {
+        create(&spec, columnar.inputs(), &a).await?;
     }
     let mut reporter = LoadReporter::new(a.json, spec.report_every, a.rates_csv.as_deref())?;
     // A signal: in-flight batches finish, the rest is left for a resume. A
@@ -52,9 +52,8 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
 }
 
 /// `--create`: the table from the data's schema, unless it exists.
-async fn create(spec: &load::LoadSpec, a: &LoadArgs) -> anyhow::Result<()> {
+async fn create(spec: &load::LoadSpec, inputs: &[load::ColumnarInput], a: &LoadArgs) -> anyhow::Result<()> {
     use chute_engine::load::create::{Created, Partitioning, create_table};
-    let load::LoadInput::Columnar { inputs } = &spec.input else { return Ok(()) };
     let partitioning = a.key.clone().zip(a.interval).map(|(key, interval)| Partitioning { key, interval });
     let mut steps = super::partition::step_printer(a.json);
     match create_table(&spec.target, &spec.table, inputs, partitioning.as_ref(), &mut steps).await? {

@@ -7,7 +7,11 @@
 use chute_core::ident::QualifiedName;
 use chute_core::value::EpochUnit;
 use chute_engine::ConnectOptions;
-use chute_engine::load::{Backfill, BatchStream, ColumnarInput, GeneratedInput, InputFormat, InputSpec, LoadInput, LoadSpec};
+use std::sync::Arc;
+
+use chute_engine::load::{
+    Backfill, BatchStream, Columnar, ColumnarInput, Files, Generated, GeneratedInput, Input, InputSpec, LoadSpec, TextFormat, TsbsFiles,
+};
 
 use super::generate;
 use crate::args::{BackfillArg, EpochArg, FormatArg, GenArg, LoadArgs, OnConflictArg};
@@ -15,7 +19,16 @@ use crate::args::{BackfillArg, EpochArg, FormatArg, GenArg, LoadArgs, OnConflict
 /// The load the arguments describe, without a server yet.
 pub struct LoadPlan {
     table: QualifiedName,
-    input: LoadInput,
+    input: Arc<dyn Input>,
+    /// Parquet and Arrow inputs, which `--create` reads the table's columns from.
+    columnar: Option<Columnar>,
+}
+
+impl LoadPlan {
+    /// The columnar inputs, when the load reads Parquet or Arrow.
+    pub fn columnar(&self) -> Option<&Columnar> {
+        self.columnar.as_ref()
+    }
 }
 
 /// Checks the arguments and chooses the input.
@@ -92,7 +105,8 @@ fn read_columnar(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
     } else {
         a.files.iter().map(|f| ColumnarInput::File(f.into())).collect()
     };
-    Ok(LoadPlan { table, input: LoadInput::Columnar { inputs } })
+    let columnar = Columnar::new(inputs)?;
+    Ok(LoadPlan { table, input: Arc::new(columnar.clone()), columnar: Some(columnar) })
 }
 
 /// Files or stdin.
@@ -109,15 +123,14 @@ fn read(a: &LoadArgs, format: FormatArg) -> anyhow::Result<LoadPlan> {
     };
     let inputs: Vec<InputSpec> =
         if files.is_empty() { vec![InputSpec::Stdin] } else { files.iter().map(|f| InputSpec::parse(f)).collect() };
-    anyhow::ensure!(inputs.iter().filter(|i| **i == InputSpec::Stdin).count() <= 1, "stdin (-) can be read only once");
     anyhow::ensure!(!(tsbs && inputs.contains(&InputSpec::Stdin)), "--format tsbs reads files (their headers name the tables), not stdin");
-    let format = match format {
-        FormatArg::Text => InputFormat::Text,
-        FormatArg::Jsonl => InputFormat::Jsonl,
-        FormatArg::Tsbs => InputFormat::Tsbs,
-        FormatArg::Csv | FormatArg::Parquet | FormatArg::Arrow => InputFormat::Csv,
+    let input: Arc<dyn Input> = match format {
+        FormatArg::Tsbs => Arc::new(TsbsFiles::new(inputs)?),
+        FormatArg::Text => Arc::new(Files::new(inputs, TextFormat::Text)?),
+        FormatArg::Jsonl => Arc::new(Files::new(inputs, TextFormat::Jsonl)?),
+        FormatArg::Csv | FormatArg::Parquet | FormatArg::Arrow => Arc::new(Files::new(inputs, TextFormat::Csv)?),
     };
-    Ok(LoadPlan { table, input: LoadInput::Read { inputs, format } })
+    Ok(LoadPlan { table, input, columnar: None })
 }
 
 /// Generated data: rows of TABLE, or a tsbs stream that names its own tables.
@@ -135,7 +148,7 @@ fn generated(a: &LoadArgs, g: GenArg) -> anyhow::Result<LoadPlan> {
                     table = generate::default_table(g)
                 )
             })?;
-            Ok(LoadPlan { table: QualifiedName::parse(table)?, input: LoadInput::Generated { workload, rows } })
+            Ok(LoadPlan { table: QualifiedName::parse(table)?, input: Arc::new(Generated::new(workload, rows)), columnar: None })
         }
         chute_core::generate::AnyWorkload::Stream(_) => {
             let tables = if g == GenArg::Iot { "tags, readings and diagnostics" } else { "tags and cpu" };
@@ -145,21 +158,17 @@ fn generated(a: &LoadArgs, g: GenArg) -> anyhow::Result<LoadPlan> {
                 a.table.as_deref().unwrap_or_default()
             );
             let input = GeneratedInput::stream(name, rows, &params).map_err(anyhow::Error::msg)?;
-            let input = LoadInput::Read { inputs: vec![InputSpec::Generated(input)], format: InputFormat::Tsbs };
-            Ok(LoadPlan { table: QualifiedName::parse("tsbs")?, input })
+            let input = Arc::new(TsbsFiles::new(vec![InputSpec::Generated(input)])?);
+            Ok(LoadPlan { table: QualifiedName::parse("tsbs")?, input, columnar: None })
         }
     }
 }
 
 impl LoadPlan {
     /// The engine's spec for the load on `target`.
-    pub fn spec(self, target: ConnectOptions, a: &LoadArgs) -> LoadSpec {
-        let reads_stdin = match &self.input {
-            LoadInput::Read { inputs, .. } => inputs.contains(&InputSpec::Stdin),
-            LoadInput::Columnar { inputs } => inputs.iter().any(|i| matches!(i, ColumnarInput::Stream(_))),
-            _ => false,
-        };
-        let mut spec = LoadSpec::new(target, self.table, self.input);
+    pub fn spec(&self, target: ConnectOptions, a: &LoadArgs) -> LoadSpec {
+        let reads_stdin = self.input.is_live();
+        let mut spec = LoadSpec::new(target, self.table.clone(), self.input.clone());
         spec.tsbs_interval = a.interval;
         spec.tsbs_schema = a.schema.clone();
         spec.header = a.header;

@@ -22,7 +22,7 @@ use chute_core::partman::{HashSub, KeyType, Policy};
 use chute_engine::ConnectOptions;
 use chute_engine::exec::ExecSettings;
 use chute_engine::load::GeneratedInput;
-use chute_engine::load::{self, InputFormat, InputSpec, LoadInput, LoadProgress, LoadSpec, LoadStats};
+use chute_engine::load::{self, Generated, InputSpec, LoadProgress, LoadSpec, LoadStats, TsbsFiles};
 use chute_engine::partman::{CreateRequest, PartitionManager, PartmanError};
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
@@ -401,17 +401,12 @@ impl CellContext<'_> {
     ) -> Result<Loaded, BenchError> {
         let row_bytes = w.row_bytes;
         let mut spec = match (rows, &w.rows) {
-            (Some(rows), _) => {
-                LoadSpec::new(self.target.options.clone(), table.clone(), LoadInput::Generated { workload: rows, rows: cell.rows })
-            }
+            (Some(rows), _) => LoadSpec::new(self.target.options.clone(), table.clone(), Arc::new(Generated::new(rows, cell.rows))),
             (None, BenchRows::Tsbs { params, rows }) => {
                 let input = GeneratedInput::stream(w.kind.name(), *rows, params).map_err(BenchError::Setup)?;
                 let input = InputSpec::Generated(input);
-                let mut spec = LoadSpec::new(
-                    self.target.options.clone(),
-                    table.clone(),
-                    LoadInput::Read { inputs: vec![input], format: InputFormat::Tsbs },
-                );
+                let files = TsbsFiles::new(vec![input]).map_err(|e| BenchError::Setup(e.to_string()))?;
+                let mut spec = LoadSpec::new(self.target.options.clone(), table.clone(), Arc::new(files));
                 spec.tsbs_schema = Some(BENCH_SCHEMA.to_owned());
                 spec
             }

@@ -2,7 +2,7 @@
 //! transactions.
 //!
 //! A consumer joins its group and loads the partitions the group gives it
-//! as one load ([`LoadInput::Kafka`]): each partition is an input of the
+//! as one load (a [`KafkaInput`]): each partition is an input of the
 //! load's journal (`journal::shared_inputs` numbers them) and a message's
 //! offset is where its rows are, so every batch records the offsets it
 //! holds in the transaction of its rows. A run reads each partition from the
@@ -22,8 +22,8 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::load::source::kafka::{KafkaConsumer, KafkaPart, KafkaRun, Watch};
-use crate::load::{InputFormat, LoadError, LoadInput, LoadProgress, LoadSpec, journal};
+use crate::load::source::kafka::{KafkaConsumer, KafkaInput, KafkaPart, KafkaRun, MessageFormat, Watch};
+use crate::load::{LoadError, LoadProgress, LoadSpec, TextFormat, journal};
 
 /// Everything a consumer needs, validated.
 #[derive(Debug, Clone)]
@@ -34,7 +34,7 @@ pub struct ConsumeSpec {
     pub brokers: String,
     pub topics: Vec<String>,
     pub group: String,
-    pub format: InputFormat,
+    pub format: MessageFormat,
     /// Stop once every partition reached the end it had at start.
     pub until_end: bool,
     /// librdkafka settings (TLS, SASL, timeouts), applied after chute's own.
@@ -82,7 +82,7 @@ pub fn load_id(group: &str, topics: &[String], table: &str) -> String {
 /// reached the end it had at start).
 pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<ConsumeReport, LoadError> {
     let began = Instant::now();
-    if !spec.fields.is_empty() && spec.format != InputFormat::Jsonl {
+    if !spec.fields.is_empty() && spec.format != MessageFormat::Text(TextFormat::Jsonl) {
         return Err(setup("the message's key, headers and timestamp fill columns of JSON messages only".into()));
     }
     let metrics = match spec.metrics_listen {
@@ -143,7 +143,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         run.dead_letter = dead_letter.clone();
         let rebalanced = run.rebalanced.clone();
         let mut load = spec.load.clone();
-        load.input = LoadInput::Kafka { run: run.clone(), format: spec.format };
+        load.input = Arc::new(KafkaInput::new(run.clone(), spec.format, spec.load.chunk_bytes));
         load.load_id = Some(id.clone());
         report.runs += 1;
         let keeper = tokio::spawn(keep_positions(run.clone(), spec.load.target.clone(), id.clone(), parts.clone()));

@@ -132,7 +132,7 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
     // The table was just made again, so every row loads: the demo's journal
     // has one fixed name and forgets what earlier runs committed.
     crate::load::journal::forget(&client, DEMO_LOAD_ID).await?;
-    let input = crate::load::LoadInput::Generated { workload: Arc::new(generator), rows: spec.rows };
+    let input = Arc::new(crate::load::Generated::new(Arc::new(generator), spec.rows));
     let mut load = LoadSpec::new(opts.clone(), QualifiedName::new(DEMO_SCHEMA, "conditions"), input);
     load.load_id = Some(DEMO_LOAD_ID.to_owned());
     let report = crate::load::run(load, progress).await?;

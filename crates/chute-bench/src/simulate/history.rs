@@ -147,7 +147,7 @@ async fn create_locked(
             r
         }
     };
-    let input = load::LoadInput::Generated { workload: Arc::new(workload(&recorded)) as Arc<dyn Workload>, rows: spec.rows };
+    let input = Arc::new(load::Generated::new(Arc::new(workload(&recorded)) as Arc<dyn Workload>, spec.rows));
     let mut load_spec = LoadSpec::new(options.clone(), table.clone(), input);
     load_spec.cancel = cancel;
     let report = load::run(load_spec, progress).await?;

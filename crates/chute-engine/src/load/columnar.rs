@@ -52,19 +52,21 @@ pub struct BatchStream {
     name: String,
     schema: SchemaRef,
     reader: Arc<Mutex<Option<Box<dyn RecordBatchReader + Send>>>>,
+    /// Read from a pipe as it is written (stdin), not handed over whole.
+    live: bool,
 }
 
 impl BatchStream {
     /// `name` is how messages and reject files call it (`stdin`, `data`).
     pub fn new(name: impl Into<String>, reader: Box<dyn RecordBatchReader + Send>) -> BatchStream {
-        BatchStream { name: name.into(), schema: reader.schema(), reader: Arc::new(Mutex::new(Some(reader))) }
+        BatchStream { name: name.into(), schema: reader.schema(), reader: Arc::new(Mutex::new(Some(reader))), live: false }
     }
 
     /// Stdin as an Arrow IPC stream (its schema is read now).
     pub fn stdin() -> Result<BatchStream, LoadError> {
         let reader = arrow_ipc::reader::StreamReader::try_new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin()), None)
             .map_err(|e| LoadError::Input { input: "stdin".into(), message: format!("not an Arrow IPC stream: {e}") })?;
-        Ok(BatchStream::new("stdin", Box::new(reader)))
+        Ok(BatchStream { live: true, ..BatchStream::new("stdin", Box::new(reader)) })
     }
 
     pub fn schema(&self) -> SchemaRef {
@@ -112,7 +114,7 @@ pub(crate) fn file_kind(path: &Path) -> Result<FileKind, LoadError> {
 }
 
 /// An input opened for reading: its schema and identity.
-pub(crate) struct Opened {
+pub(crate) struct OpenedFile {
     pub name: String,
     pub schema: SchemaRef,
     /// Path, size and modification time (files): the load id is derived
@@ -150,10 +152,10 @@ fn file_schema(p: &Path, kind: FileKind) -> Result<SchemaRef, LoadError> {
 }
 
 /// Opens an input for the load's reader (a stream is taken: read once).
-pub(crate) fn open(input: &ColumnarInput) -> Result<Opened, LoadError> {
+pub(crate) fn open(input: &ColumnarInput) -> Result<OpenedFile, LoadError> {
     match input {
         ColumnarInput::Stream(s) => {
-            Ok(Opened { name: s.name.clone(), schema: s.schema(), identity: None, size: None, how: How::Stream(s.take()?) })
+            Ok(OpenedFile { name: s.name.clone(), schema: s.schema(), identity: None, size: None, how: How::Stream(s.take()?) })
         }
         ColumnarInput::File(p) => {
             let kind = file_kind(p)?;
@@ -166,7 +168,7 @@ pub(crate) fn open(input: &ColumnarInput) -> Result<Opened, LoadError> {
                 FileKind::IpcFile => How::IpcFile(p.clone()),
                 FileKind::IpcStream => How::IpcStream(p.clone()),
             };
-            Ok(Opened {
+            Ok(OpenedFile {
                 name: p.display().to_string(),
                 schema,
                 identity: Some(super::identity::file(&canonical, meta.len(), mtime)),
@@ -174,5 +176,72 @@ pub(crate) fn open(input: &ColumnarInput) -> Result<Opened, LoadError> {
                 how,
             })
         }
+    }
+}
+
+/// Parquet files, Arrow IPC files and streams, and record batch streams
+/// made in process (a data frame), into one table: rows as record batches,
+/// numbered in their input.
+#[derive(Debug, Clone)]
+pub struct Columnar {
+    inputs: Vec<ColumnarInput>,
+}
+
+impl Columnar {
+    pub fn new(inputs: Vec<ColumnarInput>) -> Result<Columnar, LoadError> {
+        if inputs.is_empty() {
+            return Err(LoadError::Setup("no input to load".into()));
+        }
+        Ok(Columnar { inputs })
+    }
+
+    pub fn inputs(&self) -> &[ColumnarInput] {
+        &self.inputs
+    }
+}
+
+impl super::Input for Columnar {
+    fn prepare<'a>(
+        &'a self,
+        spec: &'a super::LoadSpec,
+        control: &'a tokio_postgres::Client,
+        progress: &'a mut dyn super::LoadProgress,
+    ) -> futures_util::future::BoxFuture<'a, Result<super::Prepared, LoadError>> {
+        use futures_util::FutureExt;
+        super::kind::columnar::prepare(spec, &self.inputs, control, progress).boxed()
+    }
+
+    fn open(&self, spec: &super::LoadSpec, prepared: &super::Prepared) -> Result<super::Opened, LoadError> {
+        // Every input opened (a stream taken) before any row moves.
+        let opened = self.inputs.iter().map(open).collect::<Result<Vec<_>, _>>()?;
+        let names: Vec<String> = opened.iter().map(|o| o.name.clone()).collect();
+        let table = spec.table.to_string();
+        let identity = opened.iter().map(|o| o.identity.clone()).collect::<Option<Vec<String>>>().map(|ids| super::Identity::Inputs {
+            table,
+            ids,
+            generated: false,
+        });
+        let total_bytes = opened.iter().map(|o| o.size).sum::<Option<u64>>();
+        let default_path = names.first().map(|n| {
+            let file = Path::new(n).file_name().map_or_else(|| n.clone(), |f| f.to_string_lossy().into_owned());
+            PathBuf::from(format!("{file}.rejects"))
+        });
+        let bytes_read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let source = super::source::columnar::ColumnarSource {
+            inputs: opened,
+            columns: prepared.read_columns.clone(),
+            decoders: spec.parse_threads,
+            bytes_read: bytes_read.clone(),
+        };
+        let mut o = super::Opened::new(Box::new(source), super::Delivery::Rerun, bytes_read);
+        o.rejects = super::rejects::RejectOrigin { default_path, ..super::rejects::RejectOrigin::nowhere(self.inputs.len()) };
+        o.names = names;
+        o.identity = identity;
+        o.total_bytes = total_bytes;
+        Ok(o)
+    }
+
+    fn is_live(&self) -> bool {
+        self.inputs.iter().any(|i| matches!(i, ColumnarInput::Stream(s) if s.live))
     }
 }

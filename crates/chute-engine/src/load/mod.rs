@@ -29,6 +29,7 @@ pub use sink::atomic::{Resolved, recover as recover_prepared};
 pub(crate) mod model;
 mod oversized;
 mod pipeline;
+pub mod reading;
 pub mod rejects;
 mod routing;
 mod setup;
@@ -43,57 +44,16 @@ use std::time::Duration;
 use chute_core::ident::QualifiedName;
 use chute_core::value::EpochUnit;
 
-pub use columnar::{BatchStream, ColumnarInput};
-pub use input::{GeneratedInput, InputSpec};
+pub use columnar::{BatchStream, Columnar, ColumnarInput};
+pub use input::{Delivery, FeedFormat, FeedInput, Files, Generated, Identity, Input, Opened, Shared, TextFormat, TsbsFiles};
+pub use kind::Prepared;
+pub use kind::samples::SamplesFeed;
 pub(crate) use kind::values::ValueRows;
 pub use pipeline::run;
+pub use reading::{GeneratedInput, InputSpec};
 pub use source::Feed;
 
 use crate::ConnectOptions;
-
-/// Input formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputFormat {
-    Csv,
-    Text,
-    Jsonl,
-    /// Time Series Benchmark Suite files: the tables come from the file.
-    Tsbs,
-    /// Rows of values a service parsed itself (`values::ValueRows`): only
-    /// encoded and routed (`chute serve`'s line protocol).
-    Values,
-    /// Prometheus samples a service resolved and checked (series id, time,
-    /// value; see `kind::samples`): only encoded and routed (`chute serve`'s
-    /// remote write).
-    Samples,
-    /// InfluxDB line protocol, timestamps in this unit (`chute consume`'s messages).
-    LineProtocol(chute_core::parse::lineproto::Precision),
-}
-
-/// What a load reads. Chosen once, when the load is specified: the load
-/// makes its source and its kind from it before any row moves (see
-/// `setup`), and nothing after that asks which input it was.
-#[derive(Debug, Clone)]
-pub enum LoadInput {
-    /// Files, stdin (`InputSpec::Stdin`, at most once) or streams made in
-    /// process, read as bytes in `format` (csv, text, jsonl or tsbs).
-    Read { inputs: Vec<InputSpec>, format: InputFormat },
-    /// Rows a workload makes: no bytes, no parsing.
-    Generated { workload: std::sync::Arc<dyn chute_core::generate::Workload>, rows: u64 },
-    /// Chunks a service sends (`chute serve`), in `format` (values it
-    /// parsed itself, or csv, text or jsonl): the load runs until every
-    /// sender of the feed is gone. Journaled only under a `load_id`.
-    Feed { feed: Feed, format: InputFormat },
-    /// Parquet files, Arrow IPC files and streams, and record batch streams
-    /// made in process (a data frame): rows as record batches, numbered in
-    /// their input (see `columnar`).
-    Columnar { inputs: Vec<columnar::ColumnarInput> },
-    /// Partitions of Kafka topics, one run of a consumer (`crate::consume`):
-    /// each message holds one or more records in `format` (csv, text or
-    /// jsonl). Journaled under the consumer's load id, by message offset;
-    /// the partitions are shared with the group's other consumers.
-    Kafka { run: source::kafka::KafkaRun, format: InputFormat },
-}
 
 /// Everything a load needs to know, validated: a front end (the CLI, a
 /// service, the bench) turns its own arguments into this once; the engine
@@ -102,7 +62,8 @@ pub enum LoadInput {
 pub struct LoadSpec {
     pub target: ConnectOptions,
     pub table: QualifiedName,
-    pub input: LoadInput,
+    /// What the load reads (chosen once; see `input`).
+    pub input: std::sync::Arc<dyn Input>,
     /// Delimited text: the first record names the columns.
     pub header: bool,
     pub delimiter: Option<u8>,
@@ -193,7 +154,7 @@ pub enum Backfill {
 }
 
 impl LoadSpec {
-    pub fn new(target: ConnectOptions, table: QualifiedName, input: LoadInput) -> Self {
+    pub fn new(target: ConnectOptions, table: QualifiedName, input: std::sync::Arc<dyn Input>) -> Self {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         LoadSpec {
             target,

@@ -23,41 +23,59 @@ pub(crate) struct Target {
 /// integers, which rustc-hash's Fx hash handles at a fraction of SipHash's cost.
 pub(crate) type TargetMap<V> = FxHashMap<Target, V>;
 
-/// A piece of input cut at a record end.
+/// A piece of input: whole records (or rows to make, or a record batch),
+/// with where it starts in its input and the acknowledgement its rows share.
 pub(crate) struct Chunk {
     pub input: usize,
-    pub data: Vec<u8>,
     pub first_line: u64,
+    /// Where the chunk starts in its input: a byte offset, a sequence
+    /// number, or a row index, whatever its rows are journaled by.
     pub base_offset: u64,
-    /// Generated input: the sequence numbers of the rows to make.
-    pub seq: Option<(u64, u64)>,
-    /// A record too large for the memory budget, skipped by the reader
-    /// (`data` is empty): it becomes a reject, never rows.
-    pub oversized: Option<Oversized>,
     /// Fires once every row of the chunk is committed or rejected (see `ack`).
     pub ack: Option<AckRef>,
-    /// Columnar input (Parquet, Arrow IPC): the chunk's rows as a record
-    /// batch (`data` is empty); its rows are numbered from `base_offset`
-    /// (the row's index in its input), which is what the journal records.
-    pub batch: Option<arrow_array::RecordBatch>,
-    /// Messages (Kafka): the rows of each are journaled, skipped and
+    pub payload: Payload,
+}
+
+/// What a chunk holds. Each input sends the payloads its kind reads; the
+/// engine itself looks only at `Oversized` (a reject, never rows).
+pub(crate) enum Payload {
+    /// Whole records read from an input's bytes, cut at a record end.
+    Records(Vec<u8>),
+    /// Whole messages (Kafka): their records, and where each message starts
+    /// and which offset it has. A message's rows are journaled, skipped and
     /// rejected at their message's offset, not at their byte.
-    pub marks: Option<Marks>,
+    Messages { data: Vec<u8>, marks: Marks },
+    /// Rows a workload makes: the sequence numbers `from..to`.
+    Numbered { from: u64, to: u64 },
+    /// A record too large for the memory budget, skipped by the reader: it
+    /// becomes a reject, never rows.
+    Oversized(Oversized),
+    /// Rows in a form of the input's own (an Arrow record batch), read by
+    /// the kind that input prepared and by no other.
+    Other(Box<dyn std::any::Any + Send>),
 }
 
 impl Chunk {
-    /// Records read from an input (`data`, cut at a record end): no
-    /// sequence, oversized record, record batch or messages.
-    pub(crate) fn read(input: usize, data: Vec<u8>, first_line: u64, base_offset: u64, ack: Option<AckRef>) -> Chunk {
-        Chunk { input, data, first_line, base_offset, seq: None, oversized: None, ack, batch: None, marks: None }
+    /// Records read from an input (cut at a record end).
+    pub(crate) fn records(input: usize, data: Vec<u8>, first_line: u64, base_offset: u64, ack: Option<AckRef>) -> Chunk {
+        Chunk { input, first_line, base_offset, ack, payload: Payload::Records(data) }
+    }
+
+    /// The chunk's records as bytes (records or messages; empty for the other payloads).
+    pub(crate) fn data(&self) -> &[u8] {
+        match &self.payload {
+            Payload::Records(data) | Payload::Messages { data, .. } => data,
+            _ => &[],
+        }
     }
 
     /// The journal range the chunk covers: (input, start, end), in bytes of
     /// its input, or in offsets of its messages.
     pub(crate) fn journal_range(&self) -> (u32, u64, u64) {
-        match &self.marks {
-            Some(m) => (self.input as u32, m.range.0, m.range.1),
-            None => (self.input as u32, self.base_offset, self.base_offset + self.data.len() as u64),
+        match &self.payload {
+            Payload::Messages { marks, .. } => (self.input as u32, marks.range.0, marks.range.1),
+            Payload::Numbered { from, to } => (self.input as u32, *from, *to),
+            _ => (self.input as u32, self.base_offset, self.base_offset + self.data().len() as u64),
         }
     }
 
@@ -65,12 +83,12 @@ impl Chunk {
     /// and `offset` in bytes of the input): for messages, both are its
     /// message's offset.
     pub(crate) fn place(&self, line: u64, offset: u64) -> (u64, u64) {
-        match &self.marks {
-            Some(m) => {
-                let o = m.offset_at(offset - self.base_offset);
+        match &self.payload {
+            Payload::Messages { marks, .. } => {
+                let o = marks.offset_at(offset - self.base_offset);
                 (o, o)
             }
-            None => (line, offset),
+            _ => (line, offset),
         }
     }
 }

@@ -12,10 +12,11 @@ use super::budget::Budget;
 use super::control::Control;
 use super::coordinator::backfill::{Backfills, SwapSettings};
 use super::coordinator::{Batching, Coordinator, CoordinatorReport, Parts, Wiring};
+use super::input::{Delivery, Shared};
 use super::kind::{Kind, Prepared};
-use super::model::{Chunk, ChunkOut};
+use super::model::{Chunk, ChunkOut, Payload};
 use super::rejects::RejectWriter;
-use super::setup::{self, Delivery};
+use super::setup;
 use super::sink::nodes::{Distributed, NodeSink};
 use super::sink::{Batch, CopyOutcome, CopySink, Sink, Started, WorkerCtx};
 use super::{Backfill, LoadError, LoadProgress, LoadReport, LoadSpec};
@@ -24,10 +25,10 @@ use super::{Backfill, LoadError, LoadProgress, LoadReport, LoadSpec};
 pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<LoadReport, LoadError> {
     let began = Instant::now();
     let (mut control, prepared) = setup::prepare(&spec, progress).await?;
-    let opened = setup::open(&spec, &prepared)?;
+    let opened = spec.input.open(&spec, &prepared)?;
     // Scale-out: the data nodes, when the table has shards on them.
     let mut distributed = Distributed::detect(&control, &prepared.tables, progress).await?;
-    let load_id = setup::load_id(&spec, &opened, &prepared);
+    let load_id = setup::load_id(&spec, &opened);
     if spec.on_conflict.is_some() && distributed.is_some() {
         return Err(LoadError::Setup(format!(
             "{} has shards on data nodes, and chute does not upsert across data nodes yet: load without {}",
@@ -174,7 +175,7 @@ async fn open_journals(
     spec: &LoadSpec,
     control: &mut tokio_postgres::Client,
     prepared: &Prepared,
-    (names, shared_inputs): (&[String], Option<&setup::Shared>),
+    (names, shared_inputs): (&[String], Option<&Shared>),
     distributed: &mut Option<Distributed>,
     id: &str,
     owner: &str,
@@ -267,9 +268,9 @@ fn start_stages(
                 .name(format!("chute-parse-{n}"))
                 .spawn(move || {
                     while let Ok(mut chunk) = rx.recv() {
-                        let mut out = match &chunk.oversized {
-                            Some(big) => big.reject(chunk.input),
-                            None => kind.process(&chunk),
+                        let mut out = match &chunk.payload {
+                            Payload::Oversized(big) => big.reject(chunk.input),
+                            _ => kind.process(&chunk),
                         };
                         out.attach(chunk.ack.take());
                         budget.acquire(out.budget, &halt);

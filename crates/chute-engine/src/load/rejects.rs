@@ -39,7 +39,8 @@ fn copy_record(
 }
 
 /// What the reject file needs to know of the input.
-pub(crate) struct RejectOrigin {
+#[derive(Clone)]
+pub struct RejectOrigin {
     /// The file when none is given.
     pub default_path: Option<PathBuf>,
     /// Plain input files, by input, to read records kept by position from.
@@ -49,6 +50,21 @@ pub(crate) struct RejectOrigin {
     pub regenerate: Option<Arc<dyn chute_core::generate::Workload>>,
     /// Rejects go here instead of the file (a Kafka dead-letter topic).
     pub dead_letter: Option<Arc<dyn DeadLetter>>,
+}
+
+impl std::fmt::Debug for RejectOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RejectOrigin").field("default_path", &self.default_path).finish_non_exhaustive()
+    }
+}
+
+impl RejectOrigin {
+    /// No default file, `inputs` inputs none of which is a plain file,
+    /// nothing to regenerate, no dead letters: what an input sets, it sets
+    /// with struct update syntax over this.
+    pub fn nowhere(inputs: usize) -> RejectOrigin {
+        RejectOrigin { default_path: None, plain_files: vec![None; inputs], regenerate: None, dead_letter: None }
+    }
 }
 
 /// Somewhere other than a file that takes rejected records: each is sent,

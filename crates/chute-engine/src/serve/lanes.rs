@@ -35,7 +35,7 @@ use super::create::Wanted;
 use super::metrics::Metrics;
 use crate::load::budget::Budget;
 use crate::load::model::Chunk;
-use crate::load::{Feed, InputFormat, LoadInput, LoadProgress, LoadSpec, LoadStats};
+use crate::load::{Feed, FeedFormat, FeedInput, Input, LoadProgress, LoadSpec, LoadStats, TextFormat};
 
 /// The shape of the rows a lane takes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -373,13 +373,13 @@ impl Lanes {
     /// The load of a lane.
     fn spec(&self, table: &QualifiedName, shape: &Shape, columns: &[LaneColumn], id: &str, feed: Feed) -> LoadSpec {
         let c = &self.config;
-        let format = match shape {
-            Shape::Lines => InputFormat::Values,
-            Shape::Samples => InputFormat::Samples,
-            Shape::Table { format: TableFormat::Csv, .. } => InputFormat::Csv,
-            Shape::Table { format: TableFormat::Jsonl, .. } => InputFormat::Jsonl,
+        let input: Arc<dyn Input> = match shape {
+            Shape::Lines => Arc::new(FeedInput::new(feed, FeedFormat::Values)),
+            Shape::Samples => Arc::new(crate::load::SamplesFeed::new(feed)),
+            Shape::Table { format: TableFormat::Csv, .. } => Arc::new(FeedInput::new(feed, FeedFormat::Text(TextFormat::Csv))),
+            Shape::Table { format: TableFormat::Jsonl, .. } => Arc::new(FeedInput::new(feed, FeedFormat::Text(TextFormat::Jsonl))),
         };
-        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), LoadInput::Feed { feed, format });
+        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), input);
         // Journaled: a keyed request's retry skips what its earlier attempts committed.
         spec.load_id = Some(id.to_owned());
         spec.wait = true;

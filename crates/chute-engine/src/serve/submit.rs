@@ -236,17 +236,7 @@ async fn send_part(p: Part, start: u64, ack: &AckRef) {
     for w in bounds.windows(2) {
         let ((from, lines), (to, _)) = (w[0], w[1]);
         let bytes = if whole { data.take().unwrap_or_default() } else { data.as_ref().map_or_else(Vec::new, |d| d[from..to].to_vec()) };
-        let chunk = Chunk {
-            input: 0,
-            data: bytes,
-            first_line: p.first_line + lines,
-            base_offset: start + from as u64,
-            seq: None,
-            oversized: None,
-            ack: Some(ack.share()),
-            batch: None,
-            marks: None,
-        };
+        let chunk = Chunk::records(0, bytes, p.first_line + lines, start + from as u64, Some(ack.share()));
         // A lane that is closing drops the chunk: its share fails the request (503).
         let _ = p.lane.send(chunk).await;
     }

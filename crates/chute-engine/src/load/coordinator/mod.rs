@@ -13,10 +13,10 @@ pub(crate) use run::{CoordinatorReport, Wiring};
 
 use super::budget::Budget;
 use super::control::Control;
+use super::input::Delivery;
 use super::model::{ChunkOut, Filed, PendingPart, Reject, Segment, Target, TargetMap};
 use super::rejects::RejectWriter;
 use super::routing::{JitCreator, Routed, Routing};
-use super::setup::Delivery;
 use super::sink::{Batch, BatchPart, CopyOutcome};
 use super::{LoadError, LoadStats};
 

@@ -6,10 +6,10 @@
 //! routed again against the tree as it is now.
 
 use super::super::LoadError;
+use super::super::input::Delivery;
 use super::super::model::{Filed, Reject, Segment, Target, TargetMap};
 use super::super::routing::Routed;
 use super::super::routing::reread_tree;
-use super::super::setup::Delivery;
 use super::super::sink::BatchPart;
 use super::Coordinator;
 use crate::retry::{Backoff, Lost};

@@ -24,7 +24,7 @@ use chute_core::rowenc::{RowEncoder, write_text_row};
 use chute_core::value::{EncodeContext, PgType};
 
 use super::super::columnar::{self, ColumnarInput};
-use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
+use super::super::model::{Chunk, ChunkOut, Filed, Payload, Reject, RowPos};
 use super::super::routing::Routing;
 use super::super::{LoadError, LoadProgress, LoadSpec};
 use super::{Kind, Prepared};
@@ -176,7 +176,10 @@ fn record(values: &[Box<dyn Values + '_>], i: usize) -> Vec<u8> {
 
 impl Kind for ColumnarKind {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
-        let Some(batch) = chunk.batch.as_ref() else {
+        let Payload::Other(any) = &chunk.payload else {
+            return Filed::default().finish((chunk.input as u32, chunk.base_offset, chunk.base_offset));
+        };
+        let Some(batch) = any.downcast_ref::<arrow_array::RecordBatch>() else {
             return Filed::default().finish((chunk.input as u32, chunk.base_offset, chunk.base_offset));
         };
         let rows = batch.num_rows();

@@ -10,17 +10,17 @@ use chute_core::parse::text::{TextOptions, TextParser};
 use chute_core::parse::{ChunkEnd, Fields, Format, RecordError, RecordPos};
 use chute_core::rowenc::{Memo, RowEncoder, RowOutcome, write_text_row};
 
-use super::super::input::{self, InputSpec};
+use super::super::input::TextFormat;
 use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
 use super::super::routing::Routing;
 use super::super::target::ColumnPlan;
-use super::super::{InputFormat, LoadError, LoadProgress, LoadSpec};
+use super::super::{LoadError, LoadProgress, LoadSpec};
 use super::{Kind, Prepared};
 
-fn make_format(spec: &LoadSpec, format: InputFormat, plan: &ColumnPlan) -> Result<Box<dyn Format>, LoadError> {
+fn make_format(spec: &LoadSpec, format: TextFormat, plan: &ColumnPlan) -> Result<Box<dyn Format>, LoadError> {
     let setup = |e: chute_core::parse::OptionsError| LoadError::Setup(e.to_string());
     Ok(match format {
-        InputFormat::Csv => {
+        TextFormat::Csv => {
             let mut o = CsvOptions::default();
             if let Some(d) = spec.delimiter {
                 o.delimiter = d;
@@ -32,7 +32,7 @@ fn make_format(spec: &LoadSpec, format: InputFormat, plan: &ColumnPlan) -> Resul
             o.expected_fields = Some(plan.targets.len());
             Box::new(CsvParser::new(o).map_err(setup)?)
         }
-        InputFormat::Text => {
+        TextFormat::Text => {
             let mut o = TextOptions::default();
             if let Some(d) = spec.delimiter {
                 o.delimiter = d;
@@ -44,24 +44,21 @@ fn make_format(spec: &LoadSpec, format: InputFormat, plan: &ColumnPlan) -> Resul
             o.expected_fields = Some(plan.targets.len());
             Box::new(TextParser::new(o).map_err(setup)?)
         }
-        InputFormat::Jsonl => Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?),
-        InputFormat::Tsbs | InputFormat::Values | InputFormat::Samples | InputFormat::LineProtocol(_) => {
-            return Err(LoadError::Setup(format!("{format:?} is not delimited text")));
-        }
+        TextFormat::Jsonl => Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?),
     })
 }
 
-/// Prepares a load of delimited text (`inputs`: none for a service's feed) into one table.
+/// Prepares a load of delimited text into one table; `by_ref`: rows keep
+/// their records by position (every input is a plain file, see `Filed::by_ref`).
 pub(crate) async fn prepare(
     spec: &LoadSpec,
-    format: InputFormat,
-    inputs: &[InputSpec],
+    format: TextFormat,
+    by_ref: bool,
     control: &tokio_postgres::Client,
     progress: &mut dyn LoadProgress,
 ) -> Result<Prepared, LoadError> {
     let t = super::one_table(spec, control, progress, None, spec.columns.as_deref()).await?;
     let parser: Arc<dyn Format> = Arc::from(make_format(spec, format, &t.plan)?);
-    let by_ref = !inputs.is_empty() && inputs.iter().all(|i| matches!(i, InputSpec::File(p) if input::is_plain_file(p)));
     let kind = Arc::new(Delimited {
         format: parser.clone(),
         encoder: RowEncoder::new(t.plan.targets.clone(), t.ctx),
@@ -90,13 +87,13 @@ impl Kind for Delimited {
         let place = |line: u64, offset: u64| chunk.place(line, offset);
         // Most of a chunk's rows go to one target: its segment gets room for them at once.
         let mut filed = Filed::default();
-        (filed.by_ref, filed.reserve) = (self.by_ref, chunk.data.len());
+        (filed.by_ref, filed.reserve) = (self.by_ref, chunk.data().len());
         let mut row = Vec::new();
         let mut memo = Memo::default();
         let mut rc = routing.ctx();
         let mut parse_errors = Vec::new();
         let mut on_record = |fields: &Fields, pos: RecordPos| {
-            let raw = pos.slice(&chunk.data, chunk.base_offset);
+            let raw = pos.slice(chunk.data(), chunk.base_offset);
             let (line, offset) = place(pos.line, pos.offset);
             let at = RowPos { input: chunk.input, line, offset, range };
             // Encoded where the last row went: filed there without a copy when it goes there too.
@@ -123,11 +120,11 @@ impl Kind for Delimited {
             }
         };
         let mut on_error = |e: RecordError| {
-            let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
+            let raw = e.pos.slice(chunk.data(), chunk.base_offset).to_vec();
             parse_errors.push(Reject::new(chunk.input, place(e.pos.line, e.pos.offset).0, raw, e.reason));
         };
         // The reader already cut the input at an end-of-data marker.
-        let _: ChunkEnd = self.format.parse_chunk(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
+        let _: ChunkEnd = self.format.parse_chunk(chunk.data(), chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
         filed.rejects.append(&mut parse_errors);
         filed.finish(range)
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use chute_core::generate::Workload;
 
-use super::super::model::{Chunk, ChunkOut, Filed, RowPos};
+use super::super::model::{Chunk, ChunkOut, Filed, Payload, RowPos};
 use super::super::routing::Routing;
 use super::super::{LoadError, LoadProgress, LoadSpec};
 use super::{Kind, Prepared};
@@ -41,7 +41,7 @@ struct GenProcessor {
 
 impl Kind for GenProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
-        let (from, to) = chunk.seq.unwrap_or((0, 0));
+        let Payload::Numbered { from, to } = chunk.payload else { return ChunkOut::default() };
         let range = (0, from, to);
         let mut filed = Filed::default();
         let mut row = Vec::with_capacity(256);

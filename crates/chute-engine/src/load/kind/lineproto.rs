@@ -155,7 +155,7 @@ impl LineProtocol {
 
 impl Kind for LineProtocol {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
-        let data = &chunk.data[..];
+        let data = chunk.data();
         let range = chunk.journal_range();
         let mut filed = Filed::default();
         let mut rcs: Vec<_> = self.tables.iter().map(|t| t.values.routing.ctx()).collect();

@@ -1,13 +1,12 @@
 //! Kinds: the format-specific part of a load. A kind turns a chunk of input
 //! into rows for targets (parse, encode, route) on the parse threads; it is
-//! made once per load, before any row moves, from the load's
-//! [`LoadInput`] (see [`prepare`], the one place that asks which kind a
-//! load has). Delimited text (CSV, text, JSON lines), tsbs files, rows a
-//! service parsed itself (`values`), rows a workload makes (`generated`),
-//! Prometheus samples (`samples`) and Arrow record batches (`columnar`:
-//! Parquet, Arrow IPC, data frames) are the kinds today; a new format is a
-//! new module here and one arm of `prepare`, and touches neither the
-//! coordinator nor the sinks.
+//! made once per load, before any row moves, by the load's input
+//! (`Input::prepare`). Delimited text (CSV, text, JSON lines), tsbs files,
+//! rows a service parsed itself (`values`), line protocol (`lineproto`),
+//! rows a workload makes (`generated`), Prometheus samples (`samples`) and
+//! Arrow record batches (`columnar`: Parquet, Arrow IPC, data frames) are
+//! the kinds today; a new format is a new kind its input prepares, and
+//! touches neither the coordinator nor the sinks.
 
 use std::sync::Arc;
 
@@ -17,7 +16,7 @@ use chute_core::value::EncodeContext;
 use super::model::{Chunk, ChunkOut};
 use super::routing::Routing;
 use super::target::{self, ColumnPlan};
-use super::{InputFormat, LoadError, LoadInput, LoadProgress, LoadSpec};
+use super::{LoadError, LoadProgress, LoadSpec};
 use crate::catalog::TableInfo;
 
 pub(crate) mod columnar;
@@ -54,23 +53,30 @@ pub(crate) trait Kind: Send + Sync {
 /// or `None` when more bytes are needed.
 pub(crate) type SkipHeader = fn(&[u8]) -> Result<Option<(usize, u64)>, String>;
 
-/// Everything kind-specific a load needs, made before any row moves.
-pub(crate) struct Prepared {
-    pub tables: Vec<Arc<Routing>>,
-    pub kind: Arc<dyn Kind>,
+/// Everything kind-specific a load needs, made before any row moves by its
+/// input (`Input::prepare`).
+pub struct Prepared {
+    pub(crate) tables: Vec<Arc<Routing>>,
+    pub(crate) kind: Arc<dyn Kind>,
     /// Cuts read input into chunks (the format's boundary finder); none
     /// where chunks come whole (generated rows, a service's requests).
-    pub boundary: Option<Arc<dyn Format>>,
+    pub(crate) boundary: Option<Arc<dyn Format>>,
     /// Bytes and lines to skip at the start of every input (a tsbs header).
-    pub skip: Option<SkipHeader>,
-    pub tags: Option<tsbs::tags::TagResolver>,
-    pub via_parent_reason: Option<String>,
-    pub summary_table: String,
+    pub(crate) skip: Option<SkipHeader>,
+    pub(crate) tags: Option<tsbs::tags::TagResolver>,
+    pub(crate) via_parent_reason: Option<String>,
+    pub(crate) summary_table: String,
     /// Rows keep their records by position, not as copies (see `Filed::by_ref`).
-    pub by_ref: bool,
+    pub(crate) by_ref: bool,
     /// Columnar input: the data's columns the load reads, by name (the
     /// source decodes no others); empty for the other kinds.
-    pub read_columns: Vec<String>,
+    pub(crate) read_columns: Vec<String>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("tables", &self.summary_table).finish_non_exhaustive()
+    }
 }
 
 impl Prepared {
@@ -89,36 +95,6 @@ impl Prepared {
             by_ref: false,
             read_columns: Vec::new(),
         }
-    }
-}
-
-/// Makes the kind of the load's input: the tables it writes, how rows are
-/// routed to their leaves, and how chunks become rows.
-pub(crate) async fn prepare(
-    spec: &LoadSpec,
-    control: &tokio_postgres::Client,
-    progress: &mut dyn LoadProgress,
-) -> Result<Prepared, LoadError> {
-    match &spec.input {
-        LoadInput::Generated { workload, .. } => generated::prepare(spec, workload.clone(), control, progress).await,
-        LoadInput::Read { inputs, format: InputFormat::Tsbs } => tsbs::prepare(spec, inputs, control, progress).await,
-        LoadInput::Read { inputs, format } => delimited::prepare(spec, *format, inputs, control, progress).await,
-        LoadInput::Kafka { format: f @ (InputFormat::Csv | InputFormat::Text | InputFormat::Jsonl), .. } => {
-            delimited::prepare(spec, *f, &[], control, progress).await
-        }
-        LoadInput::Kafka { format: InputFormat::LineProtocol(precision), .. } => {
-            lineproto::prepare(spec, *precision, control, progress).await
-        }
-        LoadInput::Kafka { format, .. } => {
-            Err(LoadError::Setup(format!("{format:?} messages cannot be consumed: json, csv, text or line-protocol")))
-        }
-        LoadInput::Feed { format: InputFormat::Values, .. } => values::prepare(spec, control, progress).await,
-        LoadInput::Feed { format: InputFormat::Samples, .. } => samples::prepare(spec, control, progress).await,
-        LoadInput::Feed { format: InputFormat::Tsbs, .. } => {
-            Err(LoadError::Setup("tsbs input names its tables in a header: it is read from files, not fed".into()))
-        }
-        LoadInput::Feed { format, .. } => delimited::prepare(spec, *format, &[], control, progress).await,
-        LoadInput::Columnar { inputs } => columnar::prepare(spec, inputs, control, progress).await,
     }
 }
 

@@ -1,4 +1,4 @@
-//! Prometheus samples (`InputFormat::Samples`): rows of a series id, a time
+//! Prometheus samples (a [`SamplesFeed`]): rows of a series id, a time
 //! in milliseconds since 1970 and a value, that `chute serve`'s remote
 //! write resolved and checked (`serve::prom`). Each is 24 bytes on the
 //! feed (three 8-byte little-endian numbers: the id, the time, the value's
@@ -51,6 +51,39 @@ struct SamplesKind {
     routing: Arc<Routing>,
 }
 
+/// A service's feed of Prometheus samples (24-byte rows, see the module's
+/// doc) into one samples table.
+#[derive(Debug, Clone)]
+pub struct SamplesFeed {
+    feed: super::super::Feed,
+}
+
+impl SamplesFeed {
+    pub fn new(feed: super::super::Feed) -> SamplesFeed {
+        SamplesFeed { feed }
+    }
+}
+
+impl super::super::Input for SamplesFeed {
+    fn prepare<'a>(
+        &'a self,
+        spec: &'a LoadSpec,
+        control: &'a tokio_postgres::Client,
+        progress: &'a mut dyn LoadProgress,
+    ) -> futures_util::future::BoxFuture<'a, Result<Prepared, LoadError>> {
+        use futures_util::FutureExt;
+        prepare(spec, control, progress).boxed()
+    }
+
+    fn open(&self, _: &LoadSpec, _: &Prepared) -> Result<super::super::Opened, LoadError> {
+        Ok(super::super::FeedInput::open_feed(&self.feed))
+    }
+
+    fn is_live(&self) -> bool {
+        true
+    }
+}
+
 /// Appends the binary COPY row of one sample (24 bytes on the feed).
 fn encode(sample: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
     let n = |i: usize| u64::from_le_bytes(sample[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
@@ -66,7 +99,7 @@ fn encode(sample: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
 
 impl Kind for SamplesKind {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
-        let data = &chunk.data;
+        let data = chunk.data();
         let range = (chunk.input as u32, chunk.base_offset, chunk.base_offset + data.len() as u64);
         let mut filed = Filed::default();
         let mut rc = self.routing.ctx();

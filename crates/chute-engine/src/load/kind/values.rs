@@ -1,4 +1,4 @@
-//! Rows whose values are already parsed (`InputFormat::Values`): a service
+//! Rows whose values are already parsed (`FeedFormat::Values`): a service
 //! that parsed its requests itself (`chute serve`'s line protocol) hands
 //! the load typed values, one row after another in the table's column
 //! order, and the parse threads only encode and route them. No text is
@@ -299,7 +299,7 @@ pub(crate) fn next_row<'a>(data: &'a [u8], at: &mut usize, columns: usize, value
 
 impl Kind for ValuesProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
-        let data = &chunk.data;
+        let data = chunk.data();
         let range = (chunk.input as u32, chunk.base_offset, chunk.base_offset + data.len() as u64);
         let columns = self.encoder.columns.len();
         let mut filed = Filed::default();

@@ -16,8 +16,8 @@ use arrow_array::RecordBatch;
 
 use super::super::LoadError;
 use super::super::ack::{AckId, AckRef, Completion};
-use super::super::columnar::{How, Opened};
-use super::super::model::Chunk;
+use super::super::columnar::{How, OpenedFile};
+use super::super::model::{Chunk, Payload};
 use super::Source;
 
 /// Rows in one chunk: about a megabyte of binary rows for a dozen columns.
@@ -25,7 +25,7 @@ pub(crate) const CHUNK_ROWS: usize = 8192;
 
 /// Columnar inputs, read in turn.
 pub(crate) struct ColumnarSource {
-    pub(crate) inputs: Vec<Opened>,
+    pub(crate) inputs: Vec<OpenedFile>,
     /// The columns to read, by name (the others are not decoded).
     pub(crate) columns: Vec<String>,
     /// Threads decoding a Parquet file's row groups.
@@ -58,14 +58,10 @@ impl Emitter<'_> {
             let id = AckId { input: self.input as u32, start, end, first_line: start + 1, end_line: end + 1, tag: self.tag };
             let chunk = Chunk {
                 input: self.input,
-                data: Vec::new(),
                 first_line: start + 1,
                 base_offset: start,
-                seq: None,
-                oversized: None,
                 ack: Some(AckRef::new(id, self.acks.clone())),
-                batch: Some(batch.slice(at, n)),
-                marks: None,
+                payload: Payload::Other(Box::new(batch.slice(at, n))),
             };
             if self.out.send(chunk).is_err() {
                 return false;

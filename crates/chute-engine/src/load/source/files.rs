@@ -1,4 +1,4 @@
-//! Files, stdin and streams made in process (behind `input::Input`), read in
+//! Files, stdin and streams made in process (behind `reading::ByteInput`), read in
 //! turn and cut into chunks at record ends, skipping a header (tsbs) and
 //! records too large for the memory budget (see `oversized`).
 
@@ -9,14 +9,14 @@ use chute_core::parse::{Format, count_lines};
 
 use super::super::LoadError;
 use super::super::ack::{AckId, AckRef, Completion};
-use super::super::input;
 use super::super::kind::SkipHeader;
-use super::super::model::Chunk;
+use super::super::model::{Chunk, Payload};
+use super::super::reading;
 use super::Source;
 
 /// Files and stdin (plain, gzip or zstd): read in turn, cut at record ends.
 pub(crate) struct FileSource {
-    pub(crate) inputs: Vec<input::Input>,
+    pub(crate) inputs: Vec<reading::ByteInput>,
     pub(crate) format: std::sync::Arc<dyn Format>,
     pub(crate) skip: Option<SkipHeader>,
     pub(crate) chunk_bytes: usize,
@@ -53,7 +53,7 @@ pub(crate) struct Cutting<'a> {
 
 /// Reads every input in turn and cuts it into chunks at record ends.
 fn read_inputs(
-    inputs: Vec<input::Input>,
+    inputs: Vec<reading::ByteInput>,
     cut: Cutting<'_>,
     tx: &flume::Sender<Chunk>,
     cancel: &AtomicBool,
@@ -135,8 +135,9 @@ fn read_inputs(
                 if let Some(whole) = b.advance(format, &mut buf, eof, &mut line, &mut offset) {
                     big = None;
                     let ack = Some(ack(index, whole.offset, offset, whole.line, line));
-                    let chunk = Chunk::read(index, Vec::new(), whole.line, whole.offset, ack);
-                    if tx.send(Chunk { oversized: Some(whole), ..chunk }).is_err() {
+                    let chunk =
+                        Chunk { input: index, first_line: whole.line, base_offset: whole.offset, ack, payload: Payload::Oversized(whole) };
+                    if tx.send(chunk).is_err() {
                         return Ok(());
                     }
                 }
@@ -173,7 +174,7 @@ fn read_inputs(
             let data = std::mem::replace(&mut buf, rest);
             if !data.is_empty() {
                 let ack = Some(ack(index, offset, offset + end as u64, line, line + lines));
-                if tx.send(Chunk::read(index, data, line, offset, ack)).is_err() {
+                if tx.send(Chunk::records(index, data, line, offset, ack)).is_err() {
                     return Ok(());
                 }
             }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::super::LoadError;
 use super::super::ack::{AckId, AckRef, Completion};
-use super::super::model::Chunk;
+use super::super::model::{Chunk, Payload};
 use super::Source;
 
 /// Rows per chunk of generated input.
@@ -24,17 +24,7 @@ impl Source for GenSource {
             let to = (at + ROWS_PER_CHUNK).min(self.rows);
             let id = AckId { input: 0, start: at, end: to, first_line: at + 1, end_line: to + 1, tag: at / ROWS_PER_CHUNK };
             let ack = Some(AckRef::new(id, acks.clone()));
-            let chunk = Chunk {
-                input: 0,
-                data: Vec::new(),
-                first_line: at + 1,
-                base_offset: at,
-                seq: Some((at, to)),
-                oversized: None,
-                ack,
-                batch: None,
-                marks: None,
-            };
+            let chunk = Chunk { input: 0, first_line: at + 1, base_offset: at, ack, payload: Payload::Numbered { from: at, to } };
             if tx.send(chunk).is_err() {
                 break;
             }

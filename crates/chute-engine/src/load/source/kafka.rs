@@ -21,7 +21,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::super::LoadError;
 use super::super::ack::{AckId, AckRef, Completion};
-use super::super::model::{Chunk, Marks};
+use super::super::model::{Chunk, Marks, Payload};
 use super::Source;
 
 /// A consumer of chute's: it notes every rebalance of its group.
@@ -90,7 +90,7 @@ pub struct KafkaPart {
     pub until: Option<i64>,
 }
 
-/// What one run of a consumer reads (a [`LoadInput::Kafka`](super::super::LoadInput)).
+/// What one run of a consumer reads (its [`KafkaInput`]).
 #[derive(Clone)]
 pub struct KafkaRun {
     pub consumer: Arc<KafkaConsumer>,
@@ -326,14 +326,10 @@ impl Source for KafkaSource {
             p.since = None;
             let chunk = Chunk {
                 input: p.input as usize,
-                data: std::mem::take(&mut p.data),
                 first_line: first,
                 base_offset: 0,
-                seq: None,
-                oversized: None,
                 ack: Some(ack),
-                batch: None,
-                marks: Some(marks),
+                payload: Payload::Messages { data: std::mem::take(&mut p.data), marks },
             };
             out.send(chunk).is_ok()
         };
@@ -459,4 +455,76 @@ fn fatal(e: &KafkaError) -> bool {
 
 pub(crate) fn kafka_error(e: KafkaError) -> LoadError {
     LoadError::Input { input: "Kafka".into(), message: e.to_string() }
+}
+
+/// What a message holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageFormat {
+    /// Delimited text: one or more records (a JSON message may be an array of objects).
+    Text(super::super::TextFormat),
+    /// InfluxDB line protocol, timestamps in this unit.
+    LineProtocol(chute_core::parse::lineproto::Precision),
+}
+
+/// Partitions of Kafka topics, one run of a consumer (`crate::consume`):
+/// each message holds one or more records in `format`. Journaled under the
+/// consumer's load id, by message offset; the partitions are shared with
+/// the group's other consumers.
+#[derive(Debug, Clone)]
+pub struct KafkaInput {
+    run: KafkaRun,
+    format: MessageFormat,
+    /// Bytes of messages a chunk gathers at most.
+    chunk_bytes: usize,
+}
+
+impl KafkaInput {
+    pub fn new(run: KafkaRun, format: MessageFormat, chunk_bytes: usize) -> KafkaInput {
+        KafkaInput { run, format, chunk_bytes }
+    }
+}
+
+impl super::super::Input for KafkaInput {
+    fn prepare<'a>(
+        &'a self,
+        spec: &'a super::super::LoadSpec,
+        control: &'a tokio_postgres::Client,
+        progress: &'a mut dyn super::super::LoadProgress,
+    ) -> futures_util::future::BoxFuture<'a, Result<super::super::Prepared, LoadError>> {
+        use super::super::kind;
+        use futures_util::FutureExt;
+        match self.format {
+            MessageFormat::Text(f) => kind::delimited::prepare(spec, f, false, control, progress).boxed(),
+            MessageFormat::LineProtocol(p) => kind::lineproto::prepare(spec, p, control, progress).boxed(),
+        }
+    }
+
+    fn open(&self, _: &super::super::LoadSpec, _: &super::super::Prepared) -> Result<super::super::Opened, LoadError> {
+        let run = &self.run;
+        let topic = run.parts.first().map_or("kafka", |p| p.topic.as_str());
+        let bytes_read = Arc::new(AtomicU64::new(0));
+        let source = KafkaSource {
+            run: run.clone(),
+            json_arrays: self.format == MessageFormat::Text(super::super::TextFormat::Jsonl),
+            chunk_bytes: self.chunk_bytes,
+            bytes_read: bytes_read.clone(),
+        };
+        let mut o = super::super::Opened::new(Box::new(source), super::super::Delivery::Rerun, bytes_read);
+        o.names = run.names.clone();
+        o.rejects = super::super::rejects::RejectOrigin {
+            default_path: Some(format!("{topic}.rejects").into()),
+            dead_letter: run.dead_letter.clone(),
+            ..super::super::rejects::RejectOrigin::nowhere(run.names.len().max(1))
+        };
+        o.shared = Some(super::super::Shared {
+            inputs: run.parts.iter().map(|p| p.input).collect(),
+            seek: run.seek.clone(),
+            owner: run.owner.clone(),
+        });
+        Ok(o)
+    }
+
+    fn is_live(&self) -> bool {
+        true
+    }
 }

@@ -25,8 +25,8 @@ use chute_core::parse::{Fields, RecordError, RecordPos};
 use chute_core::value::{EncodeContext, PgType, ValueError, encode_text};
 use tokio_postgres::Client;
 
-use super::super::input::{self, InputSpec};
 use super::super::model::{Chunk, ChunkOut, Filed, PendingRow, Reject, RowPos};
+use super::super::reading::{self, InputSpec};
 use super::super::routing::Routing;
 use super::super::target;
 use super::super::{LoadError, LoadProgress, LoadSpec};
@@ -42,7 +42,7 @@ pub(crate) const TAGS_ID_AT: usize = 2 + 12 + 4;
 
 /// Reads the header of a tsbs file.
 fn read_header(spec: &InputSpec) -> Result<TsbsHeader, LoadError> {
-    let mut input = input::open(spec, 64 << 20)?;
+    let mut input = reading::open(spec, 64 << 20)?;
     let mut buf = Vec::new();
     let mut piece = vec![0u8; 64 << 10];
     loop {
@@ -115,9 +115,6 @@ pub(crate) async fn prepare(
 
 /// The header every input shares (their tables must be the same).
 fn one_header(inputs: &[InputSpec]) -> Result<TsbsHeader, LoadError> {
-    if inputs.contains(&InputSpec::Stdin) {
-        return Err(LoadError::Setup("tsbs input is read from files (their headers name the tables), not stdin".into()));
-    }
     let first = inputs.first().ok_or_else(|| LoadError::Setup("tsbs input needs a file".into()))?;
     let header = read_header(first)?;
     for other in &inputs[1..] {
@@ -367,7 +364,7 @@ fn put(row: &mut Vec<u8>, ty: PgType, v: &[u8], ctx: &EncodeContext) -> Result<(
 
 impl Kind for TsbsProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
-        let range = (chunk.input as u32, chunk.base_offset, chunk.base_offset + chunk.data.len() as u64);
+        let range = (chunk.input as u32, chunk.base_offset, chunk.base_offset + chunk.data().len() as u64);
         let mut filed = Filed::default();
         let mut pending = Vec::new();
         let mut row = Vec::with_capacity(256);
@@ -376,7 +373,7 @@ impl Kind for TsbsProcessor {
         let cache = self.cache.read().expect("tag cache").clone();
         let mut parse_errors = Vec::new();
         let mut on_record = |rec: &TsbsRecord<'_>, pos: RecordPos| {
-            let raw = pos.slice(&chunk.data, chunk.base_offset);
+            let raw = pos.slice(chunk.data(), chunk.base_offset);
             let at = RowPos { input: chunk.input, line: rec.data_line, offset: pos.offset, range };
             row.clear();
             if let Err(reason) = encode_record(rec, &self.types[rec.measurement], &mut row) {
@@ -400,10 +397,10 @@ impl Kind for TsbsProcessor {
             }
         };
         let mut on_error = |e: RecordError| {
-            let raw = e.pos.slice(&chunk.data, chunk.base_offset).to_vec();
+            let raw = e.pos.slice(chunk.data(), chunk.base_offset).to_vec();
             parse_errors.push(Reject::new(chunk.input, e.pos.line, raw, e.reason))
         };
-        self.parser.parse_records(&chunk.data, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
+        self.parser.parse_records(chunk.data(), chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
         filed.rejects.append(&mut parse_errors);
         let mut out = filed.finish(range);
         out.budget += pending.iter().map(PendingRow::bytes).sum::<usize>();

@@ -1,5 +1,5 @@
-//! Inputs: files (plain, gzip, zstd), stdin, and generated streams (tsbs
-//! files made in process by `chute load --gen iot`), read as raw bytes.
+//! Reading inputs as bytes: files (plain, gzip, zstd), stdin, and generated
+//! streams (tsbs files made in process by `chute load --gen iot`).
 //!
 //! A source knows its identity (for exactly-once resume), its size when it
 //! has one (for progress), and counts the bytes it has read before
@@ -133,7 +133,7 @@ pub enum Compression {
 }
 
 /// An open input.
-pub struct Input {
+pub struct ByteInput {
     pub spec: InputSpec,
     /// Path, size and modification time (files); "stdin" otherwise.
     pub identity: String,
@@ -143,15 +143,15 @@ pub struct Input {
     /// Bytes read from the file or stdin so far (before decompression).
     pub read_bytes: Arc<AtomicU64>,
     /// Uncompressed, the `File` (or stdin) itself after the bytes peeked at,
-    /// and `read_bytes` is counted by [`Input::read`] and
-    /// [`Input::read_append`]: a `File` fills a buffer's spare room without
+    /// and `read_bytes` is counted by [`ByteInput::read`] and
+    /// [`ByteInput::read_append`]: a `File` fills a buffer's spare room without
     /// zeroing it first, which a counting reader in between would make the
     /// standard library do for every chunk (2% of the CSV loader's CPU).
     /// Compressed, a decoder over a reader that counts what it reads.
     reader: Box<dyn Read + Send>,
 }
 
-impl Input {
+impl ByteInput {
     /// Reads into `out`, as [`Read::read`].
     pub fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         let n = self.reader.read(out)?;
@@ -176,9 +176,13 @@ impl Input {
     }
 }
 
-impl std::fmt::Debug for Input {
+impl std::fmt::Debug for ByteInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Input").field("spec", &self.spec).field("identity", &self.identity).field("compression", &self.compression).finish()
+        f.debug_struct("ByteInput")
+            .field("spec", &self.spec)
+            .field("identity", &self.identity)
+            .field("compression", &self.compression)
+            .finish()
     }
 }
 
@@ -198,7 +202,7 @@ impl<R: Read> Read for Counting<R> {
 /// Opens an input; compression is recognized by magic bytes. A zstd frame
 /// whose window exceeds `max_window` is refused (it would blow the memory
 /// budget).
-pub fn open(spec: &InputSpec, max_window: usize) -> Result<Input, LoadError> {
+pub fn open(spec: &InputSpec, max_window: usize) -> Result<ByteInput, LoadError> {
     open_with(spec, max_window, None)
 }
 
@@ -206,7 +210,7 @@ pub fn open(spec: &InputSpec, max_window: usize) -> Result<Input, LoadError> {
 /// `idle_after`, a read fails with [`io::ErrorKind::WouldBlock`] so the
 /// caller can send what it has instead of waiting for a full chunk (a live
 /// stream's rows reach the table while the stream waits).
-pub fn open_with(spec: &InputSpec, max_window: usize, idle_after: Option<std::time::Duration>) -> Result<Input, LoadError> {
+pub fn open_with(spec: &InputSpec, max_window: usize, idle_after: Option<std::time::Duration>) -> Result<ByteInput, LoadError> {
     let read_bytes = Arc::new(AtomicU64::new(0));
     // Armed below, once the input is known not to be compressed: a
     // decompressor must never see a read fail half-way.
@@ -270,7 +274,7 @@ pub fn open_with(spec: &InputSpec, max_window: usize, idle_after: Option<std::ti
             Box::new(d)
         }
     };
-    Ok(Input { spec: spec.clone(), identity, total_bytes, compression, read_bytes, reader })
+    Ok(ByteInput { spec: spec.clone(), identity, total_bytes, compression, read_bytes, reader })
 }
 
 /// When a read of stdin may give up waiting.
