@@ -19,13 +19,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
+use chute_arrow::create::{Created, Partitioning, create_table};
+use chute_arrow::{BatchStream, Columnar, ColumnarInput};
 use chute_core::ident::QualifiedName;
 use chute_core::partman::Span;
 use chute_engine::ConnectOptions;
-use chute_engine::load::create::{Created, Partitioning, create_table};
-use chute_engine::load::{
-    BatchStream, Columnar, ColumnarInput, Files, InputSpec, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats, TextFormat,
-};
+use chute_engine::load::{Files, InputSpec, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats, TextFormat};
 use chute_engine::setting::{Setting, name_settings_with};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyTypeError, PyValueError};

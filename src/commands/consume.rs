@@ -1,13 +1,13 @@
 //! `chute consume`: Kafka topics into a table, exactly once (see
-//! `chute_engine::consume`).
+//! `chute_kafka::consume`).
 
 use anyhow::Context;
 use chute_core::ident::QualifiedName;
 use chute_core::parse::lineproto::Precision;
 use chute_core::partman::policy::parse_duration;
-use chute_engine::consume::{self, ConsumeReport, ConsumeSpec};
-use chute_engine::load::source::kafka::MessageFormat as Messages;
 use chute_engine::load::{Files, InputSpec, LoadSpec, TextFormat};
+use chute_kafka::MessageFormat as Messages;
+use chute_kafka::consume::{self, ConsumeReport, ConsumeSpec};
 
 use crate::Outcome;
 use crate::args::{ConnArgs, ConsumeArgs, MessageFormat};
@@ -85,11 +85,7 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
     load.load_id = a.load_id.clone();
     load.flush_every = Some(flush);
     load.flush_when_idle = true;
-    let mut fields = chute_engine::load::source::kafka::MessageFields {
-        key: a.key_column.clone(),
-        timestamp: a.timestamp_column.clone(),
-        headers: Vec::new(),
-    };
+    let mut fields = chute_kafka::MessageFields { key: a.key_column.clone(), timestamp: a.timestamp_column.clone(), headers: Vec::new() };
     for h in &a.header_column {
         match h.split_once('=') {
             Some((name, col)) if !name.is_empty() && !col.is_empty() => fields.headers.push((name.to_owned(), col.to_owned())),

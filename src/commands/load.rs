@@ -52,8 +52,8 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
 }
 
 /// `--create`: the table from the data's schema, unless it exists.
-async fn create(spec: &load::LoadSpec, inputs: &[load::ColumnarInput], a: &LoadArgs) -> anyhow::Result<()> {
-    use chute_engine::load::create::{Created, Partitioning, create_table};
+async fn create(spec: &load::LoadSpec, inputs: &[chute_arrow::ColumnarInput], a: &LoadArgs) -> anyhow::Result<()> {
+    use chute_arrow::create::{Created, Partitioning, create_table};
     let partitioning = a.key.clone().zip(a.interval).map(|(key, interval)| Partitioning { key, interval });
     let mut steps = super::partition::step_printer(a.json);
     match create_table(&spec.target, &spec.table, inputs, partitioning.as_ref(), &mut steps).await? {

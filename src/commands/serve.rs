@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use anyhow::Context;
 use chute_core::partman::policy::parse_duration;
-use chute_engine::serve::{ServeConfig, serve};
+use chute_serve::{ServeConfig, serve};
 
 use crate::Outcome;
 use crate::args::{ConnArgs, ServeArgs};
@@ -74,7 +74,7 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
             !schema.is_empty() && schema != "chute" && schema != "information_schema" && !schema.starts_with("pg_"),
             "--prometheus-schema {schema:?}: name a schema of your own (not chute's nor a system schema)"
         );
-        let mut p = chute_engine::serve::prom::PromConfig::new(schema);
+        let mut p = chute_serve::prom::PromConfig::new(schema);
         if let Some(r) = &a.prometheus_retention {
             p.retention = Some(chute_core::partman::Span::parse(r).map_err(|e| anyhow::anyhow!("--prometheus-retention {r:?}: {e}"))?);
         }
@@ -109,9 +109,9 @@ fn positive(flag: &str, text: &str) -> anyhow::Result<std::time::Duration> {
 }
 
 /// `chute serve --check`: one line per finding, the worst decides the exit code.
-async fn check(config: &chute_engine::serve::ServeConfig) -> anyhow::Result<Outcome> {
-    use chute_engine::serve::CheckLevel;
-    let lines = chute_engine::serve::check(config).await.map_err(|e| anyhow::anyhow!("chute serve --check: {e}"))?;
+async fn check(config: &chute_serve::ServeConfig) -> anyhow::Result<Outcome> {
+    use chute_serve::CheckLevel;
+    let lines = chute_serve::check(config).await.map_err(|e| anyhow::anyhow!("chute serve --check: {e}"))?;
     for l in &lines {
         let level = match l.level {
             CheckLevel::Ok => "ok",

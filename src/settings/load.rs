@@ -9,9 +9,8 @@ use chute_core::value::EpochUnit;
 use chute_engine::ConnectOptions;
 use std::sync::Arc;
 
-use chute_engine::load::{
-    Backfill, BatchStream, Columnar, ColumnarInput, Files, Generated, GeneratedInput, Input, InputSpec, LoadSpec, TextFormat, TsbsFiles,
-};
+use chute_arrow::{BatchStream, Columnar, ColumnarInput};
+use chute_engine::load::{Backfill, Files, Generated, GeneratedInput, Input, InputSpec, LoadSpec, TextFormat, TsbsFiles};
 
 use super::generate;
 use crate::args::{BackfillArg, EpochArg, FormatArg, GenArg, LoadArgs, OnConflictArg};

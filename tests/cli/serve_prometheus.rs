@@ -1,13 +1,13 @@
 //! `chute serve --prometheus`: remote write and remote read, spoken by a
-//! client here (the `prost` messages of `chute_engine::serve::prom::wire`,
+//! client here (the `prost` messages of `chute_serve::prom::wire`,
 //! snappy) and by real Prometheus servers (`serve_prometheus_real.rs`).
 
 use std::time::Duration;
 
-use chute_engine::serve::prom::wire::{
+use chute_serve::prom::wire::{
     self, ChunkedReadResponse, Label, LabelMatcher, MetricMetadata, Query, ReadRequest, ReadResponse, Sample, TimeSeries, WriteRequest,
 };
-use chute_engine::serve::prom::xor;
+use chute_serve::prom::xor;
 use chute_testkit::shared;
 use prost::Message;
 

@@ -12,10 +12,10 @@ use crate::load::ValueRows;
 use super::{ColKind, LaneColumn};
 
 /// The longest name PostgreSQL keeps (NAMEDATALEN - 1 bytes); a longer one is cut.
-pub(crate) const MAX_NAME: usize = 63;
+pub const MAX_NAME: usize = 63;
 
 /// Why a line's name cannot be a PostgreSQL name, if it cannot.
-pub(crate) fn too_long(what: &str, name: &str) -> Option<String> {
+pub fn too_long(what: &str, name: &str) -> Option<String> {
     (name.len() > MAX_NAME).then(|| {
         format!(
             "{what} {name:?} is {} bytes long: PostgreSQL names are at most {MAX_NAME} bytes (it would cut the name), so shorten it",
@@ -26,7 +26,7 @@ pub(crate) fn too_long(what: &str, name: &str) -> Option<String> {
 
 /// Why a line cannot be written.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Miss {
+pub enum Miss {
     /// A key with no column (with `--create-tables`, the column to add).
     NoColumn {
         key: String,
@@ -37,7 +37,7 @@ pub(crate) enum Miss {
 }
 
 impl Miss {
-    pub(crate) fn reason(self) -> String {
+    pub fn reason(self) -> String {
         match self {
             Miss::NoColumn { reason, .. } | Miss::Other(reason) => reason,
         }
@@ -48,7 +48,7 @@ impl Miss {
 /// nearly always name the same keys in the same order: a line whose keys
 /// are the previous line's reuses its column slots instead of looking each
 /// key up again.
-pub(crate) struct Matcher {
+pub struct Matcher {
     columns: Vec<LaneColumn>,
     index: FxHashMap<String, usize>,
     /// With `--create-tables` a missing column is added, not a hint.
@@ -65,8 +65,14 @@ pub(crate) struct Matcher {
     pub cells: Vec<Option<Cell>>,
 }
 
+impl std::fmt::Debug for Matcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Matcher").field("columns", &self.columns.len()).finish_non_exhaustive()
+    }
+}
+
 impl Matcher {
-    pub(crate) fn new(columns: &[LaneColumn], create_tables: bool) -> Self {
+    pub fn new(columns: &[LaneColumn], create_tables: bool) -> Self {
         Matcher {
             columns: columns.to_vec(),
             index: columns.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect(),
@@ -80,12 +86,12 @@ impl Matcher {
     }
 
     /// A matcher for lines that need not give a field one type throughout.
-    pub(crate) fn any_types(self) -> Self {
+    pub fn any_types(self) -> Self {
         Matcher { one_type: false, ..self }
     }
 
     /// Fills `cells` for line `n`, or says why the line cannot be written.
-    pub(crate) fn line(
+    pub fn line(
         &mut self,
         n: u64,
         tags: &[(Cow<'_, str>, Cow<'_, str>)],
@@ -147,7 +153,7 @@ impl Matcher {
 impl Matcher {
     /// Appends the row of the line `line` matched last: its time, then its
     /// values in column order (NULL for a column it does not name).
-    pub(crate) fn write_row(
+    pub fn write_row(
         &self,
         rows: &mut ValueRows,
         time_ns: i64,
@@ -172,8 +178,8 @@ impl Matcher {
 }
 
 /// Where a column's value is: the line's tag or field of that index.
-#[derive(Clone, Copy)]
-pub(crate) enum Cell {
+#[derive(Debug, Clone, Copy)]
+pub enum Cell {
     Tag(usize),
     Field(usize),
 }

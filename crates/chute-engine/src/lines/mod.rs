@@ -3,11 +3,11 @@
 //! (`matcher`), shared by `chute serve`'s write API and `chute consume
 //! --format line-protocol`.
 
-pub(crate) mod matcher;
+pub mod matcher;
 
 /// What a column of a table holds, as far as line protocol cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ColKind {
+pub enum ColKind {
     Time,
     Text,
     Bool,
@@ -18,7 +18,7 @@ pub(crate) enum ColKind {
 
 impl ColKind {
     /// The kind of a column of type `typ` (`pg_type.typname`) in `category` (`typcategory`).
-    pub(crate) fn of(typ: &str, category: char) -> ColKind {
+    pub fn of(typ: &str, category: char) -> ColKind {
         match (typ, category) {
             ("bool", _) => ColKind::Bool,
             ("int2" | "int4" | "int8", _) => ColKind::Integer,
@@ -31,7 +31,7 @@ impl ColKind {
 
 /// A column lines are written to: the first of a table's is its time.
 #[derive(Debug, Clone)]
-pub(crate) struct LaneColumn {
+pub struct LaneColumn {
     pub name: String,
     pub kind: ColKind,
     pub type_name: String,
@@ -40,7 +40,7 @@ pub(crate) struct LaneColumn {
 /// The columns lines are written to, of a table's `all`: time first (the
 /// column `time`, else the first timestamp column of the partition key),
 /// then every other column that has no default. `None`: no time column.
-pub(crate) fn line_columns(all: Vec<crate::catalog::Column>) -> Option<Vec<LaneColumn>> {
+pub fn line_columns(all: Vec<crate::catalog::Column>) -> Option<Vec<LaneColumn>> {
     let mut time = None;
     let mut key_time = None;
     let mut columns = Vec::new();

@@ -139,7 +139,7 @@ impl AckRef {
     }
 
     /// A share for a new holder of some of the rows.
-    pub(crate) fn share(&self) -> AckRef {
+    pub fn share(&self) -> AckRef {
         AckRef { inner: self.inner.clone(), settled: false }
     }
 
@@ -155,7 +155,7 @@ impl AckRef {
     }
 
     /// This holder's rows are with other holders now, or there were none.
-    pub(crate) fn settle(mut self) {
+    pub fn settle(mut self) {
         self.settled = true;
     }
 
@@ -237,7 +237,7 @@ impl SegmentAcks {
 /// A prefix of an input is committed once every piece in it is; a failed
 /// piece stops its input's prefix where it starts.
 #[derive(Debug, Default)]
-pub(crate) struct CommittedPrefix {
+pub struct CommittedPrefix {
     /// Per input: (bytes, next line) committed from its start, and the
     /// pieces done past a gap, by start.
     inputs: Vec<Prefix>,
@@ -253,12 +253,12 @@ struct Prefix {
 
 impl CommittedPrefix {
     /// Prefixes for `inputs` inputs, each starting at byte 0, line 1.
-    pub(crate) fn new(inputs: usize) -> CommittedPrefix {
+    pub fn new(inputs: usize) -> CommittedPrefix {
         CommittedPrefix { inputs: vec![Prefix { line: 1, ..Prefix::default() }; inputs] }
     }
 
     /// Takes in a completion; returns whether a prefix moved.
-    pub(crate) fn absorb(&mut self, c: &Completion) -> bool {
+    pub fn absorb(&mut self, c: &Completion) -> bool {
         let Some(p) = self.inputs.get_mut(c.id.input as usize) else { return false };
         if c.status == AckStatus::Failed {
             p.failed = true;
@@ -278,12 +278,12 @@ impl CommittedPrefix {
     }
 
     /// Bytes committed from the start of every input together.
-    pub(crate) fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.inputs.iter().map(|p| p.through).sum()
     }
 
     /// Per input: the first line and byte not known to be committed.
-    pub(crate) fn through(&self) -> Vec<(u64, u64)> {
+    pub fn through(&self) -> Vec<(u64, u64)> {
         self.inputs.iter().map(|p| (p.line, p.through)).collect()
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 /// One budget of bytes for everything in flight: parse threads take from it
 /// before they hand rows on, COPY workers give back when rows are sent.
 #[derive(Debug)]
-pub(crate) struct Budget {
+pub struct Budget {
     used: Mutex<usize>,
     freed: Condvar,
     /// Parse threads waiting in `acquire`: the coordinator sends what it
@@ -24,7 +24,7 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    pub(crate) fn new(limit: usize) -> Self {
+    pub fn new(limit: usize) -> Self {
         Budget { used: Mutex::new(0), freed: Condvar::new(), waiting: Default::default(), limit }
     }
 

@@ -30,7 +30,7 @@ use tokio_postgres::Client;
 use super::LoadError;
 
 /// FNV-1a, 64 bits: stable across builds (std's hasher is not).
-pub(crate) fn stable_hash(parts: &[&str]) -> u64 {
+pub fn stable_hash(parts: &[&str]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for p in parts {
         for b in p.bytes().chain([0u8]) {
@@ -226,13 +226,7 @@ pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed
 /// partition, by name), numbering the names it has not seen yet after the
 /// others: a number never changes, whatever partitions a topic gains.
 /// Registers the load in `chute.loads` if new.
-pub(crate) async fn shared_inputs(
-    client: &mut Client,
-    load_id: &str,
-    table: &str,
-    inputs: &str,
-    names: &[String],
-) -> Result<Vec<u32>, LoadError> {
+pub async fn shared_inputs(client: &mut Client, load_id: &str, table: &str, inputs: &str, names: &[String]) -> Result<Vec<u32>, LoadError> {
     crate::schema::ensure(client).await?;
     let txn = client.transaction().await.map_err(|e| LoadError::sql("numbering the load's partitions", e))?;
     let key = stable_hash(&["chute positions", load_id]) as i64;
@@ -270,7 +264,7 @@ pub(crate) async fn hold_inputs(txn: &tokio_postgres::Transaction<'_>, load_id: 
 
 /// Moves the shared inputs `owner` still owns on to where they are
 /// committed through (never back).
-pub(crate) async fn advance(client: &Client, load_id: &str, owner: &str, through: &[(u32, u64)]) -> Result<(), LoadError> {
+pub async fn advance(client: &Client, load_id: &str, owner: &str, through: &[(u32, u64)]) -> Result<(), LoadError> {
     let inputs: Vec<i32> = through.iter().map(|t| t.0 as i32).collect();
     let at: Vec<i64> = through.iter().map(|t| t.1 as i64).collect();
     client

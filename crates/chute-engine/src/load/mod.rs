@@ -14,24 +14,22 @@
 //! takes rows.
 
 pub mod ack;
-pub(crate) mod budget;
+pub mod budget;
 mod claim;
-pub mod columnar;
 mod control;
 mod coordinator;
-pub mod create;
 mod identity;
 pub mod input;
 mod insert;
 pub mod journal;
-mod kind;
+pub mod kind;
 pub use sink::atomic::{Resolved, recover as recover_prepared};
-pub(crate) mod model;
+pub mod model;
 mod oversized;
 mod pipeline;
 pub mod reading;
 pub mod rejects;
-mod routing;
+pub mod routing;
 mod setup;
 mod sink;
 pub mod source;
@@ -44,11 +42,24 @@ use std::time::Duration;
 use chute_core::ident::QualifiedName;
 use chute_core::value::EpochUnit;
 
-pub use columnar::{BatchStream, Columnar, ColumnarInput};
 pub use input::{Delivery, FeedFormat, FeedInput, Files, Generated, Identity, Input, Opened, Shared, TextFormat, TsbsFiles};
 pub use kind::Prepared;
-pub use kind::samples::SamplesFeed;
-pub(crate) use kind::values::ValueRows;
+pub use kind::values::ValueRows;
+pub use rejects::RejectOrigin;
+pub use text_route::file_text_row;
+
+/// A file's identity for the journal: its canonical path, size and
+/// modification time (ns). Inputs read from files derive their load id from it.
+pub fn file_identity(canonical: &std::path::Path, len: u64, mtime_nanos: u128) -> String {
+    identity::file(canonical, len, mtime_nanos)
+}
+
+/// The engine's kinds, for inputs outside the engine whose records are in a
+/// format the engine reads (a door's messages holding CSV or line protocol).
+pub mod kinds {
+    pub use super::kind::delimited::prepare as delimited;
+    pub use super::kind::lineproto::prepare as line_protocol;
+}
 pub use pipeline::run;
 pub use reading::{GeneratedInput, InputSpec};
 pub use source::Feed;
@@ -131,7 +142,7 @@ pub struct LoadSpec {
     pub flush_when_idle: bool,
     /// One budget several loads share instead of `memory_budget` each
     /// (`chute serve`'s lanes, one load per table).
-    pub(crate) shared_budget: Option<std::sync::Arc<budget::Budget>>,
+    pub shared_budget: Option<std::sync::Arc<budget::Budget>>,
     /// Upsert: what a row whose conflict key is in the table already does
     /// (`None`: it is refused, as COPY refuses it). Each leaf's batch is
     /// staged and merged (see `sink::merge`).
@@ -326,7 +337,7 @@ pub enum LoadError {
 
 impl LoadError {
     /// A statement's failure, with what it was for.
-    pub(crate) fn sql(context: impl Into<String>, e: tokio_postgres::Error) -> Self {
+    pub fn sql(context: impl Into<String>, e: tokio_postgres::Error) -> Self {
         LoadError::Sql(crate::error::SqlError::new(context, e))
     }
 

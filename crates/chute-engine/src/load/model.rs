@@ -25,7 +25,7 @@ pub(crate) type TargetMap<V> = FxHashMap<Target, V>;
 
 /// A piece of input: whole records (or rows to make, or a record batch),
 /// with where it starts in its input and the acknowledgement its rows share.
-pub(crate) struct Chunk {
+pub struct Chunk {
     pub input: usize,
     pub first_line: u64,
     /// Where the chunk starts in its input: a byte offset, a sequence
@@ -36,9 +36,15 @@ pub(crate) struct Chunk {
     pub payload: Payload,
 }
 
+impl std::fmt::Debug for Chunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunk").finish_non_exhaustive()
+    }
+}
+
 /// What a chunk holds. Each input sends the payloads its kind reads; the
 /// engine itself looks only at `Oversized` (a reject, never rows).
-pub(crate) enum Payload {
+pub enum Payload {
     /// Whole records read from an input's bytes, cut at a record end.
     Records(Vec<u8>),
     /// Whole messages (Kafka): their records, and where each message starts
@@ -55,14 +61,20 @@ pub(crate) enum Payload {
     Other(Box<dyn std::any::Any + Send>),
 }
 
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Payload").finish_non_exhaustive()
+    }
+}
+
 impl Chunk {
     /// Records read from an input (cut at a record end).
-    pub(crate) fn records(input: usize, data: Vec<u8>, first_line: u64, base_offset: u64, ack: Option<AckRef>) -> Chunk {
+    pub fn records(input: usize, data: Vec<u8>, first_line: u64, base_offset: u64, ack: Option<AckRef>) -> Chunk {
         Chunk { input, first_line, base_offset, ack, payload: Payload::Records(data) }
     }
 
     /// The chunk's records as bytes (records or messages; empty for the other payloads).
-    pub(crate) fn data(&self) -> &[u8] {
+    pub fn data(&self) -> &[u8] {
         match &self.payload {
             Payload::Records(data) | Payload::Messages { data, .. } => data,
             _ => &[],
@@ -71,7 +83,7 @@ impl Chunk {
 
     /// The journal range the chunk covers: (input, start, end), in bytes of
     /// its input, or in offsets of its messages.
-    pub(crate) fn journal_range(&self) -> (u32, u64, u64) {
+    pub fn journal_range(&self) -> (u32, u64, u64) {
         match &self.payload {
             Payload::Messages { marks, .. } => (self.input as u32, marks.range.0, marks.range.1),
             Payload::Numbered { from, to } => (self.input as u32, *from, *to),
@@ -82,7 +94,7 @@ impl Chunk {
     /// A record's line and journal position from where it was read (`line`,
     /// and `offset` in bytes of the input): for messages, both are its
     /// message's offset.
-    pub(crate) fn place(&self, line: u64, offset: u64) -> (u64, u64) {
+    pub fn place(&self, line: u64, offset: u64) -> (u64, u64) {
         match &self.payload {
             Payload::Messages { marks, .. } => {
                 let o = marks.offset_at(offset - self.base_offset);
@@ -98,12 +110,18 @@ impl Chunk {
 /// position and their "line" (one message may hold several rows; a chunk
 /// holds whole messages, so every row of one message for one leaf is in
 /// one batch).
-pub(crate) struct Marks {
+pub struct Marks {
     /// Byte where each message starts in the chunk's data, ascending.
     pub starts: Vec<u32>,
     pub offsets: Vec<u64>,
     /// The offsets the chunk covers (from the end of the one before).
     pub range: (u64, u64),
+}
+
+impl std::fmt::Debug for Marks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Marks").finish_non_exhaustive()
+    }
 }
 
 impl Marks {
@@ -116,25 +134,31 @@ impl Marks {
 
 /// Rows of one chunk for one target, encoded.
 #[derive(Default)]
-pub(crate) struct Segment {
-    pub data: Vec<u8>,
+pub struct Segment {
+    pub(crate) data: Vec<u8>,
     /// End of each row in `data`.
-    pub row_ends: Vec<u32>,
+    pub(crate) row_ends: Vec<u32>,
     /// The original records, for reject files (copies; empty when records
     /// are kept by position, see `offsets`).
-    pub raw: Vec<u8>,
+    pub(crate) raw: Vec<u8>,
     /// End of each record, as if the records were in `raw` one after another.
-    pub raw_ends: Vec<u32>,
+    pub(crate) raw_ends: Vec<u32>,
     /// Where each record starts in its input, when records are kept by
     /// position only (plain files: a reject file reads them back from there).
-    pub offsets: Vec<u64>,
-    pub lines: Vec<u64>,
+    pub(crate) offsets: Vec<u64>,
+    pub(crate) lines: Vec<u64>,
     /// The input each row came from.
-    pub inputs: Vec<u16>,
+    pub(crate) inputs: Vec<u16>,
     /// The input ranges whose rows for this target are all here (see `journal`).
-    pub ranges: Vec<(u32, u64, u64)>,
+    pub(crate) ranges: Vec<(u32, u64, u64)>,
     /// The acknowledgements of the rows here, settled when they commit.
-    pub acks: SegmentAcks,
+    pub(crate) acks: SegmentAcks,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment").finish_non_exhaustive()
+    }
 }
 
 impl Segment {
@@ -211,29 +235,35 @@ impl Segment {
 }
 
 /// A rejected record with where it came from.
-pub(crate) struct Reject {
-    pub input: usize,
-    pub line: u64,
-    pub raw: Vec<u8>,
-    pub reason: String,
+pub struct Reject {
+    pub(crate) input: usize,
+    pub(crate) line: u64,
+    pub(crate) raw: Vec<u8>,
+    pub(crate) reason: String,
     /// With `raw` empty: the record is `len` bytes at `offset` of its input file.
-    pub at: Option<(u64, u32)>,
+    pub(crate) at: Option<(u64, u32)>,
     /// The acknowledgement of the row's input: told the reason, settled
     /// once the reject is on file.
-    pub ack: Option<AckRef>,
+    pub(crate) ack: Option<AckRef>,
     /// The SQLSTATE of the refusal, when it has one (the server's, or the
     /// one the server would give: 22003 for a number out of range).
-    pub sqlstate: Option<String>,
+    pub(crate) sqlstate: Option<String>,
+}
+
+impl std::fmt::Debug for Reject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reject").finish_non_exhaustive()
+    }
 }
 
 impl Reject {
     /// A reject with its record copied (`raw`), not yet acknowledged.
-    pub(crate) fn new(input: usize, line: u64, raw: Vec<u8>, reason: String) -> Reject {
+    pub fn new(input: usize, line: u64, raw: Vec<u8>, reason: String) -> Reject {
         Reject { input, line, raw, reason, at: None, ack: None, sqlstate: None }
     }
 
     /// [`Reject::new`] with the refusal's SQLSTATE.
-    pub(crate) fn with_sqlstate(mut self, sqlstate: &str) -> Reject {
+    pub fn with_sqlstate(mut self, sqlstate: &str) -> Reject {
         self.sqlstate = Some(sqlstate.to_owned());
         self
     }
@@ -246,25 +276,31 @@ impl Reject {
 
 /// What a parse thread made of one chunk.
 #[derive(Default)]
-pub(crate) struct ChunkOut {
-    pub segments: Vec<(Target, Segment)>,
-    pub rejects: Vec<Reject>,
+pub struct ChunkOut {
+    pub(crate) segments: Vec<(Target, Segment)>,
+    pub(crate) rejects: Vec<Reject>,
     /// Rows whose tag set has no id yet (tsbs): resolved by the coordinator.
-    pub pending_tags: Vec<PendingRow>,
+    pub(crate) pending_tags: Vec<PendingRow>,
     /// Rows whose time partition does not exist yet.
-    pub pending_parts: Vec<PendingPart>,
-    pub budget: usize,
+    pub(crate) pending_parts: Vec<PendingPart>,
+    pub(crate) budget: usize,
     /// The chunk's input range: (input, start, end) in bytes or sequence numbers.
-    pub range: (u32, u64, u64),
+    pub(crate) range: (u32, u64, u64),
     /// Rows an earlier run of this load committed already.
-    pub skipped: u64,
+    pub(crate) skipped: u64,
     /// The part of `budget` that `rejects` take: given back once they are
     /// written (a chunk of short bad rows is mostly rejects).
-    pub reject_bytes: usize,
+    pub(crate) reject_bytes: usize,
     /// Text rows whose key the server must parse before they are routed.
-    pub server_keys: Vec<ServerKeyed>,
+    pub(crate) server_keys: Vec<ServerKeyed>,
     /// The chunk's acknowledgement, shared out to its rows by the coordinator.
-    pub ack: Option<AckRef>,
+    pub(crate) ack: Option<AckRef>,
+}
+
+impl std::fmt::Debug for ChunkOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkOut").finish_non_exhaustive()
+    }
 }
 
 impl ChunkOut {
@@ -324,18 +360,24 @@ impl PendingPart {
 
 /// Where a row came from, for journal, resume and reject file.
 #[derive(Clone, Copy)]
-pub(crate) struct RowPos {
+pub struct RowPos {
     pub input: usize,
     pub line: u64,
     pub offset: u64,
     pub range: (u32, u64, u64),
 }
 
+impl std::fmt::Debug for RowPos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowPos").finish_non_exhaustive()
+    }
+}
+
 /// What one chunk's rows became.
 #[derive(Default)]
-pub(crate) struct Filed {
+pub struct Filed {
     /// One segment per target, in the order their first rows came.
-    pub segments: Vec<(Target, Segment)>,
+    pub(crate) segments: Vec<(Target, Segment)>,
     /// Where each target's segment is in `segments`.
     index: TargetMap<usize>,
     /// The segment the last row went to (`None` before the first): the next
@@ -348,13 +390,19 @@ pub(crate) struct Filed {
     spare: Vec<u8>,
     /// Bytes the first segment reserves for its rows (a chunk's rows mostly
     /// go to one target: reserving once spares the copies of growing).
-    pub reserve: usize,
-    pub pending: Vec<PendingPart>,
+    pub(crate) reserve: usize,
+    pub(crate) pending: Vec<PendingPart>,
     pub rejects: Vec<Reject>,
-    pub skipped: u64,
+    pub(crate) skipped: u64,
     /// Keep rows' records by position instead of copying them (plain files).
-    pub by_ref: bool,
-    pub server_keys: Vec<ServerKeyed>,
+    pub(crate) by_ref: bool,
+    pub(crate) server_keys: Vec<ServerKeyed>,
+}
+
+impl std::fmt::Debug for Filed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Filed").finish_non_exhaustive()
+    }
 }
 
 impl Filed {
@@ -388,7 +436,7 @@ impl Filed {
     /// filed without a copy). Append one row, then call [`Filed::file_staged`];
     /// on any other outcome leave the buffer as it was.
     #[inline]
-    pub(crate) fn staging(&mut self) -> &mut Vec<u8> {
+    pub fn staging(&mut self) -> &mut Vec<u8> {
         match self.last {
             Some(i) => &mut self.segments[i].1.data,
             None => &mut self.spare,
@@ -420,7 +468,7 @@ impl Filed {
 
     /// [`Filed::file`] for the row [`Filed::staging`] holds.
     #[inline]
-    pub(crate) fn file_staged(&mut self, routing: &Routing, routed: Routed, table: u16, raw: &[u8], at: RowPos) {
+    pub fn file_staged(&mut self, routing: &Routing, routed: Routed, table: u16, raw: &[u8], at: RowPos) {
         if let (Routed::To(leaf), Some(i)) = (&routed, self.last) {
             let target = Target { table, leaf: *leaf, text: false };
             if self.segments[i].0 == target && !routing.is_committed(*leaf, false, at.input, at.offset) {
@@ -447,7 +495,7 @@ impl Filed {
 
     /// Files a routed row: into its segment, the pending list or the rejects,
     /// or nowhere when an earlier run committed it.
-    pub(crate) fn file(&mut self, routing: &Routing, routed: Routed, table: u16, row: &[u8], raw: &[u8], at: RowPos) {
+    pub fn file(&mut self, routing: &Routing, routed: Routed, table: u16, row: &[u8], raw: &[u8], at: RowPos) {
         match routed {
             Routed::To(leaf) => {
                 if routing.is_committed(leaf, false, at.input, at.offset) {
@@ -478,7 +526,7 @@ impl Filed {
     }
 
     /// Packs the chunk's results with the budget they take.
-    pub(crate) fn finish(mut self, range: (u32, u64, u64)) -> ChunkOut {
+    pub fn finish(mut self, range: (u32, u64, u64)) -> ChunkOut {
         self.rejects.sort_by_key(|r| r.line);
         let mut segments = self.segments;
         for (_, s) in &mut segments {
@@ -542,10 +590,16 @@ impl PendingRow {
 }
 
 /// A record too large to hold, skipped whole: where it is and how long.
-pub(crate) struct Oversized {
-    pub line: u64,
-    pub offset: u64,
-    pub len: u64,
+pub struct Oversized {
+    pub(crate) line: u64,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
     /// The longest record the budget allows.
-    pub max: usize,
+    pub(crate) max: usize,
+}
+
+impl std::fmt::Debug for Oversized {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oversized").finish_non_exhaustive()
+    }
 }

@@ -29,18 +29,24 @@ use crate::retry::{Backoff, Lost};
 
 /// A leaf: an id in the load's leaf registry, or the parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum LeafRef {
+pub enum LeafRef {
     Leaf(u32),
     Parent,
 }
 
-pub(crate) enum Routed {
+pub enum Routed {
     To(LeafRef),
     /// No partition yet; the policy may create the interval starting here.
     Missing {
         start: i64,
     },
     Reject(String),
+}
+
+impl std::fmt::Debug for Routed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Routed").finish_non_exhaustive()
+    }
 }
 
 /// Just-in-time creation: the policy and what it allows.
@@ -133,29 +139,41 @@ pub(crate) struct Virtual {
 }
 
 /// How rows of one table find their leaf.
-pub(crate) struct Routing {
-    pub parent: QualifiedName,
+pub struct Routing {
+    pub(crate) parent: QualifiedName,
     /// `("a", "b", …)` for this table's COPY statements.
-    pub copy_list: String,
-    pub mode: RouteMode,
+    pub(crate) copy_list: String,
+    pub(crate) mode: RouteMode,
     /// Leaf names by id; append-only, so ids held by accumulators stay valid.
     registry: RwLock<Vec<QualifiedName>>,
     /// What earlier runs of this load committed, per (leaf, text) and input.
     committed: std::sync::OnceLock<std::collections::HashMap<(LeafRef, bool), Vec<super::journal::RangeSet>>>,
     /// Set when rows go through the parent as INSERTs (row-level security
     /// that applies to the loading role refuses COPY; see `insert`).
-    pub insert: Option<Arc<super::insert::InsertPlan>>,
+    pub(crate) insert: Option<Arc<super::insert::InsertPlan>>,
     /// Set when rows are upserted (see `sink::merge`).
-    pub merge: Option<Arc<super::sink::merge::MergePlan>>,
+    pub(crate) merge: Option<Arc<super::sink::merge::MergePlan>>,
+}
+
+impl std::fmt::Debug for Routing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Routing").finish_non_exhaustive()
+    }
 }
 
 /// Per-chunk routing state: the tree version in use and a scratch buffer.
-pub(crate) struct RouteCtx {
+pub struct RouteCtx {
     state: Option<Arc<TreeState>>,
     virtuals: Arc<Vec<Virtual>>,
     ranges: Vec<Option<(usize, usize)>>,
     /// The policy's limits when this context was made.
     limits: Option<Limits>,
+}
+
+impl std::fmt::Debug for RouteCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteCtx").finish_non_exhaustive()
+    }
 }
 
 impl Routing {
@@ -229,7 +247,7 @@ impl Routing {
         *state.write().expect("tree state") = Arc::new(TreeState { tree, ids });
     }
 
-    pub(crate) fn ctx(&self) -> RouteCtx {
+    pub fn ctx(&self) -> RouteCtx {
         let (state, virtuals) = match &self.mode {
             RouteMode::Tree(t) => (Some(t.state.read().expect("tree state").clone()), t.virtuals.read().expect("virtual leaves").clone()),
             _ => (None, Default::default()),
@@ -321,7 +339,7 @@ impl Routing {
     }
 
     /// Routes one encoded row.
-    pub(crate) fn route(&self, ctx: &mut RouteCtx, row: &[u8]) -> Routed {
+    pub fn route(&self, ctx: &mut RouteCtx, row: &[u8]) -> Routed {
         let RouteMode::Tree(t) = &self.mode else {
             return Routed::To(if matches!(self.mode, RouteMode::Single) { LeafRef::Leaf(0) } else { LeafRef::Parent });
         };

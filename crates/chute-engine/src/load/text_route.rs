@@ -27,7 +27,7 @@ use super::routing::{LeafRef, Routed, Routing};
 /// (`routing`'s): routed on its key when the table has a policy, else to the
 /// parent as before.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn file_text_row(
+pub fn file_text_row(
     encoder: &RowEncoder,
     (table, routing): (u16, &Routing),
     rc: &RouteCtx,

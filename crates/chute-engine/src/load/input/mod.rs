@@ -112,7 +112,7 @@ impl Opened {
     /// An opened input with `source`, answered for as `delivery`; the rest
     /// empty (no names, no identity, no size, rejects nowhere by default),
     /// for the caller to set.
-    pub(crate) fn new(source: Box<dyn Source>, delivery: Delivery, bytes_read: Arc<AtomicU64>) -> Opened {
+    pub fn new(source: Box<dyn Source>, delivery: Delivery, bytes_read: Arc<AtomicU64>) -> Opened {
         Opened {
             source,
             names: Vec::new(),

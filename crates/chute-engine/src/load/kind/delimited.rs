@@ -50,7 +50,7 @@ fn make_format(spec: &LoadSpec, format: TextFormat, plan: &ColumnPlan) -> Result
 
 /// Prepares a load of delimited text into one table; `by_ref`: rows keep
 /// their records by position (every input is a plain file, see `Filed::by_ref`).
-pub(crate) async fn prepare(
+pub async fn prepare(
     spec: &LoadSpec,
     format: TextFormat,
     by_ref: bool,

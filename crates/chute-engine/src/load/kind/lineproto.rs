@@ -29,7 +29,7 @@ use crate::lines::{LaneColumn, line_columns};
 /// name is `-`, into the tables of its schema (the search_path's first
 /// without one) that lines can fill, each line into the table its
 /// measurement names.
-pub(crate) async fn prepare(
+pub async fn prepare(
     spec: &LoadSpec,
     precision: Precision,
     control: &tokio_postgres::Client,

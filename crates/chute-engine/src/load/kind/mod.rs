@@ -19,11 +19,9 @@ use super::target::{self, ColumnPlan};
 use super::{LoadError, LoadProgress, LoadSpec};
 use crate::catalog::TableInfo;
 
-pub(crate) mod columnar;
-pub(crate) mod delimited;
+pub mod delimited;
 pub(crate) mod generated;
-pub(crate) mod lineproto;
-pub(crate) mod samples;
+pub mod lineproto;
 pub(crate) mod tsbs;
 pub(crate) mod values;
 
@@ -45,13 +43,13 @@ pub(crate) mod values;
 /// holder gives its share back when its rows are done. A record the kind
 /// cannot read is a reject with its reason, never an error: nothing in a
 /// chunk fails the load.
-pub(crate) trait Kind: Send + Sync {
+pub trait Kind: Send + Sync {
     fn process(&self, chunk: &Chunk) -> ChunkOut;
 }
 
 /// Finds a header to skip at the start of an input: `Some((bytes, lines))`,
 /// or `None` when more bytes are needed.
-pub(crate) type SkipHeader = fn(&[u8]) -> Result<Option<(usize, u64)>, String>;
+pub type SkipHeader = fn(&[u8]) -> Result<Option<(usize, u64)>, String>;
 
 /// Everything kind-specific a load needs, made before any row moves by its
 /// input (`Input::prepare`).
@@ -80,10 +78,21 @@ impl std::fmt::Debug for Prepared {
 }
 
 impl Prepared {
+    /// With `columns`, the data's columns the load reads by name (a columnar
+    /// source decodes no others).
+    pub fn with_read_columns(self, columns: Vec<String>) -> Prepared {
+        Prepared { read_columns: columns, ..self }
+    }
+
+    /// The data's columns the load reads by name (empty: not a columnar load).
+    pub fn read_columns(&self) -> &[String] {
+        &self.read_columns
+    }
+
     /// One table's load whose chunks come whole (no boundary to find, no
     /// header, no tags), kept by copy: what most kinds need; a kind sets
     /// the rest with struct update syntax.
-    pub(crate) fn one_table(routing: Arc<Routing>, via_parent_reason: Option<String>, info: &TableInfo, kind: Arc<dyn Kind>) -> Prepared {
+    pub fn one_table(routing: Arc<Routing>, via_parent_reason: Option<String>, info: &TableInfo, kind: Arc<dyn Kind>) -> Prepared {
         Prepared {
             tables: vec![routing],
             kind,
@@ -100,7 +109,7 @@ impl Prepared {
 
 /// The one table of a load into one table, with its columns planned and
 /// its routing built.
-pub(crate) struct OneTable {
+pub struct OneTable {
     pub info: TableInfo,
     /// Every column of the table.
     pub columns: Vec<target::TableColumn>,
@@ -110,10 +119,16 @@ pub(crate) struct OneTable {
     pub ctx: EncodeContext,
 }
 
+impl std::fmt::Debug for OneTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OneTable").finish_non_exhaustive()
+    }
+}
+
 /// Resolves the load's table (made from `workload` when it is missing and
 /// the load makes it), plans its `columns` (all, in table order, when
 /// `None`) and builds its routing.
-pub(crate) async fn one_table(
+pub async fn one_table(
     spec: &LoadSpec,
     control: &tokio_postgres::Client,
     progress: &mut dyn LoadProgress,
@@ -126,7 +141,7 @@ pub(crate) async fn one_table(
 
 /// Plans the `columns` (all, in table order, when `None`) of a load's table
 /// and builds its routing.
-pub(crate) async fn plan_table(
+pub async fn plan_table(
     spec: &LoadSpec,
     control: &tokio_postgres::Client,
     progress: &mut dyn LoadProgress,

@@ -82,6 +82,13 @@ impl ValueRows {
     pub fn len(&self) -> usize {
         self.data.len()
     }
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+    /// Bytes it holds room for.
+    pub fn capacity(&self) -> usize {
+        self.data.capacity()
+    }
     pub fn reserve(&mut self, bytes: usize) {
         self.data.reserve(bytes);
     }

@@ -14,10 +14,8 @@ use super::LoadError;
 use super::ack::Completion;
 use super::model::Chunk;
 
-pub(crate) mod columnar;
 pub(crate) mod files;
 pub(crate) mod generated;
-pub mod kafka;
 
 /// Where a load's rows come from.
 ///
@@ -35,7 +33,7 @@ pub mod kafka;
 /// set or `out` is closed (the load is stopping); an `Err` fails the load.
 /// Returning closes the source's side: the parse threads finish what is
 /// queued and the load drains.
-pub(crate) trait Source: Send {
+pub trait Source: Send {
     fn read(self: Box<Self>, out: &flume::Sender<Chunk>, cancel: &AtomicBool, acks: &flume::Sender<Completion>) -> Result<(), LoadError>;
 }
 
@@ -52,9 +50,28 @@ impl std::fmt::Debug for Feed {
 
 impl Feed {
     /// A feed and the sender of its chunks, holding at most `depth` chunks.
-    pub(crate) fn bounded(depth: usize) -> (flume::Sender<Chunk>, Feed) {
+    pub fn bounded(depth: usize) -> (flume::Sender<Chunk>, Feed) {
         let (tx, rx) = flume::bounded(depth);
         (tx, Feed(rx))
+    }
+
+    /// Chunks queued, not taken by the load yet.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every sender is gone: no chunk comes any more.
+    pub fn is_disconnected(&self) -> bool {
+        self.0.is_disconnected()
+    }
+
+    /// Drops the chunks queued (their acknowledgements fail).
+    pub fn drain(&self) {
+        while self.0.try_recv().is_ok() {}
     }
 }
 

@@ -129,7 +129,7 @@ impl Keys {
             if c.as_ref().is_none_or(|c| c.is_closed()) {
                 let client = config.target.connect().await?;
                 // The schema's bootstrap makes chute.serve_requests (versions 5 to 8).
-                crate::schema::ensure(&client).await?;
+                chute_engine::schema::ensure(&client).await?;
                 // A key's record is written before its rows are sent, so the commit of
                 // any of its rows (synchronous, in the lanes) makes the WAL durable past
                 // it; a record lost with the rest of an unflushed tail only makes a

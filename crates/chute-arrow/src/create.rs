@@ -7,10 +7,11 @@
 use chute_core::ident::{QualifiedName, quote_ident};
 use chute_core::partman::{KeyType, Policy, Span};
 
-use super::LoadError;
-use super::columnar::{self, ColumnarInput};
-use crate::ConnectOptions;
-use crate::partman::{CreateRequest, PartitionManager, StepReporter};
+use chute_engine::load::LoadError;
+
+use crate::files::{self as columnar, ColumnarInput};
+use chute_engine::ConnectOptions;
+use chute_engine::partman::{CreateRequest, PartitionManager, StepReporter};
 
 /// How the table is to be partitioned, when it is.
 #[derive(Debug, Clone)]
@@ -48,7 +49,7 @@ pub async fn create_table(
 ) -> Result<Created, LoadError> {
     let definition = definition(inputs)?;
     let client = target.connect().await?;
-    if crate::catalog::table_info(&client, table).await?.is_some() {
+    if chute_engine::catalog::table_info(&client, table).await?.is_some() {
         return Ok(Created::Existed);
     }
     let Some(p) = partitioning else {
@@ -60,8 +61,8 @@ pub async fn create_table(
     let max_future = p.interval.is_time().then(|| Span::parse("1d").expect("a valid span"));
     // The key's type is filled in from the catalog (as for partition create).
     let policy = Policy { max_future, ..Policy::new(table.clone(), p.key.clone(), KeyType::Timestamptz, p.interval) };
-    let mut mgr = PartitionManager::connect(target, crate::exec::ExecSettings::default()).await?;
+    let mut mgr = PartitionManager::connect(target, chute_engine::exec::ExecSettings::default()).await?;
     let req = CreateRequest { policy, like: None, columns: Some(definition.clone()), start: None };
-    let (_, plan) = mgr.create(req, crate::clock::now_micros(), false, report).await?;
+    let (_, plan) = mgr.create(req, chute_engine::clock::now_micros(), false, report).await?;
     Ok(Created::Made { definition, partitions: plan.created().count() })
 }

@@ -19,10 +19,10 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use super::super::LoadError;
-use super::super::ack::{AckId, AckRef, Completion};
-use super::super::model::{Chunk, Marks, Payload};
-use super::Source;
+use chute_engine::load::ack::{AckId, AckRef, Completion};
+use chute_engine::load::model::{Chunk, Marks, Payload};
+use chute_engine::load::source::Source;
+use chute_engine::load::{Delivery, Input, LoadError, LoadProgress, LoadSpec, Opened, Prepared, RejectOrigin, Shared, TextFormat, kinds};
 
 /// A consumer of chute's: it notes every rebalance of its group.
 pub type KafkaConsumer = BaseConsumer<Watch>;
@@ -114,7 +114,7 @@ pub struct KafkaRun {
     /// Columns filled from the message's key, headers and timestamp (JSON messages).
     pub fields: Arc<MessageFields>,
     /// Rejected messages go to this topic instead of the reject file.
-    pub dead_letter: Option<Arc<dyn super::super::rejects::DeadLetter>>,
+    pub dead_letter: Option<Arc<dyn chute_engine::load::rejects::DeadLetter>>,
 }
 
 /// A dead-letter topic: each rejected record is a message with the
@@ -131,7 +131,7 @@ impl std::fmt::Debug for DeadLetterTopic {
     }
 }
 
-impl super::super::rejects::DeadLetter for DeadLetterTopic {
+impl chute_engine::load::rejects::DeadLetter for DeadLetterTopic {
     fn send(&self, input: &str, line: u64, raw: &[u8], reason: &str) -> Result<(), String> {
         use rdkafka::message::{Header, OwnedHeaders};
         let offset = line.to_string();
@@ -411,7 +411,7 @@ fn gather(run: &KafkaRun, load: &flume::Sender<Completion>, inputs: usize) -> fl
     let (tx, rx) = flume::unbounded::<Completion>();
     let (load, through) = (load.clone(), run.through.clone());
     let handle = std::thread::spawn(move || {
-        let mut prefix = super::super::ack::CommittedPrefix::new(inputs);
+        let mut prefix = chute_engine::load::ack::CommittedPrefix::new(inputs);
         for c in rx.iter() {
             let input = c.id.input;
             if prefix.absorb(&c)
@@ -453,7 +453,7 @@ fn fatal(e: &KafkaError) -> bool {
     )
 }
 
-pub(crate) fn kafka_error(e: KafkaError) -> LoadError {
+pub fn kafka_error(e: KafkaError) -> LoadError {
     LoadError::Input { input: "Kafka".into(), message: e.to_string() }
 }
 
@@ -461,7 +461,7 @@ pub(crate) fn kafka_error(e: KafkaError) -> LoadError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MessageFormat {
     /// Delimited text: one or more records (a JSON message may be an array of objects).
-    Text(super::super::TextFormat),
+    Text(TextFormat),
     /// InfluxDB line protocol, timestamps in this unit.
     LineProtocol(chute_core::parse::lineproto::Precision),
 }
@@ -484,43 +484,38 @@ impl KafkaInput {
     }
 }
 
-impl super::super::Input for KafkaInput {
+impl Input for KafkaInput {
     fn prepare<'a>(
         &'a self,
-        spec: &'a super::super::LoadSpec,
+        spec: &'a LoadSpec,
         control: &'a tokio_postgres::Client,
-        progress: &'a mut dyn super::super::LoadProgress,
-    ) -> futures_util::future::BoxFuture<'a, Result<super::super::Prepared, LoadError>> {
-        use super::super::kind;
+        progress: &'a mut dyn LoadProgress,
+    ) -> futures_util::future::BoxFuture<'a, Result<Prepared, LoadError>> {
         use futures_util::FutureExt;
         match self.format {
-            MessageFormat::Text(f) => kind::delimited::prepare(spec, f, false, control, progress).boxed(),
-            MessageFormat::LineProtocol(p) => kind::lineproto::prepare(spec, p, control, progress).boxed(),
+            MessageFormat::Text(f) => kinds::delimited(spec, f, false, control, progress).boxed(),
+            MessageFormat::LineProtocol(p) => kinds::line_protocol(spec, p, control, progress).boxed(),
         }
     }
 
-    fn open(&self, _: &super::super::LoadSpec, _: &super::super::Prepared) -> Result<super::super::Opened, LoadError> {
+    fn open(&self, _: &LoadSpec, _: &Prepared) -> Result<Opened, LoadError> {
         let run = &self.run;
         let topic = run.parts.first().map_or("kafka", |p| p.topic.as_str());
         let bytes_read = Arc::new(AtomicU64::new(0));
         let source = KafkaSource {
             run: run.clone(),
-            json_arrays: self.format == MessageFormat::Text(super::super::TextFormat::Jsonl),
+            json_arrays: self.format == MessageFormat::Text(TextFormat::Jsonl),
             chunk_bytes: self.chunk_bytes,
             bytes_read: bytes_read.clone(),
         };
-        let mut o = super::super::Opened::new(Box::new(source), super::super::Delivery::Rerun, bytes_read);
+        let mut o = Opened::new(Box::new(source), Delivery::Rerun, bytes_read);
         o.names = run.names.clone();
-        o.rejects = super::super::rejects::RejectOrigin {
+        o.rejects = RejectOrigin {
             default_path: Some(format!("{topic}.rejects").into()),
             dead_letter: run.dead_letter.clone(),
-            ..super::super::rejects::RejectOrigin::nowhere(run.names.len().max(1))
+            ..RejectOrigin::nowhere(run.names.len().max(1))
         };
-        o.shared = Some(super::super::Shared {
-            inputs: run.parts.iter().map(|p| p.input).collect(),
-            seek: run.seek.clone(),
-            owner: run.owner.clone(),
-        });
+        o.shared = Some(Shared { inputs: run.parts.iter().map(|p| p.input).collect(), seek: run.seek.clone(), owner: run.owner.clone() });
         Ok(o)
     }
 

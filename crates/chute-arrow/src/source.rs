@@ -14,11 +14,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arrow_array::RecordBatch;
 
-use super::super::LoadError;
-use super::super::ack::{AckId, AckRef, Completion};
-use super::super::columnar::{How, OpenedFile};
-use super::super::model::{Chunk, Payload};
-use super::Source;
+use chute_engine::load::LoadError;
+use chute_engine::load::ack::{AckId, AckRef, Completion};
+use chute_engine::load::model::{Chunk, Payload};
+use chute_engine::load::source::Source;
+
+use crate::files::{How, OpenedFile};
 
 /// Rows in one chunk: about a megabyte of binary rows for a dozen columns.
 pub(crate) const CHUNK_ROWS: usize = 8192;

@@ -22,8 +22,8 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::load::source::kafka::{KafkaConsumer, KafkaInput, KafkaPart, KafkaRun, MessageFormat, Watch};
-use crate::load::{LoadError, LoadProgress, LoadSpec, TextFormat, journal};
+use crate::{KafkaConsumer, KafkaInput, KafkaPart, KafkaRun, MessageFormat, Watch};
+use chute_engine::load::{LoadError, LoadProgress, LoadSpec, TextFormat, journal};
 
 /// Everything a consumer needs, validated.
 #[derive(Debug, Clone)]
@@ -42,7 +42,7 @@ pub struct ConsumeSpec {
     /// A partition's messages are sent after waiting this long (default 200 ms).
     pub flush_after: Duration,
     /// Columns filled from each message's key, headers and timestamp (JSON messages).
-    pub fields: crate::load::source::kafka::MessageFields,
+    pub fields: crate::MessageFields,
     /// Serve `GET /metrics` (Prometheus text) here.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Rejected messages go to this topic (with their partition, offset and reason) instead of the reject file.
@@ -102,7 +102,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
     let id = spec.load.load_id.clone().unwrap_or_else(|| load_id(&spec.group, &spec.topics, &table));
     let names: Vec<String> = parts.iter().map(|(t, p)| format!("{t}/{p}")).collect();
     let numbers = {
-        let mut client = crate::retry::connect(&spec.load.target, spec.load.retry_for, |_| {}).await?;
+        let mut client = chute_engine::retry::connect(&spec.load.target, spec.load.retry_for, |_| {}).await?;
         journal::shared_inputs(&mut client, &id, &table, &spec.topics.join(", "), &names).await?
     };
     let mut by_number = vec![String::new(); numbers.iter().max().map_or(0, |m| *m as usize + 1)];
@@ -119,12 +119,12 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         HashMap::new()
     };
     let topics: Vec<&str> = spec.topics.iter().map(String::as_str).collect();
-    consumer.subscribe(&topics).map_err(crate::load::source::kafka::kafka_error)?;
+    consumer.subscribe(&topics).map_err(crate::kafka_error)?;
     let mut report = ConsumeReport { load_id: id.clone(), ..Default::default() };
     // Partitions found at their end, by a run or before one.
     let mut finished: std::collections::HashSet<u32> = std::collections::HashSet::new();
     // The consumer's progress over all its runs.
-    let mut before = crate::load::LoadStats::default();
+    let mut before = chute_engine::load::LoadStats::default();
     loop {
         let Some((generation, assigned)) = wait_for_assignment(&consumer, &spec).await else { break };
         let parts: Vec<KafkaPart> = assigned
@@ -148,7 +148,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         report.runs += 1;
         let keeper = tokio::spawn(keep_positions(run.clone(), spec.load.target.clone(), id.clone(), parts.clone()));
         let mut counting = Counting { inner: &mut *progress, last: Default::default(), before: &before, began };
-        let outcome = crate::load::run(load, &mut counting).await;
+        let outcome = chute_engine::load::run(load, &mut counting).await;
         // What this run did, added to what the consumer did before it: its
         // progress counts on across runs (each run's own stats start at 0).
         let run_stats = match &outcome {
@@ -163,7 +163,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         let through = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(owner) = run.owner.get() {
             let at: Vec<(u32, u64)> = through.iter().map(|(i, o)| (*i, *o)).collect();
-            if let Ok(client) = crate::retry::connect(&spec.load.target, Duration::from_secs(10), |_| {}).await {
+            if let Ok(client) = chute_engine::retry::connect(&spec.load.target, Duration::from_secs(10), |_| {}).await {
                 let _ = journal::advance(&client, &id, owner, &at).await;
             }
         }
@@ -210,7 +210,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         m.abort();
     }
     close(consumer).await;
-    let client = crate::retry::connect(&spec.load.target, spec.load.retry_for, |_| {}).await?;
+    let client = chute_engine::retry::connect(&spec.load.target, spec.load.retry_for, |_| {}).await?;
     report.positions =
         journal::positions(&client, &id).await?.into_iter().map(|(partition, offset)| Position { partition, offset }).collect();
     report.seconds = began.elapsed().as_secs_f64();
@@ -263,7 +263,7 @@ fn connect(spec: &ConsumeSpec) -> Result<KafkaConsumer, LoadError> {
 }
 
 /// The dead-letter topic's producer (idempotent: a retry writes a message once).
-fn dead_letter(spec: &ConsumeSpec, topic: &str) -> Result<Arc<dyn crate::load::rejects::DeadLetter>, LoadError> {
+fn dead_letter(spec: &ConsumeSpec, topic: &str) -> Result<Arc<dyn chute_engine::load::rejects::DeadLetter>, LoadError> {
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", &spec.brokers).set("enable.idempotence", "true").set("linger.ms", "5");
     for (k, v) in &spec.kafka_options {
@@ -274,7 +274,7 @@ fn dead_letter(spec: &ConsumeSpec, topic: &str) -> Result<Arc<dyn crate::load::r
     }
     let producer =
         config.create().map_err(|e| setup(format!("cannot make the dead-letter topic's producer: {}", redact(&e.to_string()))))?;
-    Ok(Arc::new(crate::load::source::kafka::DeadLetterTopic { producer, topic: topic.to_owned() }))
+    Ok(Arc::new(crate::DeadLetterTopic { producer, topic: topic.to_owned() }))
 }
 
 /// A librdkafka message with any secret it may quote blanked out.
@@ -377,7 +377,7 @@ fn commit_to_group(consumer: &KafkaConsumer, parts: &[KafkaPart], through: &Hash
 /// While a run goes on: five times a second, moves the journal's positions of its
 /// partitions on to where they are committed (so a restart after a kill
 /// reads little again) and commits them to the group (so lag tools see them).
-async fn keep_positions(run: KafkaRun, target: crate::ConnectOptions, id: String, parts: Vec<KafkaPart>) {
+async fn keep_positions(run: KafkaRun, target: chute_engine::ConnectOptions, id: String, parts: Vec<KafkaPart>) {
     let mut last: HashMap<u32, u64> = HashMap::new();
     let mut client: Option<tokio_postgres::Client> = None;
     for tick in 0u64.. {
@@ -425,13 +425,13 @@ async fn lag(run: &KafkaRun, parts: &[KafkaPart]) {
 /// (`before`) plus this run's, over the time since the consumer started.
 struct Counting<'a> {
     inner: &'a mut dyn LoadProgress,
-    last: crate::load::LoadStats,
-    before: &'a crate::load::LoadStats,
+    last: chute_engine::load::LoadStats,
+    before: &'a chute_engine::load::LoadStats,
     began: Instant,
 }
 
 impl LoadProgress for Counting<'_> {
-    fn update(&mut self, stats: &crate::load::LoadStats) {
+    fn update(&mut self, stats: &chute_engine::load::LoadStats) {
         ::metrics::counter!("chute_consume_rows_total").increment(stats.rows_loaded.saturating_sub(self.last.rows_loaded));
         ::metrics::counter!("chute_consume_bytes_total").increment(stats.bytes_read.saturating_sub(self.last.bytes_read));
         ::metrics::counter!("chute_consume_rejects_total").increment(stats.rows_rejected.saturating_sub(self.last.rows_rejected));
@@ -449,7 +449,7 @@ impl LoadProgress for Counting<'_> {
 }
 
 /// Adds one run's counts to the consumer's totals.
-fn add_run(total: &mut crate::load::LoadStats, run: &crate::load::LoadStats) {
+fn add_run(total: &mut chute_engine::load::LoadStats, run: &chute_engine::load::LoadStats) {
     total.rows_loaded += run.rows_loaded;
     total.rows_skipped += run.rows_skipped;
     total.rows_rejected += run.rows_rejected;
@@ -465,12 +465,10 @@ fn add_run(total: &mut crate::load::LoadStats, run: &crate::load::LoadStats) {
 /// (the consumer's, and each batch's commit time, `chute_batch_commit_seconds`).
 async fn serve_metrics(addr: std::net::SocketAddr) -> Result<tokio::task::JoinHandle<()>, LoadError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let metrics = crate::serve::metrics::Metrics::new();
+    let _ = chute_engine::metrics_text::recorder();
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| setup(format!("cannot listen on {addr} for /metrics: {e}")))?;
-    let metrics = Arc::new(metrics);
     Ok(tokio::spawn(async move {
         while let Ok((mut conn, _)) = listener.accept().await {
-            let metrics = metrics.clone();
             tokio::spawn(async move {
                 let mut head = Vec::new();
                 let mut buf = [0u8; 1024];
@@ -481,7 +479,7 @@ async fn serve_metrics(addr: std::net::SocketAddr) -> Result<tokio::task::JoinHa
                     }
                 }
                 let (status, body) = if head.starts_with(b"GET /metrics ") || head.starts_with(b"GET /metrics?") {
-                    ("200 OK", metrics.render())
+                    ("200 OK", chute_engine::metrics_text::render())
                 } else {
                     ("404 Not Found", "GET /metrics\n".to_owned())
                 };

@@ -11,39 +11,18 @@
 //! `Metrics::stage`); per COPY batch, its COPY and commit time
 //! (`chute_batch_commit_seconds`) and rows (`chute_batch_rows`).
 
-use std::sync::OnceLock;
-
 use ::metrics::{counter, gauge, histogram};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::load::LoadStats;
+use chute_engine::load::LoadStats;
 
 pub(crate) struct Metrics {
     handle: Option<PrometheusHandle>,
 }
 
-/// The process's recorder: installed once (a second service in the same
-/// process shares it).
-fn handle() -> Option<PrometheusHandle> {
-    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let buckets = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0];
-            let rows = [100.0, 1e3, 1e4, 3e4, 1e5, 3e5, 1e6];
-            PrometheusBuilder::new()
-                .set_buckets(&buckets)
-                .ok()?
-                .set_buckets_for_metric(metrics_exporter_prometheus::Matcher::Full("chute_batch_rows".into()), &rows)
-                .ok()?
-                .install_recorder()
-                .ok()
-        })
-        .clone()
-}
-
 impl Metrics {
     pub(crate) fn new() -> Metrics {
-        Metrics { handle: handle() }
+        Metrics { handle: chute_engine::metrics_text::recorder() }
     }
 
     pub(crate) fn render(&self) -> String {

@@ -34,8 +34,8 @@ use super::create::Wanted;
 use super::lanes::Lane;
 use super::memory::Reservation;
 use super::submit::{CHUNK_BYTES, Keyed, Part, Rejected, Rejects, idempotency_key, submit_and_answer};
-use crate::lines::matcher::{Matcher, Miss, too_long};
-use crate::load::ValueRows;
+use chute_engine::lines::matcher::{Matcher, Miss, too_long};
+use chute_engine::load::ValueRows;
 
 pub(crate) async fn write_v1(
     State(s): State<Arc<Shared>>,
@@ -92,7 +92,7 @@ async fn write(
         key,
         digest: super::keys::digest(&[api.as_bytes(), schema.map_or(&b""[..], |s| s.as_bytes()), precision_text.as_bytes(), &body]),
     });
-    let now_ns = crate::clock::now_micros().saturating_mul(1000);
+    let now_ns = chute_engine::clock::now_micros().saturating_mul(1000);
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let request = Request { s, body: &body, precision, now_ns, schema: schema.map(String::as_str), deadline };
     // Parsed again (at most twice) when --create-tables added columns its lines needed.
@@ -171,7 +171,7 @@ struct TableOut {
 impl TableOut {
     /// Bytes it holds (what the request's reservation covers).
     fn held(&self) -> usize {
-        self.rows.data.capacity() + self.lines.capacity() * 8 + self.cuts.capacity() * 16
+        self.rows.capacity() + self.lines.capacity() * 8 + self.cuts.capacity() * 16
     }
 }
 
@@ -382,12 +382,12 @@ fn wanted_columns(set: &LineSet<'_>, lines: &[(u64, LineAt<'_>)]) -> Vec<(String
     let mut seen = rustc_hash::FxHashSet::default();
     for (_, l) in lines {
         for (k, _) in &set.tags[l.tags.clone()] {
-            if k.len() <= crate::lines::matcher::MAX_NAME && seen.insert(k.as_ref()) {
+            if k.len() <= chute_engine::lines::matcher::MAX_NAME && seen.insert(k.as_ref()) {
                 out.push((k.to_string(), Wanted::Tag));
             }
         }
         for (k, v) in &set.fields[l.fields.clone()] {
-            if k.len() <= crate::lines::matcher::MAX_NAME && seen.insert(k.as_ref()) {
+            if k.len() <= chute_engine::lines::matcher::MAX_NAME && seen.insert(k.as_ref()) {
                 out.push((k.to_string(), Wanted::Field(v.field_type())));
             }
         }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use arrow_array::RecordBatchReader;
 use arrow_schema::SchemaRef;
 
-use super::LoadError;
+use chute_engine::load::LoadError;
 
 /// One columnar input of a load.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ pub struct BatchStream {
     schema: SchemaRef,
     reader: Arc<Mutex<Option<Box<dyn RecordBatchReader + Send>>>>,
     /// Read from a pipe as it is written (stdin), not handed over whole.
-    live: bool,
+    pub(crate) live: bool,
 }
 
 impl BatchStream {
@@ -171,77 +171,10 @@ pub(crate) fn open(input: &ColumnarInput) -> Result<OpenedFile, LoadError> {
             Ok(OpenedFile {
                 name: p.display().to_string(),
                 schema,
-                identity: Some(super::identity::file(&canonical, meta.len(), mtime)),
+                identity: Some(chute_engine::load::file_identity(&canonical, meta.len(), mtime)),
                 size: Some(meta.len()),
                 how,
             })
         }
-    }
-}
-
-/// Parquet files, Arrow IPC files and streams, and record batch streams
-/// made in process (a data frame), into one table: rows as record batches,
-/// numbered in their input.
-#[derive(Debug, Clone)]
-pub struct Columnar {
-    inputs: Vec<ColumnarInput>,
-}
-
-impl Columnar {
-    pub fn new(inputs: Vec<ColumnarInput>) -> Result<Columnar, LoadError> {
-        if inputs.is_empty() {
-            return Err(LoadError::Setup("no input to load".into()));
-        }
-        Ok(Columnar { inputs })
-    }
-
-    pub fn inputs(&self) -> &[ColumnarInput] {
-        &self.inputs
-    }
-}
-
-impl super::Input for Columnar {
-    fn prepare<'a>(
-        &'a self,
-        spec: &'a super::LoadSpec,
-        control: &'a tokio_postgres::Client,
-        progress: &'a mut dyn super::LoadProgress,
-    ) -> futures_util::future::BoxFuture<'a, Result<super::Prepared, LoadError>> {
-        use futures_util::FutureExt;
-        super::kind::columnar::prepare(spec, &self.inputs, control, progress).boxed()
-    }
-
-    fn open(&self, spec: &super::LoadSpec, prepared: &super::Prepared) -> Result<super::Opened, LoadError> {
-        // Every input opened (a stream taken) before any row moves.
-        let opened = self.inputs.iter().map(open).collect::<Result<Vec<_>, _>>()?;
-        let names: Vec<String> = opened.iter().map(|o| o.name.clone()).collect();
-        let table = spec.table.to_string();
-        let identity = opened.iter().map(|o| o.identity.clone()).collect::<Option<Vec<String>>>().map(|ids| super::Identity::Inputs {
-            table,
-            ids,
-            generated: false,
-        });
-        let total_bytes = opened.iter().map(|o| o.size).sum::<Option<u64>>();
-        let default_path = names.first().map(|n| {
-            let file = Path::new(n).file_name().map_or_else(|| n.clone(), |f| f.to_string_lossy().into_owned());
-            PathBuf::from(format!("{file}.rejects"))
-        });
-        let bytes_read = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let source = super::source::columnar::ColumnarSource {
-            inputs: opened,
-            columns: prepared.read_columns.clone(),
-            decoders: spec.parse_threads,
-            bytes_read: bytes_read.clone(),
-        };
-        let mut o = super::Opened::new(Box::new(source), super::Delivery::Rerun, bytes_read);
-        o.rejects = super::rejects::RejectOrigin { default_path, ..super::rejects::RejectOrigin::nowhere(self.inputs.len()) };
-        o.names = names;
-        o.identity = identity;
-        o.total_bytes = total_bytes;
-        Ok(o)
-    }
-
-    fn is_live(&self) -> bool {
-        self.inputs.iter().any(|i| matches!(i, ColumnarInput::Stream(s) if s.live))
     }
 }

@@ -6,7 +6,7 @@ use tokio_postgres::Client;
 
 use super::ServeConfig;
 
-pub(crate) use crate::lines::LaneColumn;
+pub(crate) use chute_engine::lines::LaneColumn;
 
 /// Why a lane cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -22,16 +22,16 @@ pub(crate) enum LaneError {
     /// A connection could not be made: unreachable (worth a retry) or
     /// refused (a wrong password, a missing database: not worth one).
     #[error(transparent)]
-    Connect(#[from] crate::ConnectError),
+    Connect(#[from] chute_engine::ConnectError),
     /// chute's own schema could not be made or read.
     #[error(transparent)]
-    Schema(#[from] crate::schema::SchemaError),
+    Schema(#[from] chute_engine::schema::SchemaError),
     /// A statement the server refused, with its SQLSTATE and fields.
     #[error(transparent)]
-    Sql(#[from] crate::error::SqlError),
+    Sql(#[from] chute_engine::error::SqlError),
     /// The partition manager could not make a measurement's table.
     #[error("cannot create {table}: {source}")]
-    Create { table: String, source: Box<crate::partman::PartmanError> },
+    Create { table: String, source: Box<chute_engine::partman::PartmanError> },
     /// A setting chute serve was started with (checked again here).
     #[error("{0}")]
     Setting(String),
@@ -59,8 +59,8 @@ pub(crate) enum Answer {
 impl LaneError {
     /// The error's kind, from its variant and SQLSTATE (never its text).
     pub(crate) fn answer(&self) -> Answer {
-        use crate::retry::Lost;
         use axum::http::StatusCode as S;
+        use chute_engine::retry::Lost;
         match self {
             LaneError::Unreachable(_) => Answer::Retry,
             LaneError::Connect(e) if e.connection_lost() => Answer::Retry,
@@ -99,25 +99,25 @@ pub(crate) async fn connect(config: &ServeConfig) -> Result<tokio_postgres::Clie
 /// A failed statement: `Unreachable` when the connection was lost.
 pub(crate) fn sql_error(context: String) -> impl FnOnce(tokio_postgres::Error) -> LaneError {
     move |e| {
-        if crate::retry::connection_lost(&e) {
+        if chute_engine::retry::connection_lost(&e) {
             LaneError::Unreachable(e.to_string())
         } else {
-            LaneError::Sql(crate::error::SqlError::new(context, e))
+            LaneError::Sql(chute_engine::error::SqlError::new(context, e))
         }
     }
 }
 
 /// Every column name of `table` (those with defaults too), in order.
 pub(crate) async fn column_names(client: &Client, table: &QualifiedName) -> Result<Vec<String>, LaneError> {
-    let columns = crate::catalog::columns_of(client, table).await.map_err(sql_error(format!("reading the columns of {table}")))?;
+    let columns = chute_engine::catalog::columns_of(client, table).await.map_err(sql_error(format!("reading the columns of {table}")))?;
     Ok(columns.into_iter().map(|c| c.name).collect())
 }
 
 /// Reads the columns of `table`, time first.
 pub(crate) async fn read_columns(client: &Client, table: &QualifiedName) -> Result<Vec<LaneColumn>, LaneError> {
-    let all = crate::catalog::columns_of(client, table).await.map_err(sql_error(format!("reading the columns of {table}")))?;
+    let all = chute_engine::catalog::columns_of(client, table).await.map_err(sql_error(format!("reading the columns of {table}")))?;
     if all.is_empty() {
         return Err(LaneError::NoTable(table.to_string()));
     }
-    crate::lines::line_columns(all).ok_or_else(|| LaneError::NoTime { table: table.to_string() })
+    chute_engine::lines::line_columns(all).ok_or_else(|| LaneError::NoTime { table: table.to_string() })
 }

@@ -33,9 +33,9 @@ use super::ServeConfig;
 use super::catalog::{LaneColumn, LaneError, read_columns};
 use super::create::Wanted;
 use super::metrics::Metrics;
-use crate::load::budget::Budget;
-use crate::load::model::Chunk;
-use crate::load::{Feed, FeedFormat, FeedInput, Input, LoadProgress, LoadSpec, LoadStats, TextFormat};
+use chute_engine::load::budget::Budget;
+use chute_engine::load::model::Chunk;
+use chute_engine::load::{Feed, FeedFormat, FeedInput, Input, LoadProgress, LoadSpec, LoadStats, TextFormat};
 
 /// The shape of the rows a lane takes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -270,7 +270,7 @@ impl Lanes {
         let base = self.keys.offset_block(c).await?;
         let id = match shape {
             Shape::Lines => format!("serve {table}"),
-            other => format!("serve {table} {:x}", crate::load::journal::stable_hash(&[&format!("{other:?}")])),
+            other => format!("serve {table} {:x}", chute_engine::load::journal::stable_hash(&[&format!("{other:?}")])),
         };
         // What is older than the idempotency window is forgotten: the lane reads less when it starts.
         self.keys.prune(c, &id, c.idempotency_window).await?;
@@ -338,9 +338,9 @@ impl Lanes {
         use chute_core::upsert::{ConflictAction, OnConflict};
         let setting = {
             let client = super::catalog::connect(&self.config).await?;
-            crate::conflict::table_setting(&client, table).await.map_err(|e| match e {
-                crate::conflict::ConflictError::Sql(e) => LaneError::Sql(e),
-                crate::conflict::ConflictError::Refused(m) => LaneError::Refused(m),
+            chute_engine::conflict::table_setting(&client, table).await.map_err(|e| match e {
+                chute_engine::conflict::ConflictError::Sql(e) => LaneError::Sql(e),
+                chute_engine::conflict::ConflictError::Refused(m) => LaneError::Refused(m),
             })?
         };
         let asked = match shape {
@@ -375,7 +375,7 @@ impl Lanes {
         let c = &self.config;
         let input: Arc<dyn Input> = match shape {
             Shape::Lines => Arc::new(FeedInput::new(feed, FeedFormat::Values)),
-            Shape::Samples => Arc::new(crate::load::SamplesFeed::new(feed)),
+            Shape::Samples => Arc::new(crate::prom::samples::SamplesFeed::new(feed)),
             Shape::Table { format: TableFormat::Csv, .. } => Arc::new(FeedInput::new(feed, FeedFormat::Text(TextFormat::Csv))),
             Shape::Table { format: TableFormat::Jsonl, .. } => Arc::new(FeedInput::new(feed, FeedFormat::Text(TextFormat::Jsonl))),
         };
@@ -464,7 +464,7 @@ impl LaneRun {
     async fn run(self, spec: LoadSpec) {
         // Pauses between runs after the server went away; never gives up (the
         // service runs until stopped), and starts over after a run that worked.
-        let backoff = || crate::retry::Backoff::new(Duration::from_millis(500), Duration::from_secs(5), Duration::MAX);
+        let backoff = || chute_engine::retry::Backoff::new(Duration::from_millis(500), Duration::from_secs(5), Duration::MAX);
         let mut pauses = backoff();
         loop {
             let mut progress = LaneProgress {
@@ -483,16 +483,16 @@ impl LaneRun {
             }
             self.generation.fetch_add(1, Ordering::SeqCst);
             self.up.store(true, Ordering::Relaxed);
-            let result = crate::load::run(spec, &mut progress).await;
+            let result = chute_engine::load::run(spec, &mut progress).await;
             self.up.store(false, Ordering::Relaxed);
             match &result {
                 Ok(_) if self.stopping.load(Ordering::Relaxed) => return,
                 // Every sender is gone (the lane was replaced or the service stops).
-                _ if self.feed.0.is_disconnected() && self.feed.0.is_empty() => return,
+                _ if self.feed.is_disconnected() && self.feed.is_empty() => return,
                 // Asked to start again (see `Lane::restart`): at once.
                 Ok(_) if stop.load(Ordering::SeqCst) => continue,
                 Ok(_) => pauses = backoff(),
-                Err(e) if crate::retry::Lost::connection_lost(e) && !self.stopping.load(Ordering::Relaxed) => {
+                Err(e) if chute_engine::retry::Lost::connection_lost(e) && !self.stopping.load(Ordering::Relaxed) => {
                     self.metrics.lane_failed(&self.name);
                     eprintln!("chute serve: the load into {} failed: {e}; starting it again", self.name);
                 }
@@ -506,7 +506,7 @@ impl LaneRun {
                         lanes.remove(&self.key);
                     }
                     // The chunks still queued are dropped: their requests are answered 503 (see `submit`).
-                    while self.feed.0.try_recv().is_ok() {}
+                    self.feed.drain();
                     return;
                 }
             }
@@ -526,7 +526,7 @@ struct LaneProgress {
 impl LoadProgress for LaneProgress {
     fn update(&mut self, stats: &LoadStats) {
         self.metrics.lane_progress(&self.table, &self.last, stats);
-        self.metrics.queued(&self.table, self.feed.0.len());
+        self.metrics.queued(&self.table, self.feed.len());
         self.last = stats.clone();
     }
 

@@ -25,6 +25,7 @@
 pub(crate) mod labels;
 mod matchers;
 mod read;
+pub(crate) mod samples;
 pub(crate) mod store;
 pub mod wire;
 mod write;
@@ -35,8 +36,8 @@ pub(crate) use write::write;
 
 use std::sync::Arc;
 
-use super::ServeConfig;
-use super::catalog::LaneError;
+use crate::ServeConfig;
+use crate::catalog::LaneError;
 
 /// `--prometheus`: where its tables are and how they are made.
 #[derive(Debug, Clone)]

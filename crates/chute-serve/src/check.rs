@@ -51,7 +51,7 @@ const MORE: &[&str] = &["SELECT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", 
 /// Checks the role of `config.target` against the tables serve would write.
 pub async fn check(config: &ServeConfig) -> Result<Vec<CheckLine>, String> {
     let c = config.target.connect().await.map_err(|e| e.to_string())?;
-    let sql = |e: tokio_postgres::Error| crate::error::SqlError::new("checking the role's privileges", e).to_string();
+    let sql = |e: tokio_postgres::Error| chute_engine::error::SqlError::new("checking the role's privileges", e).to_string();
     let mut out = role_lines(&c).await.map_err(sql)?;
     out.extend(chute_lines(&c).await.map_err(sql)?);
     let mut tables = super::guard::writable_tables(&c, &config.allow_tables).await.map_err(sql)?;
@@ -140,7 +140,7 @@ async fn chute_lines(c: &Client) -> Result<Vec<CheckLine>, tokio_postgres::Error
             ),
         )]);
     }
-    let version = if exists { crate::schema::version(c).await? } else { None };
+    let version = if exists { chute_engine::schema::version(c).await? } else { None };
     let Some(version) = version else {
         let may: bool = c.query_one("SELECT has_database_privilege(current_database(), 'CREATE')", &[]).await?.get(0);
         return Ok(vec![if may {
@@ -153,13 +153,13 @@ async fn chute_lines(c: &Client) -> Result<Vec<CheckLine>, tokio_postgres::Error
             )
         }]);
     };
-    if version < crate::schema::SCHEMA_VERSION {
+    if version < chute_engine::schema::SCHEMA_VERSION {
         return Ok(vec![line(
             CheckLevel::Fail,
             "schema chute",
             format!(
                 "is version {version}; this chute needs {}: start chute serve once as the owner of schema chute, which upgrades it",
-                crate::schema::SCHEMA_VERSION
+                chute_engine::schema::SCHEMA_VERSION
             ),
         )]);
     }

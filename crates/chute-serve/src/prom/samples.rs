@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use chute_core::value::PgType;
 
-use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
-use super::super::routing::Routing;
-use super::super::{LoadError, LoadProgress, LoadSpec};
-use super::{Kind, Prepared};
+use chute_engine::load::kind::{Kind, one_table};
+use chute_engine::load::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
+use chute_engine::load::routing::Routing;
+use chute_engine::load::{Feed, FeedInput, Input, LoadError, LoadProgress, LoadSpec, Opened, Prepared};
 
 /// Bytes of one sample on the feed.
 pub(crate) const ROW: usize = 24;
@@ -28,13 +28,9 @@ const COLUMNS: [(&str, PgType, &str); 3] =
 /// 2000-01-01 (PostgreSQL's epoch) in Unix microseconds.
 const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
 
-pub(crate) async fn prepare(
-    spec: &LoadSpec,
-    control: &tokio_postgres::Client,
-    progress: &mut dyn LoadProgress,
-) -> Result<Prepared, LoadError> {
+async fn prepare(spec: &LoadSpec, control: &tokio_postgres::Client, progress: &mut dyn LoadProgress) -> Result<Prepared, LoadError> {
     let names: Vec<String> = COLUMNS.iter().map(|c| c.0.to_owned()).collect();
-    let t = super::one_table(spec, control, progress, None, Some(&names)).await?;
+    let t = one_table(spec, control, progress, None, Some(&names)).await?;
     for (target, (name, ty, shown)) in t.plan.targets.iter().zip(COLUMNS) {
         if target.ty != Some(ty) {
             return Err(LoadError::Setup(format!(
@@ -55,16 +51,16 @@ struct SamplesKind {
 /// doc) into one samples table.
 #[derive(Debug, Clone)]
 pub struct SamplesFeed {
-    feed: super::super::Feed,
+    feed: Feed,
 }
 
 impl SamplesFeed {
-    pub fn new(feed: super::super::Feed) -> SamplesFeed {
+    pub fn new(feed: Feed) -> SamplesFeed {
         SamplesFeed { feed }
     }
 }
 
-impl super::super::Input for SamplesFeed {
+impl Input for SamplesFeed {
     fn prepare<'a>(
         &'a self,
         spec: &'a LoadSpec,
@@ -75,8 +71,8 @@ impl super::super::Input for SamplesFeed {
         prepare(spec, control, progress).boxed()
     }
 
-    fn open(&self, _: &LoadSpec, _: &Prepared) -> Result<super::super::Opened, LoadError> {
-        Ok(super::super::FeedInput::open_feed(&self.feed))
+    fn open(&self, _: &LoadSpec, _: &Prepared) -> Result<Opened, LoadError> {
+        Ok(FeedInput::open_feed(&self.feed))
     }
 
     fn is_live(&self) -> bool {

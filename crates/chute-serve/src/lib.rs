@@ -1,4 +1,5 @@
-//! `chute serve`: an HTTP ingest service on the load engine.
+//! `chute serve`: an HTTP ingest service on the load engine (`chute_engine`),
+//! the crate of the HTTP door: the CLI links it, the Python package does not.
 //!
 //! Devices and agents write InfluxDB line protocol (`POST /write`, `POST
 //! /api/v2/write`) or CSV / JSON Lines (`POST /v1/tables/{table}`). Each
@@ -42,7 +43,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::ConnectOptions;
+use chute_engine::ConnectOptions;
 
 pub use check::{CheckLevel, CheckLine, check};
 
@@ -279,7 +280,7 @@ where
     Fut: std::future::Future<Output = Result<T, catalog::LaneError>>,
 {
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let mut backoff = crate::retry::Backoff::new(std::time::Duration::from_millis(100), std::time::Duration::from_millis(500), left);
+    let mut backoff = chute_engine::retry::Backoff::new(std::time::Duration::from_millis(100), std::time::Duration::from_millis(500), left);
     loop {
         match get().await {
             Err(e) if e.transient() && backoff.wait().await => {}

@@ -18,8 +18,8 @@ use super::http::Stage;
 use super::keys::KeyState;
 use super::lanes::Lane;
 use super::memory::Reservation;
-use crate::load::ack::{AckId, AckRef, AckStatus};
-use crate::load::model::Chunk;
+use chute_engine::load::ack::{AckId, AckRef, AckStatus};
+use chute_engine::load::model::Chunk;
 
 /// Rows for one lane: whole records, numbered from `first_line`, cut into
 /// chunks at `cuts` (byte offset in `data`, lines before it in the part;

@@ -171,7 +171,7 @@ async fn client(s: &Shared) -> Result<tokio_postgres::Client, String> {
 }
 
 fn failed(e: tokio_postgres::Error) -> String {
-    crate::error::SqlError::new("chute serve's /query", e).to_string()
+    chute_engine::error::SqlError::new("chute serve's /query", e).to_string()
 }
 
 async fn databases(s: &Shared) -> Result<Vec<String>, String> {

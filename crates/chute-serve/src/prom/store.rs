@@ -117,13 +117,13 @@ pub(crate) async fn ensure_schema(config: &ServeConfig, t: &Tables, retention: O
         ))
         .await
         .map_err(lost("creating the series and metadata tables"))?;
-    let exists = crate::catalog::table_info(&client, &t.samples).await.map_err(|e| LaneError::Unreachable(e.to_string()))?.is_some();
+    let exists = chute_engine::catalog::table_info(&client, &t.samples).await.map_err(|e| LaneError::Unreachable(e.to_string()))?.is_some();
     if !exists {
-        let settings = crate::exec::ExecSettings {
+        let settings = chute_engine::exec::ExecSettings {
             lock_timeout: config.lock_timeout,
             retry_for: config.retry_for.min(std::time::Duration::from_secs(60)),
         };
-        let mut mgr = crate::partman::PartitionManager::connect(&config.target, settings)
+        let mut mgr = chute_engine::partman::PartitionManager::connect(&config.target, settings)
             .await
             .map_err(|e| LaneError::Create { table: t.samples.to_string(), source: Box::new(e) })?;
         let interval = chute_core::partman::Span::parse(&config.interval).map_err(|e| LaneError::Setting(format!("--interval: {e}")))?;
@@ -133,16 +133,16 @@ pub(crate) async fn ensure_schema(config: &ServeConfig, t: &Tables, retention: O
             mode: chute_core::partman::policy::RetentionMode::Drop,
             schema: None,
         });
-        let req = crate::partman::CreateRequest {
+        let req = chute_engine::partman::CreateRequest {
             policy,
             like: None,
             columns: Some("time timestamptz NOT NULL, series_id bigint NOT NULL, value float8 NOT NULL".into()),
             start: None,
         };
-        match mgr.create(req, crate::clock::now_micros(), false, &mut |_, _, _| {}).await {
+        match mgr.create(req, chute_engine::clock::now_micros(), false, &mut |_, _, _| {}).await {
             Ok(_) => eprintln!("chute serve: created {}, partitioned by time every {}", t.samples, config.interval),
             // Another service made it meanwhile.
-            Err(_) if crate::catalog::table_info(&client, &t.samples).await.ok().flatten().is_some() => {}
+            Err(_) if chute_engine::catalog::table_info(&client, &t.samples).await.ok().flatten().is_some() => {}
             Err(e) => return Err(LaneError::Create { table: t.samples.to_string(), source: Box::new(e) }),
         }
     }

@@ -15,8 +15,8 @@ use chute_core::partman::{KeyType, Policy};
 
 use super::ServeConfig;
 use super::catalog::LaneError;
-use crate::exec::ExecSettings;
-use crate::partman::{CreateRequest, PartitionManager};
+use chute_engine::exec::ExecSettings;
+use chute_engine::partman::{CreateRequest, PartitionManager};
 
 /// A column a request needs: a tag (text) or a field of its type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,14 +44,14 @@ pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, co
         mgr.client()
             .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)))
             .await
-            .map_err(|e| LaneError::Sql(crate::error::SqlError::new(format!("creating schema {schema}"), e)))?;
+            .map_err(|e| LaneError::Sql(chute_engine::error::SqlError::new(format!("creating schema {schema}"), e)))?;
     }
     let mut defs = vec!["time timestamptz NOT NULL".to_owned()];
     defs.extend(columns.iter().map(|(name, w)| format!("{} {}", quote_ident(name), w.sql_type())));
     let interval = Span::parse(&config.interval).map_err(|e| LaneError::Setting(format!("--interval: {e}")))?;
     let policy = Policy::new(table.clone(), "time", KeyType::Timestamptz, interval);
     let req = CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
-    let now = crate::clock::now_micros();
+    let now = chute_engine::clock::now_micros();
     match mgr.create(req, now, false, &mut |_, _, _| {}).await {
         Ok(_) => {
             eprintln!("chute serve: created {table}, partitioned by time every {}", config.interval);
@@ -81,7 +81,7 @@ pub(crate) async fn add_columns(
         adds.join(", ")
     );
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let mut backoff = crate::retry::Backoff::new(Duration::from_millis(50), Duration::from_secs(1), left);
+    let mut backoff = chute_engine::retry::Backoff::new(Duration::from_millis(50), Duration::from_secs(1), left);
     loop {
         match client.batch_execute(&sql).await {
             Ok(()) => {

@@ -23,11 +23,12 @@ use chute_core::parse::Fields;
 use chute_core::rowenc::{RowEncoder, write_text_row};
 use chute_core::value::{EncodeContext, PgType};
 
-use super::super::columnar::{self, ColumnarInput};
-use super::super::model::{Chunk, ChunkOut, Filed, Payload, Reject, RowPos};
-use super::super::routing::Routing;
-use super::super::{LoadError, LoadProgress, LoadSpec};
-use super::{Kind, Prepared};
+use chute_engine::load::kind::{Kind, one_table};
+use chute_engine::load::model::{Chunk, ChunkOut, Filed, Payload, Reject, RowPos};
+use chute_engine::load::routing::Routing;
+use chute_engine::load::{LoadError, LoadProgress, LoadSpec, Prepared, file_text_row};
+
+use crate::files::{self as columnar, ColumnarInput};
 
 /// `time without time zone` and `interval`: their oids.
 const TIME_OID: u32 = 1083;
@@ -58,10 +59,10 @@ pub(crate) async fn prepare(
             }
         }
     }
-    let t = super::one_table(spec, control, progress, None, Some(&names)).await.map_err(|e| match e {
+    let t = one_table(spec, control, progress, None, Some(&names)).await.map_err(|e| match e {
         LoadError::Setup(m) if spec.columns.is_none() => LoadError::Setup(format!(
             "{m}: the data's columns are matched to the table's by name; load a subset with {} A,B,… or add the column to the table",
-            crate::setting::Setting::Columns
+            chute_engine::setting::Setting::Columns
         )),
         other => other,
     })?;
@@ -92,7 +93,7 @@ pub(crate) async fn prepare(
         routing: t.routing.clone(),
         ctx: t.ctx,
     });
-    Ok(Prepared { read_columns: names, ..Prepared::one_table(t.routing, t.via_parent_reason, &t.info, kind) })
+    Ok(Prepared::one_table(t.routing, t.via_parent_reason, &t.info, kind).with_read_columns(names))
 }
 
 /// How the encoder sees a column's type: domains as their base type,
@@ -236,7 +237,7 @@ impl Kind for ColumnarKind {
                     row.clear();
                     write_text_row(&fields, &mut row);
                     let raw = record(&values, i);
-                    super::super::text_route::file_text_row(&self.encoder, (0, routing), &rc, &fields, &row, &raw, pos, &mut filed);
+                    file_text_row(&self.encoder, (0, routing), &rc, &fields, &row, &raw, pos, &mut filed);
                 }
                 Some((j, Bad::Invalid { message, sqlstate })) => {
                     let reason = format!("column {}: {message} (SQLSTATE {sqlstate})", self.columns[j].name);
