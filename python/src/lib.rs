@@ -24,7 +24,7 @@ use chute_arrow::{BatchStream, Columnar, ColumnarInput};
 use chute_core::ident::QualifiedName;
 use chute_core::partman::Span;
 use chute_engine::ConnectOptions;
-use chute_engine::load::{Files, InputSpec, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats, TextFormat};
+use chute_engine::load::{Files, Input, InputSpec, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats, TextFormat};
 use chute_engine::setting::{Setting, name_settings_with};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyTypeError, PyValueError};
@@ -101,6 +101,7 @@ fn keyword(setting: Setting, value: Option<&str>) -> String {
         Setting::LoadId => "load_id",
         Setting::Columns => "columns",
         Setting::Format => "format",
+        Setting::Workers => "workers",
         other => other.field(),
     };
     match value {
@@ -177,7 +178,7 @@ impl LoadProgress for Lines {
 
 /// Runs `spec` on a thread of its own, the GIL released; Ctrl-C stops it cleanly.
 fn run(py: Python<'_>, spec: LoadSpec, progress: bool) -> PyResult<Report> {
-    let cancel: Arc<AtomicBool> = spec.cancel.clone();
+    let cancel: Arc<AtomicBool> = spec.cancel();
     let (tx, rx) = flume::bounded(1);
     std::thread::Builder::new()
         .name("chute-load".into())
@@ -237,24 +238,20 @@ struct Common {
 }
 
 impl Common {
-    fn apply(self, spec: &mut LoadSpec) -> PyResult<()> {
-        spec.load_id = self.load_id;
+    /// The load of `input` into `table` on `url` with these settings, checked.
+    fn spec(self, py: Python<'_>, url: Option<&str>, table: &str, input: Arc<dyn Input>, header: bool) -> PyResult<LoadSpec> {
+        let mut b = LoadSpec::builder(target(py, url)?, table_name(table)?)
+            .load_id(self.load_id)
+            .columns(self.columns)
+            .reject_file(self.reject_file.map(Into::into))
+            .header(header);
         if let Some(w) = self.workers {
-            if w == 0 {
-                return Err(PyValueError::new_err("workers= must be at least 1"));
-            }
-            spec.workers = w;
+            b = b.workers(w);
         }
-        spec.columns = self.columns;
-        spec.reject_file = self.reject_file.map(Into::into);
         if let Some(m) = self.memory_mb {
-            if m < 8 {
-                return Err(PyValueError::new_err("memory_mb= must be at least 8"));
-            }
-            spec.memory_budget = (m as usize) << 20;
-            spec.batch_bytes = spec.batch_bytes.min(spec.memory_budget / 4);
+            b = b.memory_budget((m as usize) << 20);
         }
-        Ok(())
+        b.build(input).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 }
 
@@ -277,7 +274,7 @@ fn create(
             return Err(PyValueError::new_err("create=True partitions the table with both key= and interval= (or neither: a plain table)"));
         }
     };
-    let (target, table, inputs) = (spec.target.clone(), spec.table.clone(), inputs.to_vec());
+    let (target, table, inputs) = (spec.target().clone(), spec.table().clone(), inputs.to_vec());
     let made = py
         .detach(|| {
             runtime().block_on(async {
@@ -287,7 +284,7 @@ fn create(
         })
         .map_err(|e| load_error(py, &e))?;
     if progress && let Created::Made { definition, partitions } = made {
-        eprintln!("chute: created {} ({definition}; {partitions} partitions)", spec.table);
+        eprintln!("chute: created {} ({definition}; {partitions} partitions)", spec.table());
     }
     Ok(())
 }
@@ -316,8 +313,7 @@ fn load(
     let reader = stream_of(py, data)?;
     let columnar =
         Columnar::new(vec![ColumnarInput::Stream(BatchStream::new("data", Box::new(reader)))]).map_err(|e| load_error(py, &e))?;
-    let mut spec = LoadSpec::new(target(py, url)?, table_name(table)?, Arc::new(columnar.clone()));
-    Common { load_id, workers, columns, reject_file, memory_mb }.apply(&mut spec)?;
+    let spec = Common { load_id, workers, columns, reject_file, memory_mb }.spec(py, url, table, Arc::new(columnar.clone()), false)?;
     if create {
         self::create(py, &spec, Some(&columnar), key, interval, progress)?;
     } else if key.is_some() || interval.is_some() {
@@ -367,9 +363,7 @@ fn load_file(
         "jsonl" => (text(TextFormat::Jsonl).map_err(|e| load_error(py, &e))?, None),
         other => return Err(PyValueError::new_err(format!("format={other:?}: use parquet, arrow, csv, text or jsonl"))),
     };
-    let mut spec = LoadSpec::new(target(py, url)?, table_name(table)?, input);
-    spec.header = header;
-    Common { load_id, workers, columns, reject_file, memory_mb }.apply(&mut spec)?;
+    let spec = Common { load_id, workers, columns, reject_file, memory_mb }.spec(py, url, table, input, header)?;
     if create {
         self::create(py, &spec, columnar.as_ref(), key, interval, progress)?;
     } else if key.is_some() || interval.is_some() {

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::values;
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on. Plain HTTP is allowed only on a loopback
@@ -51,8 +53,8 @@ pub struct ServeArgs {
 
     /// While every COPY worker is busy, send a partial batch once its oldest
     /// row has waited this long (an idle worker takes what is gathered at once).
-    #[arg(long, default_value = "100ms", value_name = "DURATION")]
-    pub max_delay: String,
+    #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = values::positive_duration)]
+    pub max_delay: std::time::Duration,
 
     /// The memory budget, in MiB: three quarters for requests in flight
     /// (their bodies as read, decompressed and parsed), a quarter shared by
@@ -72,17 +74,17 @@ pub struct ServeArgs {
 
     /// A request's headers (and a TLS handshake) must be complete within
     /// this time from its first byte, or the connection is closed.
-    #[arg(long, default_value = "10s", value_name = "DURATION")]
-    pub header_timeout: String,
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = values::positive_duration)]
+    pub header_timeout: std::time::Duration,
 
     /// A connection that sends nothing for this long between requests is closed.
-    #[arg(long, default_value = "60s", value_name = "DURATION")]
-    pub idle_timeout: String,
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = values::positive_duration)]
+    pub idle_timeout: std::time::Duration,
 
     /// A request body may stall for at most this long (408 and the
     /// connection closed beyond it).
-    #[arg(long, default_value = "10s", value_name = "DURATION")]
-    pub body_timeout: String,
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = values::positive_duration)]
+    pub body_timeout: std::time::Duration,
 
     /// Once --body-timeout has passed, a request body must have come at
     /// this average rate, in KiB a second (408 otherwise).
@@ -92,16 +94,16 @@ pub struct ServeArgs {
     /// After SIGTERM: how long requests in flight get to be committed and
     /// answered; those still waiting then get 503, and serve exits (143)
     /// within a few seconds more, whatever state its tables' loads are in.
-    #[arg(long, default_value = "20s", value_name = "DURATION")]
-    pub shutdown_timeout: String,
+    #[arg(long, default_value = "20s", value_name = "DURATION", value_parser = values::duration)]
+    pub shutdown_timeout: std::time::Duration,
 
     /// How long a request waits for its rows to commit before 503.
-    #[arg(long, default_value = "60s", value_name = "DURATION")]
-    pub request_timeout: String,
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = values::positive_duration)]
+    pub request_timeout: std::time::Duration,
 
     /// How long each table's load keeps retrying an unreachable server.
-    #[arg(long, default_value = "5min", value_name = "DURATION")]
-    pub retry_for: String,
+    #[arg(long, default_value = "5min", value_name = "DURATION", value_parser = values::duration)]
+    pub retry_for: std::time::Duration,
 
     /// Make a table for a new measurement (partitioned by time every
     /// --interval; tags as text, fields typed from the line protocol) and a
@@ -111,17 +113,17 @@ pub struct ServeArgs {
     pub create_tables: bool,
 
     /// Partition interval of the tables --create-tables makes.
-    #[arg(long, default_value = "1d", value_name = "INTERVAL")]
-    pub interval: String,
+    #[arg(long, default_value = "1d", value_name = "INTERVAL", value_parser = values::interval)]
+    pub interval: chute_core::partman::Span,
 
     /// The longest an ALTER TABLE … ADD COLUMN waits for its lock (it is retried).
-    #[arg(long, default_value = "2s", value_name = "DURATION")]
-    pub lock_timeout: String,
+    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = values::positive_duration)]
+    pub lock_timeout: std::time::Duration,
 
     /// How long an Idempotency-Key is remembered: a retry within it is
     /// exactly once (older keys and journal entries are forgotten).
-    #[arg(long, default_value = "24h", value_name = "DURATION")]
-    pub idempotency_window: String,
+    #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = values::duration)]
+    pub idempotency_window: std::time::Duration,
 
     /// Reject rows whose time partition does not exist instead of creating it.
     #[arg(long)]
@@ -149,8 +151,8 @@ pub struct ServeArgs {
     /// Keep Prometheus's samples this long, when serve makes the samples
     /// table (chute partition maintain drops older partitions); default:
     /// kept until dropped by hand.
-    #[arg(long, value_name = "INTERVAL", requires = "prometheus")]
-    pub prometheus_retention: Option<String>,
+    #[arg(long, value_name = "INTERVAL", requires = "prometheus", value_parser = values::interval)]
+    pub prometheus_retention: Option<chute_core::partman::Span>,
 
     /// Check the role serve connects as, then exit: INSERT on every table it
     /// would write and on their partitions, its journal and keys in schema

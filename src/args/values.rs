@@ -11,6 +11,15 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     chute_core::partman::policy::parse_duration(text).map_err(|e| e.to_string())
 }
 
+/// A duration longer than zero.
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
+}
+
 /// A duration longer than zero, or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrOff {

@@ -5,7 +5,7 @@ use anyhow::Context;
 use chute_core::ident::QualifiedName;
 use chute_core::parse::lineproto::Precision;
 use chute_core::partman::policy::parse_duration;
-use chute_engine::load::{Files, InputSpec, LoadSpec, TextFormat};
+use chute_engine::load::{LoadSpec, TextFormat};
 use chute_kafka::MessageFormat as Messages;
 use chute_kafka::consume::{self, ConsumeReport, ConsumeSpec};
 
@@ -20,7 +20,7 @@ pub async fn run(conn: &ConnArgs, a: ConsumeArgs) -> anyhow::Result<Outcome> {
     let mut reporter = LoadReporter::new(a.json, a.report_every, None)?;
     // A signal: the batches in flight finish and the consumer leaves its group.
     let signals = Signals::listen_with(
-        spec.load.cancel.clone(),
+        spec.load.stop_flag(),
         Second::Exit("stopping now without waiting for batches in flight (what is not committed is read again on the next start)"),
     );
     let report = consume::run(spec, &mut reporter).await;
@@ -40,10 +40,7 @@ pub async fn run(conn: &ConnArgs, a: ConsumeArgs) -> anyhow::Result<Outcome> {
 fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
     anyhow::ensure!(!a.brokers.trim().is_empty(), "--brokers: give HOST:PORT of at least one broker");
     anyhow::ensure!(a.topic.iter().all(|t| !t.trim().is_empty()), "--topic: a topic name is empty");
-    anyhow::ensure!(a.workers >= 1, "--workers must be at least 1");
-    anyhow::ensure!(a.batch_mb >= 1 && a.memory_mb >= 8, "--batch-mb must be at least 1, --memory-mb at least 8");
     let flush = parse_duration(&a.flush_every).context("--flush-every")?;
-    anyhow::ensure!(!flush.is_zero(), "--flush-every must be more than 0");
     let table = QualifiedName::parse(&a.table)?;
     let format = match a.format {
         MessageFormat::Json => Messages::Text(TextFormat::Jsonl),
@@ -71,20 +68,19 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
     for o in &a.kafka_options {
         options.push(option(o).context("--kafka-option")?);
     }
-    // Placeholder input: each run of the consumer sets its own.
-    let input = std::sync::Arc::new(Files::new(vec![InputSpec::Stdin], TextFormat::Csv)?);
-    let mut load = LoadSpec::new(settings::target(conn)?, table, input);
-    load.workers = a.workers;
-    load.batch_bytes = a.batch_mb << 20;
-    anyhow::ensure!(a.batch_rows != Some(0), "--batch-rows must be at least 1");
-    load.batch_rows = a.batch_rows;
-    load.memory_budget = a.memory_mb << 20;
-    load.columns = a.columns.clone();
-    load.reject_file = a.reject_file.clone();
-    load.max_rejects = a.max_rejects;
-    load.load_id = a.load_id.clone();
-    load.flush_every = Some(flush);
-    load.flush_when_idle = true;
+    // Each run of the consumer builds its load with that run's partitions as its input.
+    let load = LoadSpec::builder(settings::target(conn)?, table)
+        .workers(a.workers)
+        .batch_bytes(a.batch_mb << 20)
+        .batch_rows(a.batch_rows)
+        .memory_budget(a.memory_mb << 20)
+        .columns(a.columns.clone())
+        .reject_file(a.reject_file.clone())
+        .max_rejects(a.max_rejects)
+        .load_id(a.load_id.clone())
+        .flush_every(Some(flush))
+        .flush_when_idle(true);
+    load.check()?;
     let mut fields = chute_kafka::MessageFields { key: a.key_column.clone(), timestamp: a.timestamp_column.clone(), headers: Vec::new() };
     for h in &a.header_column {
         match h.split_once('=') {

@@ -14,16 +14,16 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     }
     // Everything about the input is checked before a server is chosen (and perhaps started).
     let plan = settings::load::plan(&a)?;
-    let spec = plan.spec(settings::target(conn)?, &a);
+    let spec = plan.spec(settings::target(conn)?, &a)?;
     if let (true, Some(columnar)) = (a.create, plan.columnar()) {
         create(&spec, columnar.inputs(), &a).await?;
     }
-    let mut reporter = LoadReporter::new(a.json, spec.report_every, a.rates_csv.as_deref())?;
+    let mut reporter = LoadReporter::new(a.json, spec.report_every(), a.rates_csv.as_deref())?;
     // A signal: in-flight batches finish, the rest is left for a resume. A
     // second one stops at once: what is not committed rolls back with the
     // connections, and the journal lets a rerun load it.
     let signals = Signals::listen_with(
-        spec.cancel.clone(),
+        spec.cancel(),
         Second::Exit("stopping now without waiting for batches in flight (run the same command again to load the rest)"),
     );
     let report = load::run(spec, &mut reporter).await;
@@ -56,14 +56,16 @@ async fn create(spec: &load::LoadSpec, inputs: &[chute_arrow::ColumnarInput], a:
     use chute_arrow::create::{Created, Partitioning, create_table};
     let partitioning = a.key.clone().zip(a.interval).map(|(key, interval)| Partitioning { key, interval });
     let mut steps = super::partition::step_printer(a.json);
-    match create_table(&spec.target, &spec.table, inputs, partitioning.as_ref(), &mut steps).await? {
-        Created::Existed => eprintln!("chute: {} exists already: loading into it as it is", spec.table),
+    match create_table(spec.target(), spec.table(), inputs, partitioning.as_ref(), &mut steps).await? {
+        Created::Existed => eprintln!("chute: {} exists already: loading into it as it is", spec.table()),
         Created::Made { definition, partitions } => {
-            eprintln!("chute: created {} ({definition})", spec.table);
+            eprintln!("chute: created {} ({definition})", spec.table());
             if let Some(p) = &partitioning {
                 eprintln!(
                     "chute: {} is partitioned by {} on {} ({partitions} partitions created); keep it ahead with: chute partition maintain --every 10min",
-                    spec.table, p.interval, p.key
+                    spec.table(),
+                    p.interval,
+                    p.key
                 );
             }
         }

@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 
 use anyhow::Context;
-use chute_core::partman::policy::parse_duration;
 use chute_serve::{ServeConfig, serve};
 
 use crate::Outcome;
@@ -13,7 +12,6 @@ use crate::settings;
 use crate::signals::{Second, Signals};
 
 pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
-    settings::check_interval("--interval", &a.interval)?;
     let listen: SocketAddr = a.listen.parse().with_context(|| format!("--listen {:?}: expected ADDRESS:PORT", a.listen))?;
     anyhow::ensure!(
         listen.ip().is_loopback() || a.insecure_listen || a.tls_cert.is_some(),
@@ -43,16 +41,16 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.batch_bytes = a.batch_mb << 20;
     anyhow::ensure!(a.batch_rows != Some(0), "--batch-rows must be at least 1");
     config.batch_rows = a.batch_rows;
-    config.max_delay = parse_duration(&a.max_delay).context("--max-delay")?;
+    config.max_delay = a.max_delay;
     config.memory_budget = a.memory_mb << 20;
     config.set_max_body(a.max_body_mb << 20);
     anyhow::ensure!(a.max_connections >= 1, "--max-connections must be at least 1");
     config.max_connections = a.max_connections;
-    config.header_timeout = positive("--header-timeout", &a.header_timeout)?;
-    config.idle_timeout = positive("--idle-timeout", &a.idle_timeout)?;
-    config.shutdown_timeout = parse_duration(&a.shutdown_timeout).context("--shutdown-timeout")?;
+    config.header_timeout = a.header_timeout;
+    config.idle_timeout = a.idle_timeout;
+    config.shutdown_timeout = a.shutdown_timeout;
     anyhow::ensure!(a.min_body_rate >= 1, "--min-body-rate must be at least 1 (KiB a second)");
-    config.set_body_pace(positive("--body-timeout", &a.body_timeout)?, a.min_body_rate << 10);
+    config.set_body_pace(a.body_timeout, a.min_body_rate << 10);
     for p in &a.allow_table {
         anyhow::ensure!(
             !p.trim().is_empty() && p.matches('.').count() <= 1,
@@ -60,14 +58,14 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
         );
     }
     config.allow_tables = a.allow_table.clone();
-    config.request_timeout = parse_duration(&a.request_timeout).context("--request-timeout")?;
-    config.retry_for = parse_duration(&a.retry_for).context("--retry-for")?;
-    config.idempotency_window = parse_duration(&a.idempotency_window).context("--idempotency-window")?;
+    config.request_timeout = a.request_timeout;
+    config.retry_for = a.retry_for;
+    config.idempotency_window = a.idempotency_window;
     config.no_create_partitions = a.no_create_partitions;
     config.tls = a.tls_cert.clone().zip(a.tls_key.clone());
     config.create_tables = a.create_tables;
-    config.interval = a.interval.clone();
-    config.lock_timeout = parse_duration(&a.lock_timeout).context("--lock-timeout")?;
+    config.interval = a.interval;
+    config.lock_timeout = a.lock_timeout;
     if a.prometheus {
         let schema = a.prometheus_schema.trim();
         anyhow::ensure!(
@@ -75,9 +73,7 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
             "--prometheus-schema {schema:?}: name a schema of your own (not chute's nor a system schema)"
         );
         let mut p = chute_serve::prom::PromConfig::new(schema);
-        if let Some(r) = &a.prometheus_retention {
-            p.retention = Some(chute_core::partman::Span::parse(r).map_err(|e| anyhow::anyhow!("--prometheus-retention {r:?}: {e}"))?);
-        }
+        p.retention = a.prometheus_retention;
         config.prometheus = Some(p);
     }
 
@@ -86,7 +82,7 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     }
     // SIGTERM or Ctrl-C: stop accepting, answer what is in flight once committed.
     let signals = Signals::listen(Second::Wait);
-    let shutdown_text = a.shutdown_timeout.clone();
+    let shutdown_text = humantime_short(a.shutdown_timeout);
     let shutdown = {
         let mut signals = signals.clone();
         async move {
@@ -101,11 +97,15 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     Ok(signals.outcome().unwrap_or(Outcome::Ok))
 }
 
-/// A duration flag that must not be zero.
-fn positive(flag: &str, text: &str) -> anyhow::Result<std::time::Duration> {
-    let d = parse_duration(text).with_context(|| flag.to_owned())?;
-    anyhow::ensure!(!d.is_zero(), "{flag} must be longer than 0");
-    Ok(d)
+/// A duration as a person reads it: `20s`, `1.5s`, `250ms`.
+fn humantime_short(d: std::time::Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d < std::time::Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
 }
 
 /// `chute serve --check`: one line per finding, the worst decides the exit code.

@@ -52,14 +52,6 @@ pub fn plan(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
         tsbs || stream_gen || a.schema.is_none(),
         "--schema goes with --format tsbs and --gen iot|devops, whose files name their own tables"
     );
-    anyhow::ensure!(
-        a.backfill_after.is_none() || a.backfill == BackfillArg::Auto,
-        "--backfill-after says which partitions --backfill auto swaps; with --backfill on every empty one is swapped, with off none"
-    );
-    anyhow::ensure!(
-        !a.lock_timeout.is_zero(),
-        "--lock-timeout 0 would let a swap wait for its locks for ever, with the table's writers queued behind it: give a duration such as 1s"
-    );
     match a.generate {
         None if columnar => read_columnar(a),
         None => read(a, format),
@@ -164,63 +156,62 @@ fn generated(a: &LoadArgs, g: GenArg) -> anyhow::Result<LoadPlan> {
 }
 
 impl LoadPlan {
-    /// The engine's spec for the load on `target`.
-    pub fn spec(&self, target: ConnectOptions, a: &LoadArgs) -> LoadSpec {
-        let reads_stdin = self.input.is_live();
-        let mut spec = LoadSpec::new(target, self.table.clone(), self.input.clone());
-        spec.tsbs_interval = a.interval;
-        spec.tsbs_schema = a.schema.clone();
-        spec.header = a.header;
-        spec.delimiter = a.delimiter;
-        spec.null = a.null.clone();
-        spec.columns = a.columns.clone();
-        spec.epoch = a.epoch.map(|e| match e {
-            EpochArg::S => EpochUnit::Seconds,
-            EpochArg::Ms => EpochUnit::Millis,
-            EpochArg::Us => EpochUnit::Micros,
-            EpochArg::Ns => EpochUnit::Nanos,
-        });
+    /// The engine's spec for the load on `target`, its settings checked together.
+    pub fn spec(&self, target: ConnectOptions, a: &LoadArgs) -> anyhow::Result<LoadSpec> {
+        let mut b = LoadSpec::builder(target, self.table.clone())
+            .tsbs_interval(a.interval)
+            .tsbs_schema(a.schema.clone())
+            .header(a.header)
+            .delimiter(a.delimiter)
+            .null(a.null.clone())
+            .columns(a.columns.clone())
+            .epoch(a.epoch.map(|e| match e {
+                EpochArg::S => EpochUnit::Seconds,
+                EpochArg::Ms => EpochUnit::Millis,
+                EpochArg::Us => EpochUnit::Micros,
+                EpochArg::Ns => EpochUnit::Nanos,
+            }))
+            .memory_budget((a.memory_mb as usize) << 20)
+            .batch_bytes(a.batch_mb << 20)
+            .via_parent(a.via_parent)
+            .no_create_partitions(a.no_create_partitions)
+            .backfill(match a.backfill {
+                BackfillArg::Auto => Backfill::Auto,
+                BackfillArg::On => Backfill::On,
+                BackfillArg::Off => Backfill::Off,
+            })
+            .backfill_index_memory(a.backfill_index_memory)
+            .backfill_after(a.backfill_after)
+            .lock_timeout(a.lock_timeout)
+            .on_conflict(a.on_conflict.map(|action| {
+                let mut o = chute_core::upsert::OnConflict::new(match action {
+                    OnConflictArg::Nothing => chute_core::upsert::ConflictAction::Nothing,
+                    OnConflictArg::Update => chute_core::upsert::ConflictAction::Update,
+                });
+                o.key = a.conflict_key.clone();
+                o.update_columns = a.update_columns.clone();
+                o.update_if = a.update_if.clone();
+                o
+            }))
+            .reject_file(a.reject_file.clone())
+            .max_rejects(a.max_rejects)
+            .report_every(a.report_every)
+            .load_id(a.load_id.clone())
+            .wait(a.wait)
+            .retry_for(a.retry_for)
+            .atomic(a.atomic)
+            // A live stream's rows reach the table while it waits for more; files wait for full batches.
+            .flush_every(match a.flush_every {
+                Some(f) => f.duration(),
+                None if self.input.is_live() => Some(std::time::Duration::from_secs(1)),
+                None => None,
+            });
         if let Some(w) = a.workers {
-            spec.workers = w;
+            b = b.workers(w);
         }
         if let Some(p) = a.parse_threads {
-            spec.parse_threads = p;
+            b = b.parse_threads(p);
         }
-        spec.memory_budget = (a.memory_mb as usize) << 20;
-        spec.batch_bytes = (a.batch_mb << 20).min(spec.memory_budget / 4);
-        spec.via_parent = a.via_parent;
-        spec.no_create_partitions = a.no_create_partitions;
-        spec.backfill = match a.backfill {
-            BackfillArg::Auto => Backfill::Auto,
-            BackfillArg::On => Backfill::On,
-            BackfillArg::Off => Backfill::Off,
-        };
-        spec.backfill_index_memory = a.backfill_index_memory;
-        spec.backfill_after = a.backfill_after;
-        spec.lock_timeout = a.lock_timeout;
-        spec.on_conflict = a.on_conflict.map(|action| {
-            let mut o = chute_core::upsert::OnConflict::new(match action {
-                OnConflictArg::Nothing => chute_core::upsert::ConflictAction::Nothing,
-                OnConflictArg::Update => chute_core::upsert::ConflictAction::Update,
-            });
-            o.key = a.conflict_key.clone();
-            o.update_columns = a.update_columns.clone();
-            o.update_if = a.update_if.clone();
-            o
-        });
-        spec.reject_file = a.reject_file.clone();
-        spec.max_rejects = a.max_rejects;
-        spec.report_every = a.report_every;
-        spec.load_id = a.load_id.clone();
-        spec.wait = a.wait;
-        spec.retry_for = a.retry_for;
-        spec.atomic = a.atomic;
-        // A live stream's rows reach the table while it waits for more; files wait for full batches.
-        spec.flush_every = match a.flush_every {
-            Some(f) => f.duration(),
-            None if reads_stdin => Some(std::time::Duration::from_secs(1)),
-            None => None,
-        };
-        spec
+        Ok(b.build(self.input.clone())?)
     }
 }

@@ -75,6 +75,13 @@ pub fn flag(setting: chute_engine::setting::Setting, value: Option<&str>) -> Str
         S::UpdateColumns => "--update-columns",
         S::UpdateIf => "--update-if",
         S::ParseThreads => "--parse-threads",
+        S::Workers => "--workers",
+        S::BatchBytes => "--batch-mb",
+        S::BatchRows => "--batch-rows",
+        S::ChunkBytes => "--chunk-bytes",
+        S::LockTimeout => "--lock-timeout",
+        S::BackfillAfter => "--backfill-after",
+        S::FlushEvery => "--flush-every",
     };
     match value {
         Some(v) => format!("{flag} {v}"),

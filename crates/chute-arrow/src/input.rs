@@ -44,7 +44,7 @@ impl Input for Columnar {
         // Every input opened (a stream taken) before any row moves.
         let opened = self.inputs.iter().map(open).collect::<Result<Vec<_>, _>>()?;
         let names: Vec<String> = opened.iter().map(|o| o.name.clone()).collect();
-        let table = spec.table.to_string();
+        let table = spec.table().to_string();
         let identity = opened.iter().map(|o| o.identity.clone()).collect::<Option<Vec<String>>>().map(|ids| Identity::Inputs {
             table,
             ids,
@@ -59,7 +59,7 @@ impl Input for Columnar {
         let source = crate::source::ColumnarSource {
             inputs: opened,
             columns: prepared.read_columns().to_vec(),
-            decoders: spec.parse_threads,
+            decoders: spec.parse_threads(),
             bytes_read: bytes_read.clone(),
         };
         let mut o = Opened::new(Box::new(source), Delivery::Rerun, bytes_read);

@@ -44,8 +44,8 @@ pub(crate) async fn prepare(
 ) -> Result<Prepared, LoadError> {
     let schemas = inputs.iter().map(columnar::schema).collect::<Result<Vec<SchemaRef>, _>>()?;
     let first = schemas.first().ok_or_else(|| LoadError::Setup("no input to load".into()))?;
-    let names: Vec<String> = match &spec.columns {
-        Some(c) => c.clone(),
+    let names: Vec<String> = match spec.columns() {
+        Some(c) => c.to_vec(),
         None => first.fields().iter().map(|f| f.name().clone()).collect(),
     };
     for (input, schema) in inputs.iter().zip(&schemas) {
@@ -60,7 +60,7 @@ pub(crate) async fn prepare(
         }
     }
     let t = one_table(spec, control, progress, None, Some(&names)).await.map_err(|e| match e {
-        LoadError::Setup(m) if spec.columns.is_none() => LoadError::Setup(format!(
+        LoadError::Setup(m) if spec.columns().is_none() => LoadError::Setup(format!(
             "{m}: the data's columns are matched to the table's by name; load a subset with {} A,B,… or add the column to the table",
             chute_engine::setting::Setting::Columns
         )),

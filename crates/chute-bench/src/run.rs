@@ -400,33 +400,37 @@ impl CellContext<'_> {
         progress: &mut dyn BenchProgress,
     ) -> Result<Loaded, BenchError> {
         let row_bytes = w.row_bytes;
-        let mut spec = match (rows, &w.rows) {
-            (Some(rows), _) => LoadSpec::new(self.target.options.clone(), table.clone(), Arc::new(Generated::new(rows, cell.rows))),
+        let builder = LoadSpec::builder(self.target.options.clone(), table.clone());
+        let (builder, input): (_, Arc<dyn load::Input>) = match (rows, &w.rows) {
+            (Some(rows), _) => (builder, Arc::new(Generated::new(rows, cell.rows))),
             (None, BenchRows::Tsbs { params, rows }) => {
                 let input = GeneratedInput::stream(w.kind.name(), *rows, params).map_err(BenchError::Setup)?;
-                let input = InputSpec::Generated(input);
-                let files = TsbsFiles::new(vec![input]).map_err(|e| BenchError::Setup(e.to_string()))?;
-                let mut spec = LoadSpec::new(self.target.options.clone(), table.clone(), Arc::new(files));
-                spec.tsbs_schema = Some(BENCH_SCHEMA.to_owned());
-                spec
+                let files = TsbsFiles::new(vec![InputSpec::Generated(input)]).map_err(|e| BenchError::Setup(e.to_string()))?;
+                (builder.tsbs_schema(Some(BENCH_SCHEMA.to_owned())), Arc::new(files))
             }
             (None, BenchRows::Table(_)) => unreachable!("rows of a table are always given"),
         };
-        spec.workers = cell.workers;
-        if let Some(b) = cell.batch_rows {
-            spec.batch_bytes = (b as usize).saturating_mul(row_bytes).clamp(row_bytes, spec.memory_budget / 4);
-        }
-        spec.via_parent = cell.loader == Loader::ChuteViaParent;
-        // Every partition exists already; a row without one is a bench bug.
-        spec.no_create_partitions = true;
+        // The engine's defaults: 4 MiB batches, a quarter of the memory budget at most.
+        let batch_bytes = match cell.batch_rows {
+            Some(b) => (b as usize).saturating_mul(row_bytes).clamp(row_bytes, builder.memory() / 4),
+            None => 4 << 20,
+        };
         let rejects = self.out_dir.join(format!("{}.rejects", file_safe(&cell.name)));
-        spec.reject_file = Some(rejects.clone());
-        let batch_rows = (spec.batch_bytes / row_bytes) as u64;
+        let batch_rows = (batch_bytes / row_bytes) as u64;
         // Every cell loads the same rows into a fresh table: a load of its own
         // for the journal (else the next cell would "resume" and skip them),
         // forgotten once measured.
         let load_id = format!("bench-{}-{}", std::process::id(), file_safe(&cell.name));
-        spec.load_id = Some(load_id.clone());
+        let spec = builder
+            .workers(cell.workers)
+            .batch_bytes(batch_bytes)
+            .via_parent(cell.loader == Loader::ChuteViaParent)
+            // Every partition exists already; a row without one is a bench bug.
+            .no_create_partitions(true)
+            .reject_file(Some(rejects.clone()))
+            .load_id(Some(load_id.clone()))
+            .build(input)
+            .map_err(|e| BenchError::Setup(e.to_string()))?;
         let mut sampler = Sampler::default();
         let report = load::run(spec, &mut sampler).await.map_err(|source| BenchError::Load { cell: cell.name.clone(), source })?;
         if let Ok(client) = self.target.options.connect().await {

@@ -284,7 +284,7 @@ pub async fn snapshot(client: &Client, info: &TableInfo, policy: &Policy, now: i
     };
     let max_key = newest_key(client, policy, &partitions, default.as_ref(), now).await?;
     let remote = match policy.distribution {
-        Some(_) => Some(crate::cluster::remote_ddl(client, info.oid).await?),
+        Some(_) => Some(remote_ddl(client, info.oid).await?),
         None => None,
     };
     Ok(Snapshot { partitions, default, max_key, grants: info.grants.clone(), remote })
@@ -368,4 +368,28 @@ impl crate::retry::Lost for crate::catalog::CatalogError {
     fn connection_lost(&self) -> bool {
         matches!(self, crate::catalog::CatalogError::Sql(e) if crate::retry::connection_lost(e))
     }
+}
+
+/// What the tables behind a distributed table's foreign partitions are made
+/// of: the parent's columns (with NOT NULL) and its indexes.
+pub async fn remote_ddl(client: &Client, parent: u32) -> Result<chute_core::partman::RemoteDdl, tokio_postgres::Error> {
+    let columns: String = client
+        .query_one(
+            "SELECT string_agg(quote_ident(attname) || ' ' || format_type(atttypid, atttypmod) || CASE WHEN attnotnull THEN ' NOT NULL' ELSE '' END, ', ' ORDER BY attnum)
+             FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped",
+            &[&parent],
+        )
+        .await?
+        .get(0);
+    let rows = client
+        .query("SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = $1 AND NOT indisunique ORDER BY indexrelid", &[&parent])
+        .await?;
+    let indexes = rows
+        .iter()
+        .filter_map(|r| {
+            let def: String = r.get(0);
+            def.find(" USING ").map(|i| def[i + 1..].to_owned())
+        })
+        .collect();
+    Ok(chute_core::partman::RemoteDdl { columns, indexes })
 }

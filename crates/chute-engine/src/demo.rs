@@ -133,8 +133,10 @@ pub async fn run(opts: &ConnectOptions, spec: &DemoSpec, progress: &mut dyn Load
     // has one fixed name and forgets what earlier runs committed.
     crate::load::journal::forget(&client, DEMO_LOAD_ID).await?;
     let input = Arc::new(crate::load::Generated::new(Arc::new(generator), spec.rows));
-    let mut load = LoadSpec::new(opts.clone(), QualifiedName::new(DEMO_SCHEMA, "conditions"), input);
-    load.load_id = Some(DEMO_LOAD_ID.to_owned());
+    let load = LoadSpec::builder(opts.clone(), QualifiedName::new(DEMO_SCHEMA, "conditions"))
+        .load_id(Some(DEMO_LOAD_ID.to_owned()))
+        .build(input)
+        .map_err(crate::load::LoadError::from)?;
     let report = crate::load::run(load, progress).await?;
     let (rows, seconds) = (report.stats.rows_loaded, report.stats.seconds);
 

@@ -200,7 +200,7 @@ impl PartitionManager {
                 (Existing::Missing { definition: TableSource::Columns(c) }, _) => {
                     chute_core::partman::RemoteDdl { columns: c.clone(), indexes: vec![] }
                 }
-                (_, Some(oid)) => crate::cluster::remote_ddl(&self.client, *oid).await?,
+                (_, Some(oid)) => crate::catalog::remote_ddl(&self.client, *oid).await?,
                 _ => {
                     return Err(PartmanError::Refused(
                         "a distributed table is defined with --columns (its data nodes do not have the --like table)".into(),

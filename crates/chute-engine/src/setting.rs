@@ -29,7 +29,7 @@ pub enum Setting {
     LoadId,
     /// `LoadSpec::columns`.
     Columns,
-    /// The input format (`LoadInput::Read::format`).
+    /// The input format (the front end's choice of `Input`).
     Format,
     /// `LoadSpec::via_parent`.
     ViaParent,
@@ -49,6 +49,20 @@ pub enum Setting {
     UpdateIf,
     /// `LoadSpec::parse_threads`.
     ParseThreads,
+    /// `LoadSpec::workers`.
+    Workers,
+    /// `LoadSpec::batch_bytes`.
+    BatchBytes,
+    /// `LoadSpec::batch_rows`.
+    BatchRows,
+    /// `LoadSpec::chunk_bytes`.
+    ChunkBytes,
+    /// `LoadSpec::lock_timeout`.
+    LockTimeout,
+    /// `LoadSpec::backfill_after`.
+    BackfillAfter,
+    /// `LoadSpec::flush_every`.
+    FlushEvery,
 }
 
 impl Setting {
@@ -72,6 +86,13 @@ impl Setting {
             Setting::UpdateColumns => "on_conflict.update_columns",
             Setting::UpdateIf => "on_conflict.update_if",
             Setting::ParseThreads => "parse_threads",
+            Setting::Workers => "workers",
+            Setting::BatchBytes => "batch_bytes",
+            Setting::BatchRows => "batch_rows",
+            Setting::ChunkBytes => "chunk_bytes",
+            Setting::LockTimeout => "lock_timeout",
+            Setting::BackfillAfter => "backfill_after",
+            Setting::FlushEvery => "flush_every",
         }
     }
 

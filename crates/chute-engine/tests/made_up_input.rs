@@ -60,8 +60,11 @@ impl Input for Ticks {
     fn open(&self, spec: &LoadSpec, _: &Prepared) -> Result<Opened, LoadError> {
         let mut o = Opened::new(Box::new(TickSource { ticks: self.all() }), Delivery::Rerun, Arc::new(AtomicU64::new(0)));
         o.names = vec!["ticks".into()];
-        o.identity =
-            Some(Identity::Inputs { table: spec.table.to_string(), ids: vec![format!("ticks:{}:{}", self.n, self.step)], generated: true });
+        o.identity = Some(Identity::Inputs {
+            table: spec.table().to_string(),
+            ids: vec![format!("ticks:{}:{}", self.n, self.step)],
+            generated: true,
+        });
         o.rejects = RejectOrigin { default_path: Some("ticks.rejects".into()), ..RejectOrigin::nowhere(1) };
         Ok(o)
     }
@@ -135,10 +138,11 @@ async fn an_input_made_up_here_loads_routes_rejects_and_resumes_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let spec = || {
         // 480 ticks every 6 minutes: 48 hours, 240 in each day's partition.
-        let mut s = LoadSpec::new(db.options.clone(), QualifiedName::new("public", "ticks"), Arc::new(Ticks { n: 480, step: HOUR / 10 }));
-        s.reject_file = Some(dir.path().join("ticks.rejects"));
-        s.no_create_partitions = true;
-        s
+        LoadSpec::builder(db.options.clone(), QualifiedName::new("public", "ticks"))
+            .reject_file(Some(dir.path().join("ticks.rejects")))
+            .no_create_partitions(true)
+            .build(Arc::new(Ticks { n: 480, step: HOUR / 10 }))
+            .unwrap()
     };
 
     let first = run(spec(), &mut NoProgress).await.unwrap();

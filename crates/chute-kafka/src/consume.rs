@@ -23,14 +23,14 @@ use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::{KafkaConsumer, KafkaInput, KafkaPart, KafkaRun, MessageFormat, Watch};
-use chute_engine::load::{LoadError, LoadProgress, LoadSpec, TextFormat, journal};
+use chute_engine::load::{LoadBuilder, LoadError, LoadProgress, TextFormat, journal};
 
 /// Everything a consumer needs, validated.
 #[derive(Debug, Clone)]
 pub struct ConsumeSpec {
     /// The load each run makes: table, server, batching, rejects, stop flag
-    /// (its input is set per run).
-    pub load: LoadSpec,
+    /// (its input is each run's partitions: built per run).
+    pub load: LoadBuilder,
     pub brokers: String,
     pub topics: Vec<String>,
     pub group: String,
@@ -98,11 +98,11 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         let (c, topics) = (consumer.clone(), spec.topics.clone());
         tokio::task::spawn_blocking(move || partitions(&c, &topics)).await.map_err(|e| setup(format!("reading the topics: {e}")))??
     };
-    let table = spec.load.table.to_string();
-    let id = spec.load.load_id.clone().unwrap_or_else(|| load_id(&spec.group, &spec.topics, &table));
+    let table = spec.load.table().to_string();
+    let id = spec.load.given_load_id().map(str::to_owned).unwrap_or_else(|| load_id(&spec.group, &spec.topics, &table));
     let names: Vec<String> = parts.iter().map(|(t, p)| format!("{t}/{p}")).collect();
     let numbers = {
-        let mut client = chute_engine::retry::connect(&spec.load.target, spec.load.retry_for, |_| {}).await?;
+        let mut client = chute_engine::retry::connect(spec.load.target(), spec.load.retries_for(), |_| {}).await?;
         journal::shared_inputs(&mut client, &id, &table, &spec.topics.join(", "), &names).await?
     };
     let mut by_number = vec![String::new(); numbers.iter().max().map_or(0, |m| *m as usize + 1)];
@@ -142,11 +142,10 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         run.fields = Arc::new(spec.fields.clone());
         run.dead_letter = dead_letter.clone();
         let rebalanced = run.rebalanced.clone();
-        let mut load = spec.load.clone();
-        load.input = Arc::new(KafkaInput::new(run.clone(), spec.format, spec.load.chunk_bytes));
-        load.load_id = Some(id.clone());
+        let input = Arc::new(KafkaInput::new(run.clone(), spec.format, spec.load.chunk_size()));
+        let load = spec.load.clone().load_id(Some(id.clone())).build(input)?;
         report.runs += 1;
-        let keeper = tokio::spawn(keep_positions(run.clone(), spec.load.target.clone(), id.clone(), parts.clone()));
+        let keeper = tokio::spawn(keep_positions(run.clone(), spec.load.target().clone(), id.clone(), parts.clone()));
         let mut counting = Counting { inner: &mut *progress, last: Default::default(), before: &before, began };
         let outcome = chute_engine::load::run(load, &mut counting).await;
         // What this run did, added to what the consumer did before it: its
@@ -163,7 +162,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         let through = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(owner) = run.owner.get() {
             let at: Vec<(u32, u64)> = through.iter().map(|(i, o)| (*i, *o)).collect();
-            if let Ok(client) = chute_engine::retry::connect(&spec.load.target, Duration::from_secs(10), |_| {}).await {
+            if let Ok(client) = chute_engine::retry::connect(spec.load.target(), Duration::from_secs(10), |_| {}).await {
                 let _ = journal::advance(&client, &id, owner, &at).await;
             }
         }
@@ -191,7 +190,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
             report.reject_limit_exceeded = true;
             break;
         }
-        if r.interrupted || spec.load.cancel.load(Ordering::SeqCst) {
+        if r.interrupted || spec.load.stop_flag().load(Ordering::SeqCst) {
             report.interrupted = true;
             break;
         }
@@ -199,7 +198,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
             break;
         }
     }
-    report.interrupted |= spec.load.cancel.load(Ordering::SeqCst);
+    report.interrupted |= spec.load.stop_flag().load(Ordering::SeqCst);
     // The runs' counts, summed once (progress reads the same totals), a
     // run the group's rebalance ended included: its committed rows are loaded.
     report.rows_loaded = before.rows_loaded;
@@ -210,7 +209,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         m.abort();
     }
     close(consumer).await;
-    let client = chute_engine::retry::connect(&spec.load.target, spec.load.retry_for, |_| {}).await?;
+    let client = chute_engine::retry::connect(spec.load.target(), spec.load.retries_for(), |_| {}).await?;
     report.positions =
         journal::positions(&client, &id).await?.into_iter().map(|(partition, offset)| Position { partition, offset }).collect();
     report.seconds = began.elapsed().as_secs_f64();
@@ -238,7 +237,7 @@ fn setup(message: String) -> LoadError {
 
 /// The consumer, with chute's settings and then the user's.
 fn connect(spec: &ConsumeSpec) -> Result<KafkaConsumer, LoadError> {
-    let queue = (spec.load.memory_budget / 4).clamp(1 << 20, 1 << 30);
+    let queue = (spec.load.memory() / 4).clamp(1 << 20, 1 << 30);
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", &spec.brokers)
@@ -327,7 +326,7 @@ fn high_watermarks(consumer: &KafkaConsumer, parts: &[(String, i32)]) -> Result<
 /// Polls the group until it gives this consumer partitions (the messages
 /// polled meanwhile are read again by the run). `None`: stopped.
 async fn wait_for_assignment(consumer: &Arc<KafkaConsumer>, spec: &ConsumeSpec) -> Option<(u64, Vec<(String, i32)>)> {
-    let cancel = spec.load.cancel.clone();
+    let cancel = spec.load.stop_flag();
     let c = consumer.clone();
     tokio::task::spawn_blocking(move || {
         let mut settled: Option<(u64, Instant)> = None;

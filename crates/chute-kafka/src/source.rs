@@ -494,7 +494,7 @@ impl Input for KafkaInput {
         use futures_util::FutureExt;
         match self.format {
             MessageFormat::Text(f) => kinds::delimited(spec, f, false, control, progress).boxed(),
-            MessageFormat::LineProtocol(p) => kinds::line_protocol(spec, p, control, progress).boxed(),
+            MessageFormat::LineProtocol(p) => chute_engine::lines::kind::prepare(spec, p, control, progress).boxed(),
         }
     }
 

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use chute_core::ident::{QualifiedName, quote_ident};
 use chute_core::parse::lineproto::FieldType;
-use chute_core::partman::interval::Span;
 use chute_core::partman::{KeyType, Policy};
 
 use super::ServeConfig;
@@ -48,7 +47,7 @@ pub(crate) async fn create_table(config: &ServeConfig, table: &QualifiedName, co
     }
     let mut defs = vec!["time timestamptz NOT NULL".to_owned()];
     defs.extend(columns.iter().map(|(name, w)| format!("{} {}", quote_ident(name), w.sql_type())));
-    let interval = Span::parse(&config.interval).map_err(|e| LaneError::Setting(format!("--interval: {e}")))?;
+    let interval = config.interval;
     let policy = Policy::new(table.clone(), "time", KeyType::Timestamptz, interval);
     let req = CreateRequest { policy, like: None, columns: Some(defs.join(", ")), start: None };
     let now = chute_engine::clock::now_micros();

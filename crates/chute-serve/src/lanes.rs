@@ -276,8 +276,7 @@ impl Lanes {
         self.keys.prune(c, &id, c.idempotency_window).await?;
         let on_conflict = self.upsert(table, shape).await?;
         let (tx, feed) = Feed::bounded(c.queue_depth);
-        let mut spec = self.spec(table, shape, &columns, &id, feed.clone());
-        spec.on_conflict = on_conflict;
+        let spec = self.spec(table, shape, &columns, &id, feed.clone(), on_conflict)?;
         let serial = self.next_serial.fetch_add(1, Ordering::Relaxed);
         let lane = Arc::new(Lane {
             id,
@@ -371,7 +370,15 @@ impl Lanes {
     }
 
     /// The load of a lane.
-    fn spec(&self, table: &QualifiedName, shape: &Shape, columns: &[LaneColumn], id: &str, feed: Feed) -> LoadSpec {
+    fn spec(
+        &self,
+        table: &QualifiedName,
+        shape: &Shape,
+        columns: &[LaneColumn],
+        id: &str,
+        feed: Feed,
+        on_conflict: Option<chute_core::upsert::OnConflict>,
+    ) -> Result<LoadSpec, LaneError> {
         let c = &self.config;
         let input: Arc<dyn Input> = match shape {
             Shape::Lines => Arc::new(FeedInput::new(feed, FeedFormat::Values)),
@@ -379,39 +386,33 @@ impl Lanes {
             Shape::Table { format: TableFormat::Csv, .. } => Arc::new(FeedInput::new(feed, FeedFormat::Text(TextFormat::Csv))),
             Shape::Table { format: TableFormat::Jsonl, .. } => Arc::new(FeedInput::new(feed, FeedFormat::Text(TextFormat::Jsonl))),
         };
-        let mut spec = LoadSpec::new(c.target.clone(), table.clone(), input);
-        // Journaled: a keyed request's retry skips what its earlier attempts committed.
-        spec.load_id = Some(id.to_owned());
-        spec.wait = true;
-        spec.workers = c.workers;
-        spec.parse_threads = c.parse_threads;
-        spec.batch_bytes = c.batch_bytes;
-        spec.batch_rows = c.batch_rows;
-        spec.memory_budget = self.budget.limit;
-        spec.shared_budget = Some(self.budget.clone());
-        spec.flush_every = Some(c.max_delay);
-        spec.flush_when_idle = true;
-        spec.retry_for = c.retry_for;
-        spec.no_create_partitions = c.no_create_partitions;
-        match shape {
-            Shape::Lines => {
-                spec.columns = Some(columns.iter().map(|c| c.name.clone()).collect());
-                spec.epoch = Some(EpochUnit::Nanos);
-            }
-            Shape::Samples => {}
+        let spec = LoadSpec::builder(c.target.clone(), table.clone())
+            // Journaled: a keyed request's retry skips what its earlier attempts committed.
+            .load_id(Some(id.to_owned()))
+            .wait(true)
+            .workers(c.workers)
+            .parse_threads(c.parse_threads)
+            .batch_bytes(c.batch_bytes)
+            .batch_rows(c.batch_rows)
+            .shared_budget(self.budget.clone())
+            .flush_every(Some(c.max_delay))
+            .flush_when_idle(true)
+            .retry_for(c.retry_for)
+            .no_create_partitions(c.no_create_partitions)
+            .on_conflict(on_conflict);
+        let spec = match shape {
+            Shape::Lines => spec.columns(Some(columns.iter().map(|c| c.name.clone()).collect())).epoch(Some(EpochUnit::Nanos)),
+            Shape::Samples => spec,
             Shape::Table { columns, delimiter, null, epoch, .. } => {
-                spec.columns = columns.clone();
-                spec.delimiter = *delimiter;
-                spec.null = null.clone();
-                spec.epoch = epoch.map(|e| match e {
+                spec.columns(columns.clone()).delimiter(*delimiter).null(null.clone()).epoch(epoch.map(|e| match e {
                     's' => EpochUnit::Seconds,
                     'm' => EpochUnit::Millis,
                     'u' => EpochUnit::Micros,
                     _ => EpochUnit::Nanos,
-                });
+                }))
             }
-        }
-        spec
+        };
+        spec.build(input).map_err(|e| LaneError::Setting(e.to_string()))
     }
 
     /// Closes every lane and waits until `deadline` for their loads to
@@ -475,8 +476,7 @@ impl LaneRun {
             };
             let stop = Arc::new(AtomicBool::new(false));
             *self.cancel.lock().expect("lane cancel") = stop.clone();
-            let mut spec = spec.clone();
-            spec.cancel = stop.clone();
+            let spec = spec.with_cancel(stop.clone());
             // A TRUNCATE or VACUUM FULL of a leaf since the journal was written does not stop the lane.
             if let Err(e) = self.keys.repair_journal(&self.config, &self.id).await {
                 eprintln!("chute serve: {}: cannot bring the journal up to date: {e}", self.name);

@@ -85,7 +85,7 @@ pub struct ServeConfig {
     /// Make a table for a new measurement and columns for new tags and fields.
     pub create_tables: bool,
     /// The partition interval of tables made by `create_tables`.
-    pub interval: String,
+    pub interval: chute_core::partman::Span,
     /// The longest an `ALTER TABLE … ADD COLUMN` waits for its lock (retried).
     pub lock_timeout: Duration,
     /// Patterns of tables serve may write besides those with a chute policy (see `guard`).
@@ -123,7 +123,7 @@ impl ServeConfig {
             tokens: Vec::new(),
             tls: None,
             create_tables: false,
-            interval: "1d".into(),
+            interval: chute_core::partman::Span::Time { n: 1, unit: chute_core::partman::interval::Unit::Days },
             lock_timeout: Duration::from_secs(2),
             allow_tables: Vec::new(),
             max_connections: 1024,

@@ -148,8 +148,7 @@ async fn create_locked(
         }
     };
     let input = Arc::new(load::Generated::new(Arc::new(workload(&recorded)) as Arc<dyn Workload>, spec.rows));
-    let mut load_spec = LoadSpec::new(options.clone(), table.clone(), input);
-    load_spec.cancel = cancel;
+    let load_spec = LoadSpec::builder(options.clone(), table.clone()).cancel(cancel).build(input).map_err(load::LoadError::from)?;
     let report = load::run(load_spec, progress).await?;
     if report.interrupted {
         return Err(SimError::Interrupted(format!(

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use chute_core::ident::quote_ident;
 use tokio_postgres::Client;
 
-use super::{ClusterError, all_node_options, remote_ddl};
+use super::{ClusterError, all_node_options};
+use crate::catalog::remote_ddl;
 use crate::connect::Env;
 
 /// One difference and its fix, to run on `node`.

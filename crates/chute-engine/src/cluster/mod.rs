@@ -15,7 +15,6 @@
 //! mapping to reach the node itself, so it is stored in one place only.
 
 use chute_core::ident::{quote_ident, quote_literal};
-use chute_core::partman::RemoteDdl;
 use chute_core::partman::policy::server_name;
 pub use tokio_postgres::Client;
 
@@ -378,30 +377,6 @@ pub async fn all_node_options(coordinator: &Client, env: &(dyn Env + Sync)) -> R
         out.push((n, opts));
     }
     Ok(out)
-}
-
-/// What the tables behind a distributed table's foreign partitions are made
-/// of: the parent's columns (with NOT NULL) and its indexes.
-pub async fn remote_ddl(client: &Client, parent: u32) -> Result<RemoteDdl, tokio_postgres::Error> {
-    let columns: String = client
-        .query_one(
-            "SELECT string_agg(quote_ident(attname) || ' ' || format_type(atttypid, atttypmod) || CASE WHEN attnotnull THEN ' NOT NULL' ELSE '' END, ', ' ORDER BY attnum)
-             FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped",
-            &[&parent],
-        )
-        .await?
-        .get(0);
-    let rows = client
-        .query("SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = $1 AND NOT indisunique ORDER BY indexrelid", &[&parent])
-        .await?;
-    let indexes = rows
-        .iter()
-        .filter_map(|r| {
-            let def: String = r.get(0);
-            def.find(" USING ").map(|i| def[i + 1..].to_owned())
-        })
-        .collect();
-    Ok(RemoteDdl { columns, indexes })
 }
 
 /// Drops the tables behind `table`'s foreign partitions on their nodes

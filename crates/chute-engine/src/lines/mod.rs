@@ -3,6 +3,7 @@
 //! (`matcher`), shared by `chute serve`'s write API and `chute consume
 //! --format line-protocol`.
 
+pub mod kind;
 pub mod matcher;
 
 /// What a column of a table holds, as far as line protocol cares.

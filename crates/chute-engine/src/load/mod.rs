@@ -33,14 +33,9 @@ pub mod routing;
 mod setup;
 mod sink;
 pub mod source;
+mod spec;
 pub mod target;
 mod text_route;
-
-use std::path::PathBuf;
-use std::time::Duration;
-
-use chute_core::ident::QualifiedName;
-use chute_core::value::EpochUnit;
 
 pub use input::{Delivery, FeedFormat, FeedInput, Files, Generated, Identity, Input, Opened, Shared, TextFormat, TsbsFiles};
 pub use kind::Prepared;
@@ -55,99 +50,15 @@ pub fn file_identity(canonical: &std::path::Path, len: u64, mtime_nanos: u128) -
 }
 
 /// The engine's kinds, for inputs outside the engine whose records are in a
-/// format the engine reads (a door's messages holding CSV or line protocol).
+/// format the engine reads (a door's messages holding CSV); line protocol's
+/// is `crate::lines::kind`.
 pub mod kinds {
     pub use super::kind::delimited::prepare as delimited;
-    pub use super::kind::lineproto::prepare as line_protocol;
 }
 pub use pipeline::run;
 pub use reading::{GeneratedInput, InputSpec};
 pub use source::Feed;
-
-use crate::ConnectOptions;
-
-/// Everything a load needs to know, validated: a front end (the CLI, a
-/// service, the bench) turns its own arguments into this once; the engine
-/// reads no flag text.
-#[derive(Debug, Clone)]
-pub struct LoadSpec {
-    pub target: ConnectOptions,
-    pub table: QualifiedName,
-    /// What the load reads (chosen once; see `input`).
-    pub input: std::sync::Arc<dyn Input>,
-    /// Delimited text: the first record names the columns.
-    pub header: bool,
-    pub delimiter: Option<u8>,
-    pub null: Option<String>,
-    pub columns: Option<Vec<String>>,
-    pub epoch: Option<EpochUnit>,
-    /// COPY connections.
-    pub workers: usize,
-    /// Threads that parse, encode and route.
-    pub parse_threads: usize,
-    /// Target size of one COPY batch (bytes of binary rows).
-    pub batch_bytes: usize,
-    /// A batch is sent at this many rows too, whichever comes first.
-    pub batch_rows: Option<usize>,
-    /// Bytes the reader hands to a parse thread at a time.
-    pub chunk_bytes: usize,
-    /// The global budget for rows in flight (queues and accumulators).
-    pub memory_budget: usize,
-    /// Send every row through the parent (the server routes).
-    pub via_parent: bool,
-    /// Reject rows whose time partition does not exist instead of creating it.
-    pub no_create_partitions: bool,
-    pub reject_file: Option<PathBuf>,
-    /// Stop once more rows than this were rejected.
-    pub max_rejects: Option<u64>,
-    pub report_every: Duration,
-    /// tsbs: partition each measurement table by time with this interval.
-    pub tsbs_interval: Option<chute_core::partman::Span>,
-    /// tsbs: the schema of the tables (made if missing; default: the
-    /// connection's current schema).
-    pub tsbs_schema: Option<String>,
-    /// Names the load for the journal (default: derived from the table and
-    /// the inputs' identity; stdin and a feed have none, so without it such
-    /// a load is not journaled).
-    pub load_id: Option<String>,
-    /// When another run of the same load is running: wait for it to finish
-    /// (true) or refuse (false).
-    pub wait: bool,
-    /// Set to stop the load: in-flight batches finish, nothing new starts.
-    pub cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// How long to keep retrying a lost connection or a restarted server.
-    pub retry_for: Duration,
-    /// Scale-out: commit on every server or on none (two-phase commit).
-    pub atomic: bool,
-    /// Send rows that have waited this long even in a partial batch, and
-    /// read stdin in pieces when it pauses: for live streams. `None`: rows
-    /// wait for full batches (best for files).
-    pub flush_every: Option<Duration>,
-    /// Partitions the load creates itself: filled before anyone can see
-    /// them, then attached (see `sink::backfill`).
-    pub backfill: Backfill,
-    /// `maintenance_work_mem` for building a backfilled partition's indexes, in bytes.
-    pub backfill_index_memory: u64,
-    /// How long before now a partition that exists must end for `Backfill::Auto`
-    /// to swap it (`None`: one interval; see `sink::swap`).
-    pub backfill_after: Option<Duration>,
-    /// The longest a swap's locked step waits for its locks (and so holds up
-    /// writers) before it gives way and tries again.
-    pub lock_timeout: Duration,
-    /// Group commit for live streams: send what is gathered as soon as a
-    /// COPY worker is idle, instead of waiting for a full batch or for
-    /// `flush_every` (which stays the limit while every worker is busy):
-    /// rows wait at most about one batch's COPY and commit, and batches grow
-    /// with the load.
-    pub flush_when_idle: bool,
-    /// One budget several loads share instead of `memory_budget` each
-    /// (`chute serve`'s lanes, one load per table).
-    pub shared_budget: Option<std::sync::Arc<budget::Budget>>,
-    /// Upsert: what a row whose conflict key is in the table already does
-    /// (`None`: it is refused, as COPY refuses it). Each leaf's batch is
-    /// staged and merged (see `sink::merge`).
-    pub on_conflict: Option<chute_core::upsert::OnConflict>,
-}
+pub use spec::{LoadBuilder, LoadSpec, SettingError};
 
 /// Whether partitions a load creates, and empty ones it fills, take the
 /// backfill path.
@@ -162,50 +73,6 @@ pub enum Backfill {
     /// refused) and every empty one it fills (each that cannot is named).
     On,
     Off,
-}
-
-impl LoadSpec {
-    pub fn new(target: ConnectOptions, table: QualifiedName, input: std::sync::Arc<dyn Input>) -> Self {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        LoadSpec {
-            target,
-            table,
-            input,
-            header: false,
-            delimiter: None,
-            null: None,
-            columns: None,
-            epoch: None,
-            workers: cores,
-            // The server needs the other cores: on 2 cores one parse thread
-            // outruns two (measured, docs/benchmarks/history.md).
-            parse_threads: (cores / 2).max(1),
-            batch_bytes: 4 << 20,
-            batch_rows: None,
-            chunk_bytes: 1 << 20,
-            memory_budget: 160 << 20,
-            via_parent: false,
-            no_create_partitions: false,
-            reject_file: None,
-            max_rejects: None,
-            report_every: Duration::from_secs(10),
-            tsbs_interval: None,
-            tsbs_schema: None,
-            load_id: None,
-            wait: false,
-            cancel: Default::default(),
-            retry_for: Duration::from_secs(300),
-            flush_every: None,
-            flush_when_idle: false,
-            atomic: false,
-            backfill: Backfill::Auto,
-            backfill_index_memory: 256 << 20,
-            backfill_after: None,
-            lock_timeout: Duration::from_secs(1),
-            shared_budget: None,
-            on_conflict: None,
-        }
-    }
 }
 
 /// Figures reported while a load runs and at its end.
@@ -318,6 +185,9 @@ pub enum LoadError {
     Input { input: String, message: String },
     #[error("{0}")]
     Setup(String),
+    /// A setting refused, or two that contradict each other.
+    #[error(transparent)]
+    Settings(#[from] SettingError),
     /// chute's own schema could not be made or read (`schema`).
     #[error(transparent)]
     Schema(#[from] crate::schema::SchemaError),

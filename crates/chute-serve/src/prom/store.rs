@@ -126,7 +126,7 @@ pub(crate) async fn ensure_schema(config: &ServeConfig, t: &Tables, retention: O
         let mut mgr = chute_engine::partman::PartitionManager::connect(&config.target, settings)
             .await
             .map_err(|e| LaneError::Create { table: t.samples.to_string(), source: Box::new(e) })?;
-        let interval = chute_core::partman::Span::parse(&config.interval).map_err(|e| LaneError::Setting(format!("--interval: {e}")))?;
+        let interval = config.interval;
         let mut policy = chute_core::partman::Policy::new(t.samples.clone(), "time", chute_core::partman::KeyType::Timestamptz, interval);
         policy.retention = retention.map(|keep| chute_core::partman::policy::Retention {
             keep,

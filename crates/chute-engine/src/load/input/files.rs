@@ -8,22 +8,13 @@ use std::sync::atomic::AtomicU64;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
+use super::super::kind::delimited::TextFormat;
 use super::super::kind::{self, Prepared};
 use super::super::reading::{self, InputSpec};
 use super::super::rejects::RejectOrigin;
 use super::super::source::files::FileSource;
 use super::super::{LoadError, LoadProgress, LoadSpec};
 use super::{Delivery, Identity, Input, Opened};
-
-/// The delimited text formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TextFormat {
-    Csv,
-    /// PostgreSQL's COPY text format.
-    Text,
-    /// JSON lines: an object a line, its keys naming columns.
-    Jsonl,
-}
 
 /// Delimited text (CSV, COPY text, JSON lines) read from files, stdin (at
 /// most once) or streams made in process, into one table.

@@ -27,8 +27,9 @@ mod feed;
 mod files;
 mod generated;
 
+pub use super::kind::delimited::TextFormat;
 pub use feed::{FeedFormat, FeedInput};
-pub use files::{Files, TextFormat, TsbsFiles};
+pub use files::{Files, TsbsFiles};
 pub use generated::Generated;
 
 /// A load's input.

@@ -10,12 +10,21 @@ use chute_core::parse::text::{TextOptions, TextParser};
 use chute_core::parse::{ChunkEnd, Fields, Format, RecordError, RecordPos};
 use chute_core::rowenc::{Memo, RowEncoder, RowOutcome, write_text_row};
 
-use super::super::input::TextFormat;
 use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
 use super::super::routing::Routing;
 use super::super::target::ColumnPlan;
 use super::super::{LoadError, LoadProgress, LoadSpec};
 use super::{Kind, Prepared};
+
+/// The delimited text formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextFormat {
+    Csv,
+    /// PostgreSQL's COPY text format.
+    Text,
+    /// JSON lines: an object a line, its keys naming columns.
+    Jsonl,
+}
 
 fn make_format(spec: &LoadSpec, format: TextFormat, plan: &ColumnPlan) -> Result<Box<dyn Format>, LoadError> {
     let setup = |e: chute_core::parse::OptionsError| LoadError::Setup(e.to_string());

@@ -21,9 +21,8 @@ use crate::catalog::TableInfo;
 
 pub mod delimited;
 pub(crate) mod generated;
-pub mod lineproto;
 pub(crate) mod tsbs;
-pub(crate) mod values;
+pub mod values;
 
 /// Turns a chunk of input into rows for targets.
 ///

@@ -2,7 +2,7 @@
 //! line-protocol`). A line's measurement must be the table's name; its tags
 //! and fields go to the columns of the same names and its timestamp to the
 //! table's time column, matched as `chute serve`'s write API matches them
-//! (`crate::lines`) and encoded as its rows are (`values`), so a line lands
+//! (`super::matcher`) and encoded as its rows are (`values`), so a line lands
 //! as it would through serve. A line that does not parse, names another
 //! measurement, or a key the table has no column for, is rejected with why;
 //! the other lines of its message load.
@@ -18,12 +18,12 @@ use chute_core::parse::lineproto::{LineAt, LineSet, Precision, parse_lines_into}
 use chute_core::rowenc::RowEncoder;
 use chute_core::value::EpochUnit;
 
-use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
-use super::super::{LoadError, LoadProgress, LoadSpec, target};
-use super::values::{RowBufs, ValueRows, ValuesProcessor, next_row};
-use super::{Kind, Prepared};
-use crate::lines::matcher::{Matcher, Miss};
-use crate::lines::{LaneColumn, line_columns};
+use super::matcher::{Matcher, Miss};
+use super::{LaneColumn, line_columns};
+use crate::load::kind::values::{RowBufs, ValueRows, ValuesProcessor, next_row};
+use crate::load::kind::{Kind, Prepared, plan_table};
+use crate::load::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
+use crate::load::{LoadError, LoadProgress, LoadSpec, target};
 
 /// Prepares a load of line protocol: into the load's table, or, when its
 /// name is `-`, into the tables of its schema (the search_path's first
@@ -67,7 +67,7 @@ pub async fn prepare(
             )));
         };
         let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
-        let t = super::plan_table(spec, control, progress, info, Some(&names)).await?;
+        let t = plan_table(spec, control, progress, info, Some(&names)).await?;
         // Timestamps are nanoseconds once parsed, whatever the lines' precision.
         let ctx = chute_core::value::EncodeContext { epoch: Some(EpochUnit::Nanos), ..t.ctx };
         let table = u16::try_from(tables.len()).map_err(|_| LoadError::Setup("more than 65535 tables for the lines".into()))?;
