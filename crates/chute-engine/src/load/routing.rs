@@ -148,11 +148,11 @@ pub struct Routing {
     registry: RwLock<Vec<QualifiedName>>,
     /// What earlier runs of this load committed, per (leaf, text) and input.
     committed: std::sync::OnceLock<std::collections::HashMap<(LeafRef, bool), Vec<super::journal::RangeSet>>>,
-    /// Set when rows go through the parent as INSERTs (row-level security
-    /// that applies to the loading role refuses COPY; see `insert`).
-    pub(crate) insert: Option<Arc<super::insert::InsertPlan>>,
-    /// Set when rows are upserted (see `sink::merge`).
-    pub(crate) merge: Option<Arc<super::sink::merge::MergePlan>>,
+    /// How the table's rows are written (see `write`): COPY, INSERTs when
+    /// row-level security applies to the loading role, a merge for upserts.
+    pub(crate) writer: Arc<dyn super::write::Writer>,
+    /// Row-level security applies to the loading role (rows go in as INSERTs).
+    pub(crate) rls: bool,
 }
 
 impl std::fmt::Debug for Routing {
@@ -184,8 +184,8 @@ impl Routing {
             mode: RouteMode::Single,
             registry: RwLock::new(vec![name]),
             committed: Default::default(),
-            insert: None,
-            merge: None,
+            writer: Arc::new(super::write::CopyWriter),
+            rls: false,
         }
     }
 
@@ -196,8 +196,8 @@ impl Routing {
             mode: RouteMode::Parent,
             registry: RwLock::new(vec![]),
             committed: Default::default(),
-            insert: None,
-            merge: None,
+            writer: Arc::new(super::write::CopyWriter),
+            rls: false,
         }
     }
 
@@ -223,8 +223,8 @@ impl Routing {
             })),
             registry: RwLock::new(names),
             committed: Default::default(),
-            insert: None,
-            merge: None,
+            writer: Arc::new(super::write::CopyWriter),
+            rls: false,
         }
     }
 
@@ -513,7 +513,7 @@ pub(crate) async fn build(
 ) -> Result<(Routing, Option<String>), LoadError> {
     let (mut routing, reason) = route(spec, control, info, plan, progress).await?;
     if let Some(want) = &spec.on_conflict {
-        routing.merge = Some(Arc::new(merge_plan(control, info, plan, &routing, want).await?));
+        routing.writer = Arc::new(super::write::merge::MergeWriter(merge_plan(control, info, plan, &routing, want).await?));
     }
     Ok((routing, reason))
 }
@@ -526,13 +526,13 @@ async fn merge_plan(
     plan: &ColumnPlan,
     routing: &Routing,
     want: &chute_core::upsert::OnConflict,
-) -> Result<super::sink::merge::MergePlan, LoadError> {
+) -> Result<super::write::merge::MergePlan, LoadError> {
     use crate::conflict::{self, ConflictError};
     let refused = |e: ConflictError| match e {
         ConflictError::Refused(m) => LoadError::Setup(m),
         ConflictError::Sql(e) => LoadError::Sql(e),
     };
-    if routing.insert.is_some() {
+    if routing.rls {
         return Err(LoadError::Setup(format!(
             "row-level security on {} applies to this role, so its rows go in as INSERTs that chute does not upsert yet: load as a role \
              the policies do not apply to (such as the owner), or without {}",
@@ -548,7 +548,7 @@ async fn merge_plan(
         _ => None,
     };
     conflict::check_with_server(control, info, &loaded, &resolved, leaf.as_ref()).await.map_err(refused)?;
-    Ok(super::sink::merge::MergePlan::new(info.oid as usize, &routing.parent.quoted(), &plan.copy_list, &resolved, &loaded, leaves))
+    Ok(super::write::merge::MergePlan::new(info.oid as usize, &routing.parent.quoted(), &plan.copy_list, &resolved, &loaded, leaves))
 }
 
 /// How one table's rows are routed; returns the routing and, when rows go
@@ -583,7 +583,9 @@ async fn route(
         );
         progress.notice(&format!("loading {} through the parent: {reason}", info.name));
         let mut routing = Routing::via_parent(info.name.clone(), plan.copy_list.clone());
-        routing.insert = Some(Arc::new(super::insert::InsertPlan::new(control, &info.name.quoted(), info.oid, plan).await?));
+        let insert = super::write::insert::InsertPlan::new(control, &info.name.quoted(), info.oid, plan).await?;
+        routing.writer = Arc::new(super::write::insert::InsertWriter(insert));
+        routing.rls = true;
         return Ok((routing, Some(reason)));
     }
     if spec.via_parent {

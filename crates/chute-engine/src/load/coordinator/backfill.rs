@@ -175,13 +175,8 @@ impl Coordinator {
             Some(why.clone())
         } else if text {
             Some("its rows are parsed by the server (they go through the parent)".to_owned())
-        } else if routing.merge.as_ref().is_some_and(|m| !m.sql.dedupes()) {
-            Some(format!(
-                "the load upserts with {}: whether a repeated key's row applies is decided row by row, by a merge into a partition that has its unique index",
-                Setting::UpdateIf
-            ))
-        } else if routing.insert.is_some() {
-            Some("row-level security applies: rows go in as INSERTs through the parent".to_owned())
+        } else if let Some(why) = routing.writer.fill_refusal() {
+            Some(why)
         } else {
             backfill::refusal(&j.policy, false).map(|r| format!("the table: {r}"))
         };
@@ -253,7 +248,7 @@ impl Coordinator {
         let end = j.policy.interval.next(start, &tz).map_err(|e| policy_error(&e))?;
         let plan = backfill::plan_backfill_leaf(&j.policy, &j.info.grants, start, end).map_err(|e| policy_error(&e))?;
         let leaf = routing.open_virtual(&plan.name, start, end);
-        let dedupe = routing.merge.as_ref().and_then(|m| Some((m.sql.dedupe(&plan.name.quoted())?, m.action)));
+        let dedupe = routing.writer.fill_dedupe(&plan.name.quoted());
         let spec = SessionSpec { table, leaf, fill: Fill::New(plan), parent_oid: j.info.oid, index_memory: 0, dedupe };
         let Ok(filler) = &self.backfill.filler else { return Ok(()) };
         let tx = filler.open(spec);
@@ -441,15 +436,8 @@ impl Coordinator {
         // What the load does (not the partition) keeps it from a swap: not news under `auto`.
         let why = if !routing.is_tree() {
             return; // A plain table, not a partition.
-        } else if routing.merge.is_some() {
-            Some(Refusal {
-                why: format!("the load upserts ({}): rows go into partitions that exist the normal way", Setting::OnConflict),
-                usual: true,
-            })
-        } else if routing.insert.is_some() {
-            Some(Refusal { why: "row-level security applies: rows go in as INSERTs through the parent".to_owned(), usual: true })
         } else {
-            None
+            routing.writer.swap_refusal().map(|why| Refusal { why, usual: true })
         };
         let settings = self.backfill.swap;
         let age = swap::Age { now: crate::clock::now_micros(), after: settings.after, any: self.backfill.mode == Backfill::On };

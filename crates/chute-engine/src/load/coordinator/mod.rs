@@ -122,8 +122,8 @@ pub(crate) struct Coordinator {
     delivery: Delivery,
     /// Partitions filled before they are attached (see `backfill`).
     backfill: backfill::Backfills,
-    /// Upserts: numbers the batches of each leaf (see `sink::merge::Turns`).
-    turns: super::sink::merge::TurnCounter,
+    /// Ordered writers (upserts): numbers the batches of each leaf (see `write::merge::Turns`).
+    turns: super::write::merge::TurnCounter,
 }
 
 /// How rows are gathered into batches and when they leave.
@@ -165,7 +165,7 @@ impl Coordinator {
     pub(crate) fn new(p: Parts) -> Self {
         let (jit_done, jit_rx) = flume::unbounded();
         let mut backfill = p.backfill;
-        let upsert = p.tables.iter().any(|t| t.merge.is_some()).then(Default::default);
+        let upsert = p.tables.iter().any(|t| t.writer.ordered()).then(Default::default);
         if let Some(every) = p.batching.flush_every {
             backfill.long_idle = every;
         }
@@ -604,15 +604,8 @@ impl Coordinator {
         self.accum_bytes -= a.seg.data.len();
         let table = &self.tables[usize::from(target.table)];
         let name = table.name(target.leaf);
-        let insert = table.insert.clone();
-        let merge = table.merge.clone();
-        let sql = if let Some(m) = &merge {
-            m.copy_sql(&table.copy_list, target.text)
-        } else if target.text {
-            format!("COPY {} {} FROM STDIN", name.quoted(), table.copy_list)
-        } else {
-            format!("COPY {} {} FROM STDIN (FORMAT binary)", name.quoted(), table.copy_list)
-        };
+        let writer = table.writer.clone();
+        let sql = writer.sql(&name, &table.copy_list, target.text);
         self.touched.insert(name.clone());
         // The first rows into a partition made ahead: keep premake more ahead of them.
         if let Some((table, start)) = self.ahead_leaves.remove(&name) {
@@ -628,8 +621,7 @@ impl Coordinator {
             journal_target: super::journal::target_key(&name.to_string(), target.text),
             sql,
             text: target.text,
-            insert,
-            merge,
+            writer,
             turn: 0,
             body,
             seg,

@@ -481,7 +481,7 @@ async fn copy_part(
     batch_id: &str,
     into: Option<&str>,
 ) -> Result<(), tokio_postgres::Error> {
-    let rows = super::copy_once(txn, part, 0, part.seg.row_ends.len()).await?;
+    let rows = super::super::write::copy_rows(txn, part, 0, part.seg.row_ends.len()).await?;
     if let Some(load_id) = &ctx.load_id {
         let mut claim = part.claim(rows);
         if let Some(into) = into {

@@ -14,8 +14,8 @@ use tokio_postgres::Transaction;
 use tokio_postgres::error::SqlState;
 
 use super::super::LoadError;
-use super::merge::Turns;
-use super::{BatchPart, RejectedRow, load_rows};
+use super::super::write::merge::Turns;
+use super::{BatchPart, RejectedRow};
 
 /// Why a target's rows could not be loaded, isolated or rejected.
 pub(crate) enum PartError {
@@ -74,7 +74,7 @@ pub(crate) async fn load_part(
             (pos + window.max(1)).min(n).min(cap)
         };
         let sp = txn.savepoint(SAVEPOINT).await?;
-        match load_rows(&sp, part, pos, end, fast, turns).await {
+        match part.writer.write(&sp, part, pos..end, fast, turns).await {
             Ok((rows, counts)) => {
                 sp.commit().await?;
                 loaded += rows;
@@ -86,7 +86,7 @@ pub(crate) async fn load_part(
                     window = AFTER_ERROR_WINDOW;
                 }
             }
-            Err(e) if fast && part.merge.is_some() && e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+            Err(e) if fast && part.writer.raced(&e) => {
                 // A key inserted by another writer since the merge looked: the same rows again, with ON CONFLICT.
                 sp.rollback().await?;
                 release(txn, SAVEPOINT).await?;
@@ -165,12 +165,10 @@ fn parse_copy_line(ctx: &str) -> Option<(usize, Option<&str>)> {
     None
 }
 
-/// Errors caused by the rows themselves: splitting the batch isolates them.
-/// Under row-level security (rows going in as INSERTs) 42501 is a policy's
-/// `WITH CHECK` refusing a row: the role's privileges on the table were
-/// checked before the load began (see `routing::build`).
+/// Errors caused by the rows themselves under the part's writer's rules (a
+/// row-level security policy's refusal, say): splitting the batch isolates them.
 fn refused_by_policy(part: &BatchPart, e: &tokio_postgres::Error) -> bool {
-    part.insert.is_some() && e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE)
+    part.writer.refused_row(e)
 }
 
 fn is_data_error(e: &tokio_postgres::Error) -> bool {
@@ -209,7 +207,7 @@ async fn batch_wide(
     let n = part.seg.row_ends.len();
     for row in [0, n - 1] {
         let sp = txn.savepoint(PROBE).await?;
-        let alone = load_rows(&sp, part, row, row + 1, false, turns).await;
+        let alone = part.writer.write(&sp, part, row..row + 1, false, turns).await;
         sp.rollback().await?;
         release(txn, PROBE).await?;
         match alone {

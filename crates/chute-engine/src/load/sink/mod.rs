@@ -18,9 +18,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use chute_core::encode::{HEADER, TRAILER};
-use futures_util::SinkExt;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Transaction};
 
@@ -29,85 +26,15 @@ use super::LoadError;
 pub(crate) mod atomic;
 pub(crate) mod backfill;
 mod isolate;
-pub(crate) mod merge;
 pub(crate) mod nodes;
 pub(crate) mod swap;
 
+pub(crate) use super::write::{Batch, BatchPart};
+
 use super::budget::Budget;
-use super::insert::{self, InsertPlan};
-use super::model::Segment;
+use super::write::merge;
 use crate::ConnectOptions;
 use crate::retry::{self, Backoff, Lost};
-
-/// Rows for one COPY transaction.
-/// One transaction: rows for one or more targets (many small per-leaf
-/// buffers flushed together pay for one commit, not one each).
-pub(crate) struct Batch {
-    pub parts: Vec<BatchPart>,
-    /// Budget bytes given back once the batch is done.
-    pub budget: usize,
-    /// Unique across runs, so a retry can tell whether its commit landed.
-    pub batch_id: String,
-}
-
-/// The rows of one target within a batch.
-pub(crate) struct BatchPart {
-    /// The load's table these rows belong to.
-    pub table: u16,
-    pub target_name: String,
-    /// `target_name` quoted for SQL.
-    pub quoted_name: String,
-    /// The name this target is journaled under.
-    pub journal_target: String,
-    pub sql: String,
-    pub text: bool,
-    /// Set when these rows go in as INSERTs, not COPY (see `insert`).
-    pub insert: Option<Arc<InsertPlan>>,
-    /// Set when these rows are upserted: `sql` COPYs them into a staging
-    /// table, merged into the target from there (see `merge`).
-    pub merge: Option<Arc<merge::MergePlan>>,
-    /// With `merge`: this batch's place among the batches of its target (see `merge::Turns`).
-    pub turn: u64,
-    /// The encoded rows, shared with every COPY attempt without copying.
-    pub body: Bytes,
-    /// Row boundaries, original records and positions (`seg.data` is moved into `body`).
-    pub seg: Segment,
-}
-
-impl BatchPart {
-    /// What committing `rows` of this part claims in the journal.
-    pub(crate) fn claim(&self, rows: u64) -> super::journal::Claim<'_> {
-        super::journal::Claim { ranges: &self.seg.ranges, target: &self.journal_target, relation: &self.target_name, rows }
-    }
-}
-
-impl Batch {
-    pub(crate) fn label(&self) -> String {
-        match self.parts.as_slice() {
-            [one] => one.target_name.clone(),
-            many => format!("{} partitions ({} …)", many.len(), many.first().map(|p| p.target_name.as_str()).unwrap_or("")),
-        }
-    }
-
-    /// Whether this batch's rows are upserted.
-    fn merges(&self) -> bool {
-        self.parts.iter().any(|p| p.merge.is_some())
-    }
-
-    /// The order its parts are loaded in: as sent, or for an upsert by
-    /// target name, so every session locks leaves in one order (see `merge`).
-    fn order(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.parts.len()).collect();
-        if self.merges() {
-            order.sort_by(|a, b| self.parts[*a].target_name.cmp(&self.parts[*b].target_name));
-        }
-        order
-    }
-
-    fn bytes(&self) -> u64 {
-        self.parts.iter().map(|p| p.body.len() as u64).sum()
-    }
-}
 
 pub(crate) struct RejectedRow {
     /// The part of the batch and the row's index in it.
@@ -371,10 +298,6 @@ pub(crate) struct Written {
     pub rows: std::collections::HashSet<(usize, usize)>,
 }
 
-fn row_start(seg: &Segment, i: usize) -> usize {
-    if i == 0 { 0 } else { seg.row_ends[i - 1] as usize }
-}
-
 /// One attempt at a batch: its COPYs and journal entries in one transaction.
 /// What a batch's transaction is opened on: a connection (a transaction),
 /// or, in an `--atomic` load, the load's one transaction (a savepoint).
@@ -420,7 +343,7 @@ pub(crate) async fn commit_batch<C: Begin>(
             rows,
             bytes: batch.bytes(),
             vanished: Vec::new(),
-            upsert: if batch.merges() { upsert } else { Default::default() },
+            upsert: if batch.ordered() { upsert } else { Default::default() },
         });
     }
     let mut loaded = 0u64;
@@ -524,39 +447,4 @@ async fn lock_targets(txn: &Transaction<'_>, batch: &Batch) -> Result<Vec<usize>
             Err(e) => return Err(e),
         }
     }
-}
-
-/// Loads rows `a..b` of `part`: COPYs them into its target, or for an
-/// upsert stages and merges them (`fast`: see `merge::merge_rows`);
-/// returns the rows taken and, for an upsert, what they did.
-pub(crate) async fn load_rows(
-    txn: &Transaction<'_>,
-    part: &BatchPart,
-    a: usize,
-    b: usize,
-    fast: bool,
-    turns: &merge::Turns,
-) -> Result<(u64, super::UpsertCounts), tokio_postgres::Error> {
-    match &part.merge {
-        Some(plan) => merge::merge_rows(txn, part, plan, a, b, fast, turns).await,
-        None => Ok((copy_once(txn, part, a, b).await?, Default::default())),
-    }
-}
-
-pub(crate) async fn copy_once(client: &Transaction<'_>, batch: &BatchPart, a: usize, b: usize) -> Result<u64, tokio_postgres::Error> {
-    if let Some(plan) = &batch.insert {
-        let rows = insert::Rows { body: &batch.body, row_ends: &batch.seg.row_ends, text: batch.text, target: &batch.target_name };
-        return insert::insert_rows(client, plan, rows, a, b).await;
-    }
-    let sink = client.copy_in::<_, Bytes>(batch.sql.as_str()).await?;
-    futures_util::pin_mut!(sink);
-    let body = batch.body.slice(row_start(&batch.seg, a)..row_start(&batch.seg, b));
-    if batch.text {
-        sink.send(body).await?;
-    } else {
-        sink.send(Bytes::from_static(&HEADER)).await?;
-        sink.send(body).await?;
-        sink.send(Bytes::from_static(&TRAILER)).await?;
-    }
-    sink.finish().await
 }

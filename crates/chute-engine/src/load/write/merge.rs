@@ -35,6 +35,7 @@ use tokio_postgres::Transaction;
 
 use super::{Batch, BatchPart, row_start};
 use crate::load::UpsertCounts;
+use crate::setting::Setting;
 
 /// How one table's parts are merged (chosen once, when the load's routing is built).
 pub(crate) struct MergePlan {
@@ -87,11 +88,53 @@ impl MergePlan {
 
     /// `COPY` of a part's rows into the staging table, as the part's own COPY would go into its target.
     pub(crate) fn copy_sql(&self, copy_list: &str, text: bool) -> String {
-        if text {
-            format!("COPY {} {copy_list} FROM STDIN", self.sql.stage)
-        } else {
-            format!("COPY {} {copy_list} FROM STDIN (FORMAT binary)", self.sql.stage)
-        }
+        super::copy_sql(&self.sql.stage, copy_list, text)
+    }
+}
+
+/// Upserts: each part staged by COPY, then merged (see the module's doc).
+pub(crate) struct MergeWriter(pub MergePlan);
+
+impl super::Writer for MergeWriter {
+    fn sql(&self, _target: &chute_core::ident::QualifiedName, copy_list: &str, text: bool) -> String {
+        self.0.copy_sql(copy_list, text)
+    }
+
+    fn write<'a>(
+        &'a self,
+        txn: &'a Transaction<'_>,
+        part: &'a BatchPart,
+        rows: std::ops::Range<usize>,
+        fast: bool,
+        turns: &'a Turns,
+    ) -> futures_util::future::BoxFuture<'a, Result<(u64, UpsertCounts), tokio_postgres::Error>> {
+        Box::pin(merge_rows(txn, part, &self.0, rows.start, rows.end, fast, turns))
+    }
+
+    fn ordered(&self) -> bool {
+        true
+    }
+
+    /// The fast merge's insert of new keys met a key another writer inserted meanwhile.
+    fn raced(&self, e: &tokio_postgres::Error) -> bool {
+        e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+    }
+
+    fn fill_refusal(&self) -> Option<String> {
+        (!self.0.sql.dedupes()).then(|| {
+            format!(
+                "the load upserts with {}: whether a repeated key's row applies is decided row by row, by a merge into a partition that has its unique index",
+                Setting::UpdateIf
+            )
+        })
+    }
+
+    fn fill_dedupe(&self, leaf: &str) -> Option<(String, ConflictAction)> {
+        self.0.sql.dedupe(leaf).map(|sql| (sql, self.0.action))
+    }
+
+    fn swap_refusal(&self) -> Option<String> {
+        Some(format!("the load upserts ({}): rows go into partitions that exist the normal way", Setting::OnConflict))
     }
 }
 
@@ -210,7 +253,7 @@ impl Turns {
     pub(crate) fn finish(&self, batch: &Batch) {
         let mut done = self.done.lock().expect("turns lock");
         let mut seen = std::collections::HashSet::new();
-        for p in batch.parts.iter().filter(|p| p.merge.is_some()) {
+        for p in batch.parts.iter().filter(|p| p.writer.ordered()) {
             if seen.insert(p.target_name.as_str()) {
                 *done.entry(p.target_name.clone()).or_default() += 1;
             }
@@ -229,7 +272,7 @@ pub(crate) struct TurnCounter {
 impl TurnCounter {
     pub(crate) fn number(&mut self, parts: &mut [BatchPart]) {
         let mut given: HashMap<String, u64> = HashMap::new();
-        for p in parts.iter_mut().filter(|p| p.merge.is_some()) {
+        for p in parts.iter_mut().filter(|p| p.writer.ordered()) {
             let turn = match given.get(&p.target_name) {
                 Some(t) => *t,
                 None => {
