@@ -382,7 +382,7 @@ impl Lanes {
         let c = &self.config;
         let input: Arc<dyn Input> = match shape {
             Shape::Lines => Arc::new(FeedInput::new(feed, FeedFormat::Values)),
-            Shape::Samples => Arc::new(crate::prom::samples::SamplesFeed::new(feed)),
+            Shape::Samples => Arc::new(crate::samples::SamplesFeed::new(feed)),
             Shape::Table { format: TableFormat::Csv, .. } => Arc::new(FeedInput::new(feed, FeedFormat::Text(TextFormat::Csv))),
             Shape::Table { format: TableFormat::Jsonl, .. } => Arc::new(FeedInput::new(feed, FeedFormat::Text(TextFormat::Jsonl))),
         };

@@ -29,6 +29,7 @@ mod memory;
 pub(crate) mod metrics;
 pub mod prom;
 mod query;
+mod samples;
 mod submit;
 mod tables;
 mod tls;

@@ -208,35 +208,7 @@ pub async fn add_nodes_or_plan(
         checked.push((s, opts, version));
     }
     if dry_run {
-        let mut out = Vec::new();
-        for (s, opts, version) in checked {
-            let server = server_name(&s.name);
-            let existed: bool = coordinator
-                .query_one("SELECT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = $1)", &[&server])
-                .await
-                .map_err(ClusterError::sql("reading pg_foreign_server"))?
-                .get(0);
-            let (host, port) = (endpoint_host(&opts), opts.port);
-            let password = if opts.has_password() { ", password '********'" } else { "" };
-            let planned = vec![
-                "CREATE EXTENSION IF NOT EXISTS postgres_fdw".to_owned(),
-                format!(
-                    "{} SERVER {} … (host {}, port '{port}', dbname {})",
-                    if existed { "ALTER" } else { "CREATE" },
-                    quote_ident(&server),
-                    quote_literal(&host),
-                    quote_literal(&opts.dbname)
-                ),
-                format!(
-                    "CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (user {}{password})",
-                    quote_ident(&server),
-                    quote_literal(&opts.user)
-                ),
-                format!("INSERT INTO chute.nodes … ({}, {})", quote_literal(&s.name), quote_literal(&opts.display_url())),
-            ];
-            out.push(NodeAdded { name: s.name.clone(), url: opts.display_url(), server, version, existed, planned });
-        }
-        return Ok(out);
+        return plan_nodes(coordinator, checked).await;
     }
     // No load into a distributed table may run while the nodes change.
     let free: bool = coordinator
@@ -272,6 +244,40 @@ pub async fn add_nodes_or_plan(
         out.push(NodeAdded { name: s.name.clone(), url: opts.display_url(), server, version, existed, planned: Vec::new() });
     }
     let _ = coordinator.execute("SELECT pg_advisory_unlock($1)", &[&crate::node_conn::SHARD_MAP_LOCK]).await;
+    Ok(out)
+}
+
+/// What adding the checked nodes would run on the coordinator, each node's
+/// statements with its password shown as `********`.
+async fn plan_nodes(coordinator: &Client, checked: Vec<(&NodeSpec, ConnectOptions, String)>) -> Result<Vec<NodeAdded>, ClusterError> {
+    let mut out = Vec::new();
+    for (s, opts, version) in checked {
+        let server = server_name(&s.name);
+        let existed: bool = coordinator
+            .query_one("SELECT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = $1)", &[&server])
+            .await
+            .map_err(ClusterError::sql("reading pg_foreign_server"))?
+            .get(0);
+        let (host, port) = (endpoint_host(&opts), opts.port);
+        let password = if opts.has_password() { ", password '********'" } else { "" };
+        let planned = vec![
+            "CREATE EXTENSION IF NOT EXISTS postgres_fdw".to_owned(),
+            format!(
+                "{} SERVER {} … (host {}, port '{port}', dbname {})",
+                if existed { "ALTER" } else { "CREATE" },
+                quote_ident(&server),
+                quote_literal(&host),
+                quote_literal(&opts.dbname)
+            ),
+            format!(
+                "CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (user {}{password})",
+                quote_ident(&server),
+                quote_literal(&opts.user)
+            ),
+            format!("INSERT INTO chute.nodes … ({}, {})", quote_literal(&s.name), quote_literal(&opts.display_url())),
+        ];
+        out.push(NodeAdded { name: s.name.clone(), url: opts.display_url(), server, version, existed, planned });
+    }
     Ok(out)
 }
 

@@ -29,19 +29,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     // Scale-out: the data nodes, when the table has shards on them.
     let mut distributed = Distributed::detect(&control, &prepared.tables, progress).await?;
     let load_id = setup::load_id(&spec, &opened);
-    if spec.on_conflict.is_some() && distributed.is_some() {
-        return Err(LoadError::Setup(format!(
-            "{} has shards on data nodes, and chute does not upsert across data nodes yet: load without {}",
-            spec.table,
-            crate::setting::Setting::OnConflict
-        )));
-    }
-    if spec.atomic && distributed.is_none() {
-        return Err(LoadError::Setup(format!("an atomic load applies to tables distributed over data nodes; {} is not", spec.table)));
-    }
-    if spec.atomic && load_id.is_none() {
-        return Err(LoadError::Setup("an atomic load must be journaled: files, generated rows, or stdin with a load id".into()));
-    }
+    check_scale_out(&spec, distributed.is_some(), load_id.is_some())?;
     // This run's token in the journal, and the prefix of its batch ids.
     let nonce =
         format!("{:x}", super::journal::stable_hash(&[&std::process::id().to_string(), &format!("{:?}", std::time::SystemTime::now())]));
@@ -50,25 +38,11 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
             open_journals(&spec, &mut control, &prepared, (&opened.names, opened.shared.as_ref()), &mut distributed, id, &nonce, progress)
                 .await?
         }
-        None => {
-            if opened.identity.is_none() && opened.delivery == Delivery::Rerun {
-                progress.notice("stdin without a load id is not journaled: an interrupted load cannot be resumed");
-            }
-            0
-        }
+        None => unjournaled(&opened, progress),
     };
     let budget = spec.shared_budget.clone().unwrap_or_else(|| Arc::new(Budget::new(spec.memory_budget)));
     let rejects = Arc::new(std::sync::Mutex::new(RejectWriter::new(spec.reject_file.clone(), &opened.names, &opened.rejects, resumed > 0)));
-    let ctx = Arc::new(WorkerCtx {
-        target: spec.target.clone(),
-        load_id: load_id.clone(),
-        owner: nonce.clone(),
-        owned: opened.shared.as_ref().map(|s| s.inputs.len()),
-        retry_for: spec.retry_for,
-        budget: budget.clone(),
-        rejects: rejects.clone(),
-        turns: Default::default(),
-    });
+    let ctx = worker_ctx(&spec, (&load_id, &nonce), &opened, &budget, &rejects);
 
     let (batch_tx, batch_rx) = flume::bounded::<Batch>(spec.workers * 2);
     let (outcome_tx, outcome_rx) = flume::unbounded::<CopyOutcome>();
@@ -95,14 +69,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         delivery: opened.delivery,
         batches: batch_tx,
         backfill: backfills(&spec, opened.delivery, sink.backfill),
-        batching: Batching {
-            batch_bytes: spec.batch_bytes,
-            batch_rows: spec.batch_rows.unwrap_or(usize::MAX),
-            max_rejects: spec.max_rejects,
-            flush_every: spec.flush_every,
-            flush_when_idle: spec.flush_when_idle,
-            workers: spec.workers.max(1),
-        },
+        batching: batching(&spec),
         batch_prefix: nonce.clone(),
         bytes_total: opened.total_bytes,
     });
@@ -123,23 +90,8 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         report.committed.absorb(&c);
     }
     let committed_through = through(&report.committed, &names, numbered);
-    if load_id.is_some() {
-        let status = if report.errors.any() {
-            "failed"
-        } else if report.interrupted {
-            "interrupted"
-        } else {
-            "done"
-        };
-        // A lost control connection must not hide the load's own outcome.
-        let _ = report.control.close_journal(status, &committed_through).await;
-        if let Some(inputs) = &shared {
-            let at: Vec<(u32, u64)> = inputs.iter().filter_map(|i| committed_through.get(*i as usize).map(|t| (*i, t.byte))).collect();
-            let _ = report.control.advance(&nonce, &at).await;
-        }
-        if let (Some(d), Some(id)) = (&distributed, &load_id) {
-            d.close_journals(id, status, &committed_through).await;
-        }
+    if let Some(id) = &load_id {
+        close_journals(&mut report, id, (shared.as_deref(), &nonce), distributed.as_ref(), &committed_through).await;
     }
     let CoordinatorReport { mut stats, errors, interrupted, limit_hit, committed, .. } = report;
     if let Some(e) = errors.into_error() {
@@ -166,6 +118,94 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         committed_through,
         stats,
     })
+}
+
+/// A load with no id is not journaled: says so when the user would expect
+/// to resume it. No row was committed before (0).
+fn unjournaled(opened: &super::input::Opened, progress: &mut dyn LoadProgress) -> usize {
+    if opened.identity.is_none() && opened.delivery == Delivery::Rerun {
+        progress.notice("stdin without a load id is not journaled: an interrupted load cannot be resumed");
+    }
+    0
+}
+
+/// How the coordinator cuts batches and when it stops for rejects.
+fn batching(spec: &LoadSpec) -> Batching {
+    Batching {
+        batch_bytes: spec.batch_bytes,
+        batch_rows: spec.batch_rows.unwrap_or(usize::MAX),
+        max_rejects: spec.max_rejects,
+        flush_every: spec.flush_every,
+        flush_when_idle: spec.flush_when_idle,
+        workers: spec.workers.max(1),
+    }
+}
+
+/// What the sink's workers share.
+fn worker_ctx(
+    spec: &LoadSpec,
+    (load_id, nonce): (&Option<String>, &str),
+    opened: &super::input::Opened,
+    budget: &Arc<Budget>,
+    rejects: &Arc<std::sync::Mutex<RejectWriter>>,
+) -> Arc<WorkerCtx> {
+    Arc::new(WorkerCtx {
+        target: spec.target.clone(),
+        load_id: load_id.clone(),
+        owner: nonce.to_owned(),
+        owned: opened.shared.as_ref().map(|s| s.inputs.len()),
+        retry_for: spec.retry_for,
+        budget: budget.clone(),
+        rejects: rejects.clone(),
+        turns: Default::default(),
+    })
+}
+
+/// Refuses what a load cannot do with its table's layout: an upsert across
+/// data nodes, an atomic load that is not distributed or not journaled.
+fn check_scale_out(spec: &LoadSpec, distributed: bool, journaled: bool) -> Result<(), LoadError> {
+    if spec.on_conflict.is_some() && distributed {
+        return Err(LoadError::Setup(format!(
+            "{} has shards on data nodes, and chute does not upsert across data nodes yet: load without {}",
+            spec.table,
+            crate::setting::Setting::OnConflict
+        )));
+    }
+    if spec.atomic && !distributed {
+        return Err(LoadError::Setup(format!("an atomic load applies to tables distributed over data nodes; {} is not", spec.table)));
+    }
+    if spec.atomic && !journaled {
+        return Err(LoadError::Setup("an atomic load must be journaled: files, generated rows, or stdin with a load id".into()));
+    }
+    Ok(())
+}
+
+/// Closes the load's journal (on every data node too) with its outcome and
+/// how far each input is committed; a shared input's position moves on. A
+/// lost control connection must not hide the load's own outcome: failures
+/// here are not the load's.
+async fn close_journals(
+    report: &mut CoordinatorReport,
+    load_id: &str,
+    (shared, nonce): (Option<&[u32]>, &str),
+    distributed: Option<&Distributed>,
+    committed_through: &[super::CommittedThrough],
+) {
+    let status = if report.errors.any() {
+        "failed"
+    } else if report.interrupted {
+        "interrupted"
+    } else {
+        "done"
+    };
+    let _ = report.control.close_journal(status, committed_through).await;
+    if let Some(inputs) = shared {
+        let at: Vec<(u32, u64)> = inputs.iter().filter_map(|i| committed_through.get(*i as usize).map(|t| (*i, t.byte))).collect();
+        let _ = report.control.advance(nonce, &at).await;
+    }
+    if let Some(d) = distributed {
+        d.close_journals(load_id, status, committed_through).await;
+    }
 }
 
 /// Registers the load in the journal (on every data node too) under its

@@ -31,73 +31,8 @@ pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts,
             &[&oid, &key],
         )
         .await?;
-    let index_cols = "array(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n)
-                            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.n)";
-    let pk_row = client
-        .query_opt(
-            &format!("SELECT {index_cols}, ci.relname::text FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid WHERE i.indrelid = $1 AND i.indisprimary"),
-            &[&oid],
-        )
-        .await?;
-    let pk = pk_row.as_ref().map(|r| r.get::<_, Vec<String>>(0));
-    let primary_key_name = pk_row.as_ref().map(|r| r.get::<_, String>(1));
-    let unique = client
-        .query(
-            &format!(
-                "SELECT ci.relname::text, {index_cols} FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid
-                 WHERE i.indrelid = $1 AND i.indisunique AND NOT i.indisprimary ORDER BY 1"
-            ),
-            &[&oid],
-        )
-        .await?
-        .into_iter()
-        .map(|r| (r.get::<_, String>(0), r.get::<_, Vec<String>>(1)))
-        .collect();
-    let plain_indexes = client
-        .query(
-            "SELECT ci.relname::text, substring(pg_get_indexdef(i.indexrelid) FROM ' USING .*$') FROM pg_index i
-             JOIN pg_class ci ON ci.oid = i.indexrelid
-             WHERE i.indrelid = $1 AND NOT i.indisunique ORDER BY i.indexrelid",
-            &[&oid],
-        )
-        .await?
-        .into_iter()
-        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
-        .collect();
-    let referencing_fks = strings(
-        client
-            .query(
-                "SELECT format('%I on %s', conname, conrelid::regclass) FROM pg_constraint WHERE contype = 'f' AND confrelid = $1",
-                &[&oid],
-            )
-            .await?,
-    );
-    let dependents = |kind: &'static str| {
-        format!(
-            "SELECT DISTINCT v.oid::regclass::text, pg_get_viewdef(v.oid) FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
-             JOIN pg_class v ON v.oid = r.ev_class WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = $1 AND v.oid <> $1 AND v.relkind = '{kind}'"
-        )
-    };
-    let views = client.query(&dependents("v"), &[&oid]).await?.into_iter().map(|r| (r.get(0), r.get(1))).collect();
-    let matviews = strings(client.query(&dependents("m"), &[&oid]).await?);
-    let triggers = strings(client.query("SELECT tgname::text FROM pg_trigger WHERE tgrelid = $1 AND NOT tgisinternal", &[&oid]).await?);
-    let publications = strings(
-        client
-            .query(
-                "SELECT p.pubname::text FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid WHERE pr.prrelid = $1",
-                &[&oid],
-            )
-            .await?,
-    );
-    let inheritance = strings(
-        client
-            .query(
-                "SELECT inhparent::regclass::text FROM pg_inherits WHERE inhrelid = $1
-                 UNION ALL SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = $1",
-                &[&oid],
-            )
-            .await?,
-    );
+    let (pk, primary_key_name, unique, plain_indexes) = indexes(client, oid).await?;
+    let (referencing_fks, views, matviews, triggers, publications, inheritance) = dependents(client, oid).await?;
     let identity_columns = strings(
         client
             .query("SELECT attname::text FROM pg_attribute WHERE attrelid = $1 AND attidentity <> '' AND NOT attisdropped", &[&oid])
@@ -135,6 +70,90 @@ pub async fn read(client: &Client, info: &TableInfo, key: &str) -> Result<Facts,
         owned_sequences: catalog::owned_sequences(client, oid).await?,
         grants: info.grants.clone(),
     })
+}
+
+/// A table's indexes: its primary key's columns and name, its other unique
+/// indexes (name, columns), and its plain ones (name, `USING …`).
+type Indexes = (Option<Vec<String>>, Option<String>, Vec<(String, Vec<String>)>, Vec<(String, String)>);
+
+async fn indexes(client: &Client, oid: u32) -> Result<Indexes, tokio_postgres::Error> {
+    let index_cols = "array(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n)
+                            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.n)";
+    let pk_row = client
+        .query_opt(
+            &format!("SELECT {index_cols}, ci.relname::text FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid WHERE i.indrelid = $1 AND i.indisprimary"),
+            &[&oid],
+        )
+        .await?;
+    let pk = pk_row.as_ref().map(|r| r.get::<_, Vec<String>>(0));
+    let primary_key_name = pk_row.as_ref().map(|r| r.get::<_, String>(1));
+    let unique = client
+        .query(
+            &format!(
+                "SELECT ci.relname::text, {index_cols} FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid
+                 WHERE i.indrelid = $1 AND i.indisunique AND NOT i.indisprimary ORDER BY 1"
+            ),
+            &[&oid],
+        )
+        .await?
+        .into_iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, Vec<String>>(1)))
+        .collect();
+    let plain_indexes = client
+        .query(
+            "SELECT ci.relname::text, substring(pg_get_indexdef(i.indexrelid) FROM ' USING .*$') FROM pg_index i
+             JOIN pg_class ci ON ci.oid = i.indexrelid
+             WHERE i.indrelid = $1 AND NOT i.indisunique ORDER BY i.indexrelid",
+            &[&oid],
+        )
+        .await?
+        .into_iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+        .collect();
+    Ok((pk, primary_key_name, unique, plain_indexes))
+}
+
+/// What depends on a table or it on: foreign keys that reference it, its
+/// views (name, definition) and materialized views, triggers,
+/// publications, inheritance parents and children.
+type Dependents = (Vec<String>, Vec<(String, String)>, Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+async fn dependents(client: &Client, oid: u32) -> Result<Dependents, tokio_postgres::Error> {
+    let referencing_fks = strings(
+        client
+            .query(
+                "SELECT format('%I on %s', conname, conrelid::regclass) FROM pg_constraint WHERE contype = 'f' AND confrelid = $1",
+                &[&oid],
+            )
+            .await?,
+    );
+    let dependents = |kind: &'static str| {
+        format!(
+            "SELECT DISTINCT v.oid::regclass::text, pg_get_viewdef(v.oid) FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+             JOIN pg_class v ON v.oid = r.ev_class WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = $1 AND v.oid <> $1 AND v.relkind = '{kind}'"
+        )
+    };
+    let views = client.query(&dependents("v"), &[&oid]).await?.into_iter().map(|r| (r.get(0), r.get(1))).collect();
+    let matviews = strings(client.query(&dependents("m"), &[&oid]).await?);
+    let triggers = strings(client.query("SELECT tgname::text FROM pg_trigger WHERE tgrelid = $1 AND NOT tgisinternal", &[&oid]).await?);
+    let publications = strings(
+        client
+            .query(
+                "SELECT p.pubname::text FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid WHERE pr.prrelid = $1",
+                &[&oid],
+            )
+            .await?,
+    );
+    let inheritance = strings(
+        client
+            .query(
+                "SELECT inhparent::regclass::text FROM pg_inherits WHERE inhrelid = $1
+                 UNION ALL SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = $1",
+                &[&oid],
+            )
+            .await?,
+    );
+    Ok((referencing_fks, views, matviews, triggers, publications, inheritance))
 }
 
 /// The definitions the new parent gets again: foreign keys to other

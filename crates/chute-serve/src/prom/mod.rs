@@ -25,7 +25,6 @@
 pub(crate) mod labels;
 mod matchers;
 mod read;
-pub(crate) mod samples;
 pub(crate) mod store;
 pub mod wire;
 mod write;

@@ -247,6 +247,41 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<Result<
         .await?;
     // Gone (another load swapped it first, or it was dropped): not a lost connection, a refusal.
     let Some(r) = r else { return Ok(Err("it was replaced or dropped since it was chosen".into())) };
+    let columns = columns(c, oid).await?;
+    let checks = checks(c, oid).await?;
+    let indexes = match indexes(c, oid).await? {
+        Ok(i) => i,
+        Err(why) => return Ok(Err(why)),
+    };
+    let leaf_sql = t.leaf.quoted();
+    let policies = policies(c, oid, &leaf_sql).await?;
+    let triggers = triggers(c, oid, &leaf_sql).await?;
+    let default = default_partition(c, oid).await?;
+    let key_columns = key_columns(c, oid).await?;
+    Ok(Ok(SwapFacts {
+        leaf: t.leaf.clone(),
+        parent: QualifiedName::new(r.get::<_, String>(11), r.get::<_, String>(12)),
+        default_partition: default,
+        bound: t.bound.clone(),
+        partition_constraint: t.partition_constraint.clone(),
+        unlogged: r.get(0),
+        tablespace: r.get(1),
+        reloptions: r.get(2),
+        columns,
+        checks,
+        indexes,
+        grants: Grants { owner: r.get(8), current_user: r.get(9), acl: r.get(10) },
+        row_security: r.get(3),
+        force_row_security: r.get(4),
+        policies,
+        triggers,
+        comment: r.get(5),
+        key_columns,
+    }))
+}
+
+/// The partition's columns as its swap successor must have them.
+async fn columns(c: &Transaction<'_>, oid: u32) -> Result<Vec<SwapColumn>, tokio_postgres::Error> {
     let columns = c
         .query(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod),
@@ -278,6 +313,11 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<Result<
             comment: r.get(9),
         })
         .collect();
+    Ok(columns)
+}
+
+/// The partition's CHECK constraints: (name, definition).
+async fn checks(c: &Transaction<'_>, oid: u32) -> Result<Vec<(String, String)>, tokio_postgres::Error> {
     let checks = c
         .query(
             "SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = $1 AND contype = 'c' ORDER BY conname",
@@ -287,6 +327,11 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<Result<
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
+    Ok(checks)
+}
+
+/// The partition's valid indexes, or why one cannot be made again.
+async fn indexes(c: &Transaction<'_>, oid: u32) -> Result<Result<Vec<SwapIndex>, String>, tokio_postgres::Error> {
     let mut indexes = Vec::new();
     for r in c
         .query(
@@ -314,7 +359,11 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<Result<
         };
         indexes.push(SwapIndex { name, using: using.to_owned(), unique, constraint });
     }
-    let leaf_sql = t.leaf.quoted();
+    Ok(Ok(indexes))
+}
+
+/// The partition's row-level security policies, as statements on `leaf_sql`.
+async fn policies(c: &Transaction<'_>, oid: u32, leaf_sql: &str) -> Result<Vec<String>, tokio_postgres::Error> {
     let policies = c
         .query(
             "SELECT format('CREATE POLICY %I ON %s AS %s FOR %s TO %s', polname, $2::text,
@@ -331,6 +380,11 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<Result<
         .iter()
         .map(|r| r.get(0))
         .collect();
+    Ok(policies)
+}
+
+/// The partition's own triggers, as statements (a disabled one disabled again).
+async fn triggers(c: &Transaction<'_>, oid: u32, leaf_sql: &str) -> Result<Vec<String>, tokio_postgres::Error> {
     let mut triggers = Vec::new();
     for r in c
         .query(
@@ -345,6 +399,11 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<Result<
             triggers.push(format!("ALTER TABLE {leaf_sql} DISABLE TRIGGER {}", r.get::<_, String>(2)));
         }
     }
+    Ok(triggers)
+}
+
+/// The DEFAULT partition of the partition's parent, if it has one.
+async fn default_partition(c: &Transaction<'_>, oid: u32) -> Result<Option<QualifiedName>, tokio_postgres::Error> {
     let default = c
         .query_opt(
             "SELECT n.nspname::text, d.relname::text FROM pg_inherits i JOIN pg_partitioned_table pt ON pt.partrelid = i.inhparent
@@ -353,27 +412,7 @@ pub(crate) async fn facts(c: &Transaction<'_>, t: &SwapTarget) -> Result<Result<
         )
         .await?
         .map(|r| QualifiedName::new(r.get::<_, String>(0), r.get::<_, String>(1)));
-    let key_columns = key_columns(c, oid).await?;
-    Ok(Ok(SwapFacts {
-        leaf: t.leaf.clone(),
-        parent: QualifiedName::new(r.get::<_, String>(11), r.get::<_, String>(12)),
-        default_partition: default,
-        bound: t.bound.clone(),
-        partition_constraint: t.partition_constraint.clone(),
-        unlogged: r.get(0),
-        tablespace: r.get(1),
-        reloptions: r.get(2),
-        columns,
-        checks,
-        indexes,
-        grants: Grants { owner: r.get(8), current_user: r.get(9), acl: r.get(10) },
-        row_security: r.get(3),
-        force_row_security: r.get(4),
-        policies,
-        triggers,
-        comment: r.get(5),
-        key_columns,
-    }))
+    Ok(default)
 }
 
 /// The columns of the partition key of `leaf`'s parent, in key order

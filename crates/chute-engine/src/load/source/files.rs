@@ -80,41 +80,8 @@ fn read_inputs(
             if cancel.load(Ordering::Relaxed) {
                 return Ok(());
             }
-            // Fill up to one chunk's worth past what is buffered; with
-            // --flush-every, stop early when the input pauses or what is
-            // buffered has waited that long, and send the whole records.
-            let want = buf.len() + chunk_bytes;
-            let filling = Instant::now();
-            while buf.len() < want && !eof {
-                let at = buf.len();
-                let read = if flush_every.is_none() {
-                    // Read into the buffer's spare room (no zeroing first)
-                    // until the chunk is full or the input ends.
-                    let asked = want - at;
-                    buf.reserve(asked);
-                    input.read_append(&mut buf, asked).inspect(|&n| eof |= n < asked)
-                } else {
-                    buf.resize(want, 0);
-                    let read = input.read(&mut buf[at..]);
-                    buf.truncate(at + read.as_ref().map_or(0, |&n| n));
-                    read
-                };
-                // `None`: the input paused (a live stream waits for its producer).
-                let n = match read {
-                    Ok(n) => Some(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-                    Err(e) => return Err(io_err(e)),
-                };
-                // A paused stream is waited for in pieces: a stop is heard between them.
-                if n.is_none() && cancel.load(Ordering::Relaxed) {
-                    return Ok(());
-                }
-                match n {
-                    Some(0) => eof = true,
-                    Some(_) if flush_every.is_none_or(|f| filling.elapsed() < f) => {}
-                    _ if !buf.is_empty() => break,
-                    _ => {}
-                }
+            if !fill(&mut input, &mut buf, (chunk_bytes, flush_every), cancel, &mut eof).map_err(io_err)? {
+                return Ok(());
             }
             bytes_read.store(done_before + input.read_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
             if let Some(f) = skipping {
@@ -154,13 +121,7 @@ fn read_inputs(
                     continue;
                 }
                 if buf.len() > 256 << 20 {
-                    return Err(LoadError::Input {
-                        input: name,
-                        message: format!(
-                            "no record ends within 256 MiB after line {line}: an unterminated quote, or the wrong {}?",
-                            crate::setting::Setting::Format
-                        ),
-                    });
+                    return Err(no_record_end(name, line));
                 }
                 continue;
             };
@@ -188,4 +149,61 @@ fn read_inputs(
         bytes_read.store(done_before, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// Reads up to one chunk's worth past what `buf` holds; with `flush_every`,
+/// stops early when the input pauses or what is buffered has waited that
+/// long, so the whole records are sent. Sets `eof` at the end of the input.
+/// `Ok(false)`: a stop was heard while the input paused.
+fn fill(
+    input: &mut reading::ByteInput,
+    buf: &mut Vec<u8>,
+    (chunk_bytes, flush_every): (usize, Option<Duration>),
+    cancel: &AtomicBool,
+    eof: &mut bool,
+) -> std::io::Result<bool> {
+    let want = buf.len() + chunk_bytes;
+    let filling = Instant::now();
+    while buf.len() < want && !*eof {
+        let at = buf.len();
+        let read = if flush_every.is_none() {
+            // Read into the buffer's spare room (no zeroing first) until the chunk is full or the input ends.
+            let asked = want - at;
+            buf.reserve(asked);
+            input.read_append(buf, asked).inspect(|&n| *eof |= n < asked)
+        } else {
+            buf.resize(want, 0);
+            let read = input.read(&mut buf[at..]);
+            buf.truncate(at + read.as_ref().map_or(0, |&n| n));
+            read
+        };
+        // `None`: the input paused (a live stream waits for its producer).
+        let n = match read {
+            Ok(n) => Some(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+            Err(e) => return Err(e),
+        };
+        // A paused stream is waited for in pieces: a stop is heard between them.
+        if n.is_none() && cancel.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        match n {
+            Some(0) => *eof = true,
+            Some(_) if flush_every.is_none_or(|f| filling.elapsed() < f) => {}
+            _ if !buf.is_empty() => break,
+            _ => {}
+        }
+    }
+    Ok(true)
+}
+
+/// No record ends in a quarter gigabyte: the input is not what the format says.
+fn no_record_end(input: String, line: u64) -> LoadError {
+    LoadError::Input {
+        input,
+        message: format!(
+            "no record ends within 256 MiB after line {line}: an unterminated quote, or the wrong {}?",
+            crate::setting::Setting::Format
+        ),
+    }
 }
