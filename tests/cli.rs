@@ -95,6 +95,8 @@ mod serve_once;
 mod serve_prometheus;
 #[path = "cli/serve_prometheus_real.rs"]
 mod serve_prometheus_real;
+#[path = "cli/serve_refusals.rs"]
+mod serve_refusals;
 #[path = "cli/serve_values.rs"]
 mod serve_values;
 #[path = "cli/settings.rs"]

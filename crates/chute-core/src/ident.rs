@@ -24,6 +24,8 @@ pub enum IdentError {
     TooLong { name: String, len: usize },
     #[error("an empty name is not a valid SQL identifier")]
     Empty,
+    #[error("the name {name:?} holds a NUL byte, which no PostgreSQL name can")]
+    Nul { name: String },
     #[error("cannot parse {input:?} as [schema.]name: {reason}")]
     Syntax { input: String, reason: &'static str },
 }
@@ -176,6 +178,9 @@ fn split_qualified(input: &str) -> Result<Vec<String>, IdentError> {
         }
         if part.is_empty() {
             return Err(IdentError::Empty);
+        }
+        if part.contains('\0') {
+            return Err(IdentError::Nul { name: part });
         }
         parts.push(part);
         match chars.next() {

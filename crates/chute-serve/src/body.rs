@@ -137,7 +137,7 @@ const STEP: usize = 1 << 20;
 /// The body, decompressed, or the answer that refuses it. `reserved` holds
 /// the body as sent on entry, and what the returned bytes take on return.
 pub(crate) fn decode(headers: &HeaderMap, body: Bytes, max: usize, reserved: &mut Reservation) -> Result<Bytes, Response> {
-    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("identity").trim().to_ascii_lowercase();
+    let encoding = content_encoding(headers)?;
     match encoding.as_str() {
         "" | "identity" => {
             if body.len() > max {
@@ -146,15 +146,29 @@ pub(crate) fn decode(headers: &HeaderMap, body: Bytes, max: usize, reserved: &mu
             Ok(body)
         }
         "gzip" | "x-gzip" => {
+            if !body.starts_with(&[0x1f, 0x8b]) {
+                return Err(super::error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid",
+                    "the body is not gzip (it does not start with gzip's magic bytes) although Content-Encoding says gzip: send it compressed, or without the header",
+                ));
+            }
             // The trailer's size (of the last member, modulo 2^32): a body that says
             // it is too large is refused unread; one that lies is stopped at the limit.
             let said = body.len().checked_sub(4).map(|at| u32::from_le_bytes(body[at..].try_into().expect("4 bytes")) as usize);
-            if said.is_some_and(|n| n > max) {
-                return Err(too_large(max));
+            if let Some(n) = said.filter(|n| *n > max) {
+                return Err(close(super::error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request too large",
+                    &format!(
+                        "the gzip body says (in its last 4 bytes, gzip's size trailer) it decompresses to {n} bytes, more than {max} (--max-body-mb): \
+                         send smaller requests, and nothing after the gzip stream"
+                    ),
+                )));
             }
             let held = reserved.bytes();
             let mut out = Vec::new();
-            let mut d = flate2::read::MultiGzDecoder::new(&body[..]);
+            let mut d = flate2::bufread::MultiGzDecoder::new(&body[..]);
             loop {
                 let want = (out.len() + STEP).min(max + 1);
                 if want > out.capacity() {
@@ -174,6 +188,14 @@ pub(crate) fn decode(headers: &HeaderMap, body: Bytes, max: usize, reserved: &mu
                     break;
                 }
             }
+            // Every byte sent must be gzip: what follows the last member is not ignored.
+            if !d.into_inner().is_empty() {
+                return Err(super::error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid",
+                    "bytes follow the gzip body's last member: send the gzip stream alone",
+                ));
+            }
             // The compressed body is dropped on return: only the decompressed one is held.
             let _ = reserved.resize(held.saturating_sub(body.len()) + out.capacity());
             Ok(out.into())
@@ -183,5 +205,35 @@ pub(crate) fn decode(headers: &HeaderMap, body: Bytes, max: usize, reserved: &mu
             "invalid",
             &format!("Content-Encoding {other:?} is not supported: send identity or gzip"),
         )),
+    }
+}
+
+/// The body's one content coding (`identity` when none is named), or the
+/// answer refusing the request: several codings (two `Content-Encoding`
+/// headers, or a list) are not decoded, and neither is a transfer coding
+/// other than `chunked` (hyper decodes only that one).
+fn content_encoding(headers: &HeaderMap) -> Result<String, Response> {
+    let unsupported = |what: String| super::error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "invalid", &what);
+    for te in headers.get_all(header::TRANSFER_ENCODING) {
+        let te = te.to_str().unwrap_or("?").to_ascii_lowercase();
+        if te.split(',').map(str::trim).any(|c| c != "chunked") {
+            return Err(close(super::error(
+                StatusCode::BAD_REQUEST,
+                "invalid",
+                &format!(
+                    "Transfer-Encoding {te:?} is not decoded: send chunked or a Content-Length, and compress with Content-Encoding: gzip"
+                ),
+            )));
+        }
+    }
+    let mut codings = Vec::new();
+    for v in headers.get_all(header::CONTENT_ENCODING) {
+        let v = v.to_str().map_err(|_| unsupported("Content-Encoding is not ASCII: send identity or gzip".into()))?;
+        codings.extend(v.split(',').map(|c| c.trim().to_ascii_lowercase()).filter(|c| !c.is_empty()));
+    }
+    match codings.as_slice() {
+        [] => Ok("identity".into()),
+        [one] => Ok(one.clone()),
+        many => Err(unsupported(format!("Content-Encoding {}: send one coding, identity or gzip", many.join(", ")))),
     }
 }

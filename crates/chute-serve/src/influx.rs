@@ -34,7 +34,7 @@ use super::create::Wanted;
 use super::lanes::Lane;
 use super::memory::Reservation;
 use super::submit::{CHUNK_BYTES, Keyed, Part, Rejected, Rejects, idempotency_key, submit_and_answer};
-use chute_engine::lines::matcher::{Matcher, Miss, too_long};
+use chute_engine::lines::matcher::{Matcher, Miss, name_problem};
 use chute_engine::load::ValueRows;
 
 pub(crate) async fn write_v1(
@@ -73,6 +73,11 @@ async fn write(
     if let Err(r) = super::auth::check(&s.config.tokens, headers, q) {
         return r;
     }
+    let schema = s.config.schema.as_ref().or(db.filter(|d| !d.is_empty()));
+    let what = if api == "v1" { "database (db=)" } else { "bucket (bucket=)" };
+    if let Some(reason) = schema.and_then(|sc| name_problem(what, sc)) {
+        return super::error(StatusCode::BAD_REQUEST, "invalid", &reason);
+    }
     let precision_text = q.get("precision").map_or("", String::as_str);
     let precision = match Precision::parse(precision_text) {
         Ok(p) => p,
@@ -87,7 +92,6 @@ async fn write(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let schema = s.config.schema.as_ref().or(db.filter(|d| !d.is_empty()));
     let key = idempotency_key(headers).map(|key| Keyed {
         key,
         digest: super::keys::digest(&[api.as_bytes(), schema.map_or(&b""[..], |s| s.as_bytes()), precision_text.as_bytes(), &body]),
@@ -330,7 +334,7 @@ impl Request<'_> {
             Some(sc) => QualifiedName::new(sc.to_owned(), name.to_owned()),
             None => QualifiedName { schema: None, name: name.to_owned() },
         };
-        let lane = if let Some(reason) = too_long("measurement", name) {
+        let lane = if let Some(reason) = name_problem("measurement", name) {
             Err(reason)
         } else {
             // What a new table needs: only with --create-tables.

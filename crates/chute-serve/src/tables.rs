@@ -11,6 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chute_core::ident::QualifiedName;
+use chute_engine::lines::matcher::name_problem;
 
 use super::Shared;
 use super::lanes::{Shape, TableFormat};
@@ -44,6 +45,10 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
     if table.schema.is_none() {
         table.schema = s.config.schema.clone();
     }
+    let named = [("schema", table.schema.as_deref()), ("table", Some(table.name.as_str()))];
+    if let Some(reason) = named.iter().find_map(|(what, n)| n.and_then(|n| name_problem(what, n))) {
+        return bad(&reason);
+    }
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("text/csv");
     let format = match (q.get("format").map(String::as_str), content_type.split(';').next().unwrap_or("").trim()) {
         (Some("csv"), _) | (None, "text/csv" | "text/plain" | "application/csv") => TableFormat::Csv,
@@ -70,6 +75,10 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
         Some("ns") => Some('n'),
         Some(e) => return bad(&format!("unknown epoch unit {e:?}: use s, ms, us or ns")),
     };
+    let columns: Option<Vec<String>> = q.get("columns").map(|c| c.split(',').map(|c| c.trim().to_owned()).collect());
+    if let Err(why) = check_reading(format, delimiter, q.get("null"), columns.as_deref()) {
+        return bad(&why);
+    }
     let on_conflict = match q.get("on_conflict").map(|a| (a, chute_core::upsert::ConflictAction::parse(a))) {
         None => None,
         Some((_, Some(a))) => Some(a),
@@ -91,7 +100,7 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
         let params = format!("{table} {format:?} {params:?}");
         Keyed { key, digest: super::keys::digest(&[b"table", params.as_bytes(), &data]) }
     });
-    let mut columns: Option<Vec<String>> = q.get("columns").map(|c| c.split(',').map(|c| c.trim().to_owned()).collect());
+    let mut columns = columns;
     let mut first_line = 1;
     if q.get("header").is_some_and(|h| h == "true" || h == "1") {
         let end = memchr::memchr(b'\n', &data).map_or(data.len(), |i| i + 1);
@@ -100,7 +109,11 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
         first_line = 2;
         if columns.is_none() && format == TableFormat::Csv {
             let d = q.get("delimiter").map_or(",", String::as_str);
-            columns = Some(head.split(d).map(|c| c.trim().trim_matches('"').to_owned()).collect());
+            let named: Vec<String> = head.split(d).map(|c| c.trim().trim_matches('"').to_owned()).collect();
+            if let Err(why) = check_columns(&named, "the header") {
+                return bad(&why);
+            }
+            columns = Some(named);
         }
     }
     if data.iter().all(u8::is_ascii_whitespace) {
@@ -120,6 +133,45 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
     let cuts = record_cuts(&data, format, super::submit::CHUNK_BYTES);
     let part = Part { lane, data, first_line, cuts };
     submit_and_answer(s, vec![part], Default::default(), |l| l, lines, key, reserved).await
+}
+
+/// Checks how the rows are to be read before any is: the options as COPY
+/// checks them (a delimiter that is the quote or a line end, a NULL string
+/// holding the delimiter…) and the columns named (each a valid name, once).
+fn check_reading(format: TableFormat, delimiter: Option<u8>, null: Option<&String>, columns: Option<&[String]>) -> Result<(), String> {
+    if let Some(c) = columns {
+        check_columns(c, "columns=")?;
+    }
+    if format == TableFormat::Csv {
+        let mut o = chute_core::parse::csv::CsvOptions::default();
+        if let Some(d) = delimiter {
+            o.delimiter = d;
+        }
+        if let Some(n) = null {
+            o.null = n.as_bytes().to_vec();
+        }
+        chute_core::parse::csv::CsvParser::new(o).map_err(|e| format!("{e}: change delimiter= or null="))?;
+    } else if delimiter.is_some() || null.is_some() {
+        return Err("delimiter= and null= are for CSV: JSON lines name their columns and write null".into());
+    }
+    Ok(())
+}
+
+/// Each column a valid PostgreSQL name, named once.
+fn check_columns(columns: &[String], what: &str) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for c in columns {
+        if c.is_empty() {
+            return Err(format!("{what} names an empty column"));
+        }
+        if let Some(why) = name_problem("column", c) {
+            return Err(why);
+        }
+        if !seen.insert(c.as_str()) {
+            return Err(format!("{what} names column {c:?} twice"));
+        }
+    }
+    Ok(())
 }
 
 /// Where to cut CSV or JSON Lines rows into chunks of about `every` bytes:

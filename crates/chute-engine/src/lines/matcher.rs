@@ -14,8 +14,13 @@ use super::{ColKind, LaneColumn};
 /// The longest name PostgreSQL keeps (NAMEDATALEN - 1 bytes); a longer one is cut.
 pub const MAX_NAME: usize = 63;
 
-/// Why a line's name cannot be a PostgreSQL name, if it cannot.
-pub fn too_long(what: &str, name: &str) -> Option<String> {
+/// Why a name a client sent cannot be a PostgreSQL name, if it cannot:
+/// longer than PostgreSQL keeps (it would cut the name, and two names
+/// would meet in one), or holding a NUL byte (no PostgreSQL text can).
+pub fn name_problem(what: &str, name: &str) -> Option<String> {
+    if name.contains('\0') {
+        return Some(format!("{what} {name:?} holds a NUL byte, which no PostgreSQL name can: remove it"));
+    }
     (name.len() > MAX_NAME).then(|| {
         format!(
             "{what} {name:?} is {} bytes long: PostgreSQL names are at most {MAX_NAME} bytes (it would cut the name), so shorten it",
@@ -109,7 +114,7 @@ impl Matcher {
                 let Some(slot) = slot else {
                     self.keys.clear();
                     self.slots.clear();
-                    if let Some(reason) = too_long(&format!("{what} key"), k) {
+                    if let Some(reason) = name_problem(&format!("{what} key"), k) {
                         return Err(Miss::Other(reason));
                     }
                     let reason = missing(table, k, what, self.create_tables);

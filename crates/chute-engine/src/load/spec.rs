@@ -382,7 +382,8 @@ impl LoadBuilder {
     /// end that makes its inputs later, per run).
     pub fn check(&self) -> Result<(), SettingError> {
         let s = &self.s;
-        if s.memory_budget < MIN_MEMORY {
+        // A budget shared by several loads is the service's to size (see `shared_budget`).
+        if s.shared_budget.is_none() && s.memory_budget < MIN_MEMORY {
             return Err(refuse(
                 Setting::MemoryBudget,
                 format!("{} MiB is too little: give at least {} MiB", s.memory_budget >> 20, MIN_MEMORY >> 20),

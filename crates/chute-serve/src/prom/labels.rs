@@ -54,6 +54,9 @@ pub(crate) fn canonical<'a>(
         if name.len() > MAX_NAME {
             return Err(format!("a label name of {} bytes is longer than the {MAX_NAME} chute takes", name.len()));
         }
+        if name.contains('\0') || value.contains('\0') {
+            return Err(format!("label {name:?} holds a NUL byte, which PostgreSQL text cannot: remove it"));
+        }
         if value.len() > MAX_VALUE {
             return Err(format!("the value of label {name:?} has {} bytes, more than the {MAX_VALUE} chute takes", value.len()));
         }

@@ -39,8 +39,17 @@ pub(crate) struct Matcher {
 impl Matcher {
     pub(crate) fn new(m: &LabelMatcher) -> Result<Matcher, String> {
         let re = || {
-            Regex::new(&format!("^(?:{})$", ascii_classes(&m.value)))
-                .map_err(|e| format!("matcher {}=~{:?}: not a regular expression chute can run: {e}", m.name, m.value))
+            Regex::new(&format!("^(?:{})$", ascii_classes(&m.value))).map_err(|e| {
+                let why = match e {
+                    regex::Error::CompiledTooBig(limit) => format!("it compiles to more than {limit} bytes: use a shorter one"),
+                    e => clip(&e.to_string(), 300),
+                };
+                format!(
+                    "matcher {}=~{}: not a regular expression chute can run: {why}",
+                    clip(&m.name, 100),
+                    clip(&format!("{:?}", m.value), 200)
+                )
+            })
         };
         let op = match m.r#type {
             0 => Op::Eq,
@@ -94,6 +103,19 @@ fn ascii_classes(pattern: &str) -> String {
         }
     }
     out
+}
+
+/// `text` cut to at most `max` bytes (at a character boundary), saying how
+/// long it was: an answer never echoes a client's megabytes back.
+fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
 }
 
 #[cfg(test)]
