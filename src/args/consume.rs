@@ -45,6 +45,11 @@ pub struct ConsumeArgs {
     #[arg(long, value_delimiter = ',', value_name = "COL,…")]
     pub columns: Option<Vec<String>>,
 
+    /// JSON messages: drop keys the table has no column for [default: a row
+    /// with such a key is rejected, with its offset].
+    #[arg(long)]
+    pub ignore_unknown: bool,
+
     /// JSON messages: this column gets the message's key (as text).
     #[arg(long, value_name = "COLUMN")]
     pub key_column: Option<String>,

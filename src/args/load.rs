@@ -127,6 +127,10 @@ pub struct LoadArgs {
     /// Bare numbers in time columns are Unix time in this unit.
     #[arg(long, value_enum, value_name = "UNIT")]
     pub epoch: Option<EpochArg>,
+    /// jsonl: drop keys the table has no column for [default: a record with
+    /// such a key is rejected, as an unknown column in a CSV header is].
+    #[arg(long)]
+    pub ignore_unknown: bool,
     /// COPY connections (default: the number of cores).
     #[arg(long, value_parser = values::at_least_one)]
     pub workers: Option<usize>,

@@ -79,6 +79,8 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
     load.batch_rows = a.batch_rows;
     load.memory_budget = a.memory_mb << 20;
     load.columns = a.columns.clone();
+    anyhow::ensure!(!a.ignore_unknown || format == InputFormat::Jsonl, "--ignore-unknown drops keys of JSON messages (--format json)");
+    load.ignore_unknown = a.ignore_unknown;
     load.reject_file = a.reject_file.clone();
     load.max_rejects = a.max_rejects;
     load.load_id = a.load_id.clone();

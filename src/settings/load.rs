@@ -21,6 +21,10 @@ pub struct LoadPlan {
 /// Checks the arguments and chooses the input.
 pub fn plan(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
     let format = format(a);
+    anyhow::ensure!(
+        !a.ignore_unknown || format == FormatArg::Jsonl,
+        "--ignore-unknown drops JSON keys the table has no column for: it goes with --format jsonl"
+    );
     let tsbs = format == FormatArg::Tsbs;
     let columnar = matches!(format, FormatArg::Parquet | FormatArg::Arrow);
     let stream_gen = matches!(a.generate, Some(GenArg::Iot | GenArg::Devops));
@@ -166,6 +170,7 @@ impl LoadPlan {
         spec.delimiter = a.delimiter;
         spec.null = a.null.clone();
         spec.columns = a.columns.clone();
+        spec.ignore_unknown = a.ignore_unknown;
         spec.epoch = a.epoch.map(|e| match e {
             EpochArg::S => EpochUnit::Seconds,
             EpochArg::Ms => EpochUnit::Millis,

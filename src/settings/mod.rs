@@ -75,6 +75,7 @@ pub fn flag(setting: chute_engine::setting::Setting, value: Option<&str>) -> Str
         S::UpdateColumns => "--update-columns",
         S::UpdateIf => "--update-if",
         S::ParseThreads => "--parse-threads",
+        S::IgnoreUnknown => "--ignore-unknown",
     };
     match value {
         Some(v) => format!("{flag} {v}"),

@@ -145,7 +145,7 @@ async fn jsonl_columns_defaults_and_epochs() {
     let file = dir.path().join("ev.jsonl");
     std::fs::write(
         &file,
-        "{\"ts\": \"2021-06-08T00:00:00Z\", \"dev_id\": 1, \"payload\": {\"a\": [1, 2]}}\n{\"dev_id\": 2, \"ts\": \"2021-06-08 01:00:00+01\", \"payload\": null, \"extra\": true}\n",
+        "{\"ts\": \"2021-06-08T00:00:00Z\", \"dev_id\": 1, \"payload\": {\"a\": [1, 2]}}\n{\"dev_id\": 2, \"ts\": \"2021-06-08 01:00:00+01\", \"payload\": null, \"source\": \"left out by --columns\"}\n",
     )
     .unwrap();
     run_expect(
@@ -163,6 +163,54 @@ async fn jsonl_columns_defaults_and_epochs() {
     let ms: Vec<String> =
         c.query("SELECT ts::text FROM ev WHERE dev_id IN (3, 4) ORDER BY dev_id", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(ms, ["2021-06-08 00:00:00+00", "2021-06-08 00:00:00.5+00"]);
+}
+
+#[tokio::test]
+async fn a_json_key_the_table_has_no_column_for_is_a_reject_unless_ignored() {
+    let db = shared().fresh_db("load_jsonl_unknown").await;
+    let c = db.client().await;
+    c.batch_execute("CREATE TABLE cpu (time timestamptz NOT NULL, host text, usage float8)").await.unwrap();
+    let dir = open_tempdir();
+    let file = dir.path().join("cpu.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            "{\"time\": \"2024-01-01T00:00:00Z\", \"host\": \"a\", \"usage\": 1}\n",
+            "{\"time\": \"2024-01-01T00:00:10Z\", \"host\": \"a\", \"usgae\": 5}\n",
+            "{\"time\": \"2024-01-01T00:00:20Z\", \"HOST\": \"x\", \"usage\": 2}\n",
+            "{\"time\": \"2024-01-01T00:00:30Z\", \"host\": \"b\", \"usage\": 3}\n",
+        ),
+    )
+    .unwrap();
+    let load = |extra: &[&str]| {
+        let mut cmd = chute();
+        cmd.current_dir(dir.path()).args(["--url", &db.url(), "load", "cpu", "cpu.jsonl", "--format", "jsonl"]).args(extra);
+        cmd
+    };
+    let (out, _) = run_expect(&mut load(&[]), 1);
+    assert_eq!(summary_value(&out, "rows loaded"), "2", "{out}");
+    let rejects = std::fs::read_to_string(dir.path().join("cpu.jsonl.rejects")).unwrap();
+    let comments: Vec<&str> = rejects.lines().filter(|l| l.starts_with("# ")).collect();
+    assert_eq!(comments.len(), 2, "{rejects}");
+    assert!(
+        comments[0].ends_with(
+            ":2: unknown column \"usgae\": the table has no such column; add it, or load with --ignore-unknown to drop such keys"
+        ),
+        "{rejects}"
+    );
+    assert!(comments[1].contains(":3: unknown column \"HOST\": the table has no such column (did you mean host?"), "{rejects}");
+    assert!(rejects.contains("\"usgae\": 5}\n"), "the original record: {rejects}");
+    let hosts: Vec<String> = c.query("SELECT host FROM cpu ORDER BY time", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(hosts, ["a", "b"]);
+    // --ignore-unknown: what chute did before, every line loaded, the unknown keys dropped.
+    c.batch_execute("TRUNCATE cpu").await.unwrap();
+    let (out, _) = run_expect(&mut load(&["--ignore-unknown", "--load-id", "again"]), 0);
+    assert_eq!(summary_value(&out, "rows loaded"), "4", "{out}");
+    let nulls: i64 = c.query_one("SELECT count(*) FILTER (WHERE usage IS NULL OR host IS NULL) FROM cpu", &[]).await.unwrap().get(0);
+    assert_eq!(nulls, 2);
+    // The flag is for JSON lines only.
+    let (_, err) = run_expect(chute().args(["--url", &db.url(), "load", "cpu", "x.csv", "--ignore-unknown"]), 2);
+    assert!(err.contains("--ignore-unknown") && err.contains("--format jsonl"), "{err}");
 }
 
 #[tokio::test]

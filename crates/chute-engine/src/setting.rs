@@ -49,6 +49,8 @@ pub enum Setting {
     UpdateIf,
     /// `LoadSpec::parse_threads`.
     ParseThreads,
+    /// `LoadSpec::ignore_unknown`.
+    IgnoreUnknown,
 }
 
 impl Setting {
@@ -72,6 +74,7 @@ impl Setting {
             Setting::UpdateColumns => "on_conflict.update_columns",
             Setting::UpdateIf => "on_conflict.update_if",
             Setting::ParseThreads => "parse_threads",
+            Setting::IgnoreUnknown => "ignore_unknown",
         }
     }
 

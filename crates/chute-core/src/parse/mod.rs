@@ -62,7 +62,7 @@ mod skip_tests;
 pub(crate) mod tests_support;
 
 pub use csv::{CsvOptions, CsvParser};
-pub use jsonl::JsonlParser;
+pub use jsonl::{JsonlParser, UnknownKeys};
 pub use text::{TextOptions, TextParser};
 pub use tsbs::{TsbsHeader, TsbsParser, TsbsRecord, parse_tsbs_header};
 

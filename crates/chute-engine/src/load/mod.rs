@@ -175,6 +175,9 @@ pub struct LoadSpec {
     /// (`None`: it is refused, as COPY refuses it). Each leaf's batch is
     /// staged and merged (see `sink::merge`).
     pub on_conflict: Option<chute_core::upsert::OnConflict>,
+    /// JSON lines: drop keys the table has no column for instead of
+    /// rejecting their records.
+    pub ignore_unknown: bool,
 }
 
 /// Whether partitions a load creates, and empty ones it fills, take the
@@ -232,6 +235,7 @@ impl LoadSpec {
             lock_timeout: Duration::from_secs(1),
             shared_budget: None,
             on_conflict: None,
+            ignore_unknown: false,
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use chute_core::parse::csv::{CsvOptions, CsvParser};
-use chute_core::parse::jsonl::JsonlParser;
+use chute_core::parse::jsonl::{JsonlParser, UnknownKeys};
 use chute_core::parse::text::{TextOptions, TextParser};
 use chute_core::parse::{ChunkEnd, Fields, Format, RecordError, RecordPos};
 use chute_core::rowenc::{Memo, RowEncoder, RowOutcome, write_text_row};
@@ -13,11 +13,12 @@ use chute_core::rowenc::{Memo, RowEncoder, RowOutcome, write_text_row};
 use super::super::input::{self, InputSpec};
 use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
 use super::super::routing::Routing;
-use super::super::target::ColumnPlan;
-use super::super::{InputFormat, LoadError, LoadProgress, LoadSpec};
+use super::super::target::{ColumnPlan, TableColumn};
+use super::super::{InputFormat, LoadError, LoadInput, LoadProgress, LoadSpec};
 use super::{Kind, Prepared};
+use crate::setting::Setting;
 
-fn make_format(spec: &LoadSpec, format: InputFormat, plan: &ColumnPlan) -> Result<Box<dyn Format>, LoadError> {
+fn make_format(spec: &LoadSpec, format: InputFormat, plan: &ColumnPlan, table: &[TableColumn]) -> Result<Box<dyn Format>, LoadError> {
     let setup = |e: chute_core::parse::OptionsError| LoadError::Setup(e.to_string());
     Ok(match format {
         InputFormat::Csv => {
@@ -44,7 +45,16 @@ fn make_format(spec: &LoadSpec, format: InputFormat, plan: &ColumnPlan) -> Resul
             o.expected_fields = Some(plan.targets.len());
             Box::new(TextParser::new(o).map_err(setup)?)
         }
-        InputFormat::Jsonl => Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?),
+        InputFormat::Jsonl => {
+            // A key the table has no column for is refused, unless the load ignores such keys.
+            let other_columns = table.iter().filter(|c| !plan.targets.iter().any(|t| t.name == c.name)).map(|c| c.name.clone()).collect();
+            let hint = match spec.input {
+                LoadInput::Feed { .. } => "add it".to_owned(),
+                _ => format!("add it, or load with {} to drop such keys", Setting::IgnoreUnknown),
+            };
+            let unknown = UnknownKeys { ignore: spec.ignore_unknown, other_columns, hint };
+            Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?.unknown_keys(unknown))
+        }
         InputFormat::Tsbs | InputFormat::Values | InputFormat::Samples | InputFormat::LineProtocol(_) => {
             return Err(LoadError::Setup(format!("{format:?} is not delimited text")));
         }
@@ -60,7 +70,7 @@ pub(crate) async fn prepare(
     progress: &mut dyn LoadProgress,
 ) -> Result<Prepared, LoadError> {
     let t = super::one_table(spec, control, progress, None, spec.columns.as_deref()).await?;
-    let parser: Arc<dyn Format> = Arc::from(make_format(spec, format, &t.plan)?);
+    let parser: Arc<dyn Format> = Arc::from(make_format(spec, format, &t.plan, &t.columns)?);
     let by_ref = !inputs.is_empty() && inputs.iter().all(|i| matches!(i, InputSpec::File(p) if input::is_plain_file(p)));
     let kind = Arc::new(Delimited {
         format: parser.clone(),
