@@ -102,7 +102,8 @@ pub struct LoadArgs {
     #[arg(conflicts_with = "generate")]
     pub files: Vec<String>,
     /// Input format [default: parquet or arrow when every file's name ends
-    /// so (.parquet, .pq; .arrow, .feather, .arrows, .ipc), else csv].
+    /// so (.parquet, .pq; .arrow, .feather, .arrows, .ipc), else csv; such a
+    /// file compressed whole (.parquet.gz) is refused: decompress it first].
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
     /// Parquet and Arrow: make TABLE from the data's schema if it does not

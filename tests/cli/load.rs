@@ -214,6 +214,26 @@ async fn a_json_key_the_table_has_no_column_for_is_a_reject_unless_ignored() {
 }
 
 #[tokio::test]
+async fn a_parquet_file_inside_gzip_is_refused_not_read_as_csv() {
+    let db = shared().fresh_db("load_parquet_gz").await;
+    db.client().await.batch_execute("CREATE TABLE blobs (b bytea)").await.unwrap();
+    let dir = open_tempdir();
+    // A Parquet file's first and last bytes, gzipped: read as CSV it made rows of garbage.
+    let path = dir.path().join("x.parquet.gz");
+    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&path).unwrap(), flate2::Compression::default());
+    gz.write_all(b"PAR1\x15\x04\x15\x10,a\nb\n\x00PAR1").unwrap();
+    gz.finish().unwrap();
+    let (_, err) = run_expect(chute().current_dir(dir.path()).args(["--url", &db.url(), "load", "blobs", "x.parquet.gz"]), 2);
+    assert!(err.contains("x.parquet.gz is a Parquet file inside gz compression"), "{err}");
+    assert!(err.contains("decompress it first (gzip -d x.parquet.gz) and load x.parquet"), "{err}");
+    let n: i64 = db.client().await.query_one("SELECT count(*) FROM blobs", &[]).await.unwrap().get(0);
+    assert_eq!(n, 0);
+    // Parquet names mixed with others are refused too (they were all read as CSV).
+    let (_, err) = run_expect(chute().current_dir(dir.path()).args(["--url", &db.url(), "load", "blobs", "a.parquet", "b.csv"]), 2);
+    assert!(err.contains("b.csv is not a Parquet file like the others"), "{err}");
+}
+
+#[tokio::test]
 async fn a_missing_file_or_table_is_one_clear_error() {
     let db = shared().fresh_db("load_errors").await;
     db.client().await.batch_execute(TABLE).await.unwrap();
