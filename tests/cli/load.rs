@@ -234,6 +234,30 @@ async fn a_parquet_file_inside_gzip_is_refused_not_read_as_csv() {
 }
 
 #[tokio::test]
+async fn stdin_without_a_load_id_says_what_that_means_and_what_to_do() {
+    let db = shared().fresh_db("load_stdin_notice").await;
+    db.client().await.batch_execute(TABLE).await.unwrap();
+    let mut child = chute()
+        .args(["--url", &db.url(), "load", "t", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"2021-06-08 00:00:00+00,1,1.5,x\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(
+            "stdin without a load id is not journaled: if this load is interrupted it cannot be resumed, and running it again \
+             loads every row again; give --load-id NAME to make it resumable"
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn a_missing_file_or_table_is_one_clear_error() {
     let db = shared().fresh_db("load_errors").await;
     db.client().await.batch_execute(TABLE).await.unwrap();
