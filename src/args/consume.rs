@@ -83,7 +83,10 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "FILE")]
     pub reject_file: Option<PathBuf>,
 
-    /// Stop once more than this many rows were rejected.
+    /// Stop once more than this many rows were rejected since the consumer
+    /// last got its partitions (a rebalance starts the count again); rows are
+    /// counted a chunk at a time, and the chunk that passed the limit is
+    /// still filed whole (its good rows committed).
     #[arg(long, value_name = "N")]
     pub max_rejects: Option<u64>,
 
