@@ -8,7 +8,9 @@
 //! thread of its own with the GIL released; the calling thread waits in
 //! short steps and checks for signals between them, so Ctrl-C stops the
 //! load cleanly (batches in flight finish, what is committed stays, the
-//! journal lets the same call resume) and then raises `KeyboardInterrupt`.
+//! journal lets the same call resume) and then raises `KeyboardInterrupt`,
+//! also while the load waits for a server that does not answer (for up to
+//! `retry_for=` seconds); a second Ctrl-C raises it at once.
 //!
 //! Errors are `chute.Error` with the server's SQLSTATE in `sqlstate`; a
 //! load that rejected rows raises `chute.RejectedRows` (a `chute.Error`)
@@ -22,7 +24,9 @@ use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
 use chute_arrow::create::{Created, Partitioning, create_table};
 use chute_arrow::{BatchStream, Columnar, ColumnarInput};
 use chute_core::ident::QualifiedName;
+use chute_core::parse::FileFormat;
 use chute_core::partman::Span;
+use chute_core::upsert::OnConflict;
 use chute_engine::ConnectOptions;
 use chute_engine::load::{Files, Input, InputSpec, LoadError, LoadProgress, LoadReport, LoadSpec, LoadStats, TextFormat};
 use chute_engine::setting::{Setting, name_settings_with};
@@ -54,15 +58,27 @@ struct Report {
     reject_file: Option<String>,
     load_id: Option<String>,
     interrupted: bool,
+    /// An upsert (`on_conflict=`): what its committed rows did; `None` otherwise.
+    rows_inserted: Option<u64>,
+    rows_updated: Option<u64>,
+    rows_unchanged: Option<u64>,
 }
 
 #[pymethods]
 impl Report {
-    fn __repr__(&self) -> String {
-        format!(
-            "Report(table={:?}, rows_loaded={}, rows_rejected={}, rows_skipped={}, partitions_created={}, seconds={:.2}, load_id={:?})",
-            self.table, self.rows_loaded, self.rows_rejected, self.rows_skipped, self.partitions_created, self.seconds, self.load_id
-        )
+    /// Python's own reprs of the values (`'…'`, `None`).
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let repr = |v: Bound<'_, PyAny>| v.repr().map(|r| r.to_string());
+        Ok(format!(
+            "Report(table={}, rows_loaded={}, rows_rejected={}, rows_skipped={}, partitions_created={}, seconds={:.2}, load_id={})",
+            repr(self.table.clone().into_pyobject(py)?.into_any())?,
+            self.rows_loaded,
+            self.rows_rejected,
+            self.rows_skipped,
+            self.partitions_created,
+            self.seconds,
+            repr(self.load_id.clone().into_pyobject(py)?.into_any())?
+        ))
     }
 }
 
@@ -79,6 +95,9 @@ impl From<&LoadReport> for Report {
             reject_file: r.reject_file.clone(),
             load_id: r.load_id.clone(),
             interrupted: r.interrupted,
+            rows_inserted: r.stats.upsert.as_ref().map(|u| u.inserted),
+            rows_updated: r.stats.upsert.as_ref().map(|u| u.updated),
+            rows_unchanged: r.stats.upsert.as_ref().map(|u| u.unchanged),
         }
     }
 }
@@ -102,6 +121,10 @@ fn keyword(setting: Setting, value: Option<&str>) -> String {
         Setting::Columns => "columns",
         Setting::Format => "format",
         Setting::Workers => "workers",
+        Setting::OnConflict => "on_conflict",
+        Setting::ConflictKey => "conflict_key",
+        Setting::UpdateColumns => "update_columns",
+        Setting::UpdateIf => "update_if",
         other => other.field(),
     };
     match value {
@@ -176,7 +199,8 @@ impl LoadProgress for Lines {
     }
 }
 
-/// Runs `spec` on a thread of its own, the GIL released; Ctrl-C stops it cleanly.
+/// Runs `spec` on a thread of its own, the GIL released; Ctrl-C stops it
+/// cleanly (also while it waits for the server), a second Ctrl-C at once.
 fn run(py: Python<'_>, spec: LoadSpec, progress: bool) -> PyResult<Report> {
     let cancel: Arc<AtomicBool> = spec.cancel();
     let (tx, rx) = flume::bounded(1);
@@ -194,9 +218,13 @@ fn run(py: Python<'_>, spec: LoadSpec, progress: bool) -> PyResult<Report> {
             Err(flume::RecvTimeoutError::Timeout) => {}
             Err(flume::RecvTimeoutError::Disconnected) => return Err(Error::new_err("the load's thread ended without a result")),
         }
-        if interrupt.is_none()
-            && let Err(e) = py.check_signals()
-        {
+        if let Err(e) = py.check_signals() {
+            if interrupt.is_some() {
+                // A second Ctrl-C: no waiting for batches in flight (or a server
+                // that does not answer); what they hold rolls back with their
+                // connections when the load's thread gets to its end.
+                return Err(e);
+            }
             // Batches in flight finish; what is committed stays and the journal has it.
             cancel.store(true, Ordering::Relaxed);
             interrupt = Some(e);
@@ -235,16 +263,58 @@ struct Common {
     columns: Option<Vec<String>>,
     reject_file: Option<String>,
     memory_mb: Option<u64>,
+    retry_for: f64,
+    upsert: Upsert,
+}
+
+/// `on_conflict=` and what goes with it, as `chute load --on-conflict`.
+struct Upsert {
+    on_conflict: Option<String>,
+    conflict_key: Option<Vec<String>>,
+    update_columns: Option<Vec<String>>,
+    update_if: Option<String>,
+}
+
+impl Upsert {
+    fn setting(self) -> PyResult<Option<OnConflict>> {
+        use chute_core::upsert::ConflictAction;
+        let action = match self.on_conflict.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None => {
+                let given = [
+                    ("conflict_key", self.conflict_key.is_some()),
+                    ("update_columns", self.update_columns.is_some()),
+                    ("update_if", self.update_if.is_some()),
+                ];
+                if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
+                    return Err(PyValueError::new_err(format!("{name}= goes with on_conflict=\"nothing\" or \"update\"")));
+                }
+                return Ok(None);
+            }
+            Some("nothing") => ConflictAction::Nothing,
+            Some("update") => ConflictAction::Update,
+            Some(other) => return Err(PyValueError::new_err(format!("on_conflict={other:?}: use \"nothing\" or \"update\""))),
+        };
+        let mut o = OnConflict::new(action);
+        (o.key, o.update_columns, o.update_if) = (self.conflict_key, self.update_columns, self.update_if);
+        Ok(Some(o))
+    }
 }
 
 impl Common {
     /// The load of `input` into `table` on `url` with these settings, checked.
-    fn spec(self, py: Python<'_>, url: Option<&str>, table: &str, input: Arc<dyn Input>, header: bool) -> PyResult<LoadSpec> {
+    fn spec(self, py: Python<'_>, url: Option<&str>, table: &str, input: Arc<dyn Input>, text: (bool, bool)) -> PyResult<LoadSpec> {
+        let (header, ignore_unknown) = text;
+        if !(self.retry_for.is_finite() && self.retry_for >= 0.0) {
+            return Err(PyValueError::new_err(format!("retry_for={}: give seconds, 0 or more", self.retry_for)));
+        }
         let mut b = LoadSpec::builder(target(py, url)?, table_name(table)?)
+            .retry_for(Duration::from_secs_f64(self.retry_for))
+            .on_conflict(self.upsert.setting()?)
             .load_id(self.load_id)
             .columns(self.columns)
             .reject_file(self.reject_file.map(Into::into))
-            .header(header);
+            .header(header)
+            .ignore_unknown(ignore_unknown);
         if let Some(w) = self.workers {
             b = b.workers(w);
         }
@@ -291,7 +361,7 @@ fn create(
 
 /// Loads `data` (anything with `__arrow_c_stream__`) into `table`.
 #[pyfunction]
-#[pyo3(signature = (url, table, data, *, load_id=None, create=false, key=None, interval=None, on_conflict=None, workers=None, columns=None, reject_file=None, memory_mb=None, progress=true))]
+#[pyo3(signature = (url, table, data, *, load_id=None, create=false, key=None, interval=None, on_conflict=None, conflict_key=None, update_columns=None, update_if=None, workers=None, columns=None, reject_file=None, memory_mb=None, retry_for=300.0, progress=true))]
 #[allow(clippy::too_many_arguments)]
 fn load(
     py: Python<'_>,
@@ -302,18 +372,28 @@ fn load(
     create: bool,
     key: Option<String>,
     interval: Option<&str>,
-    on_conflict: Option<&str>,
+    on_conflict: Option<String>,
+    conflict_key: Option<Vec<String>>,
+    update_columns: Option<Vec<String>>,
+    update_if: Option<String>,
     workers: Option<usize>,
     columns: Option<Vec<String>>,
     reject_file: Option<String>,
     memory_mb: Option<u64>,
+    retry_for: f64,
     progress: bool,
 ) -> PyResult<Report> {
-    refuse_on_conflict(on_conflict)?;
+    let upsert = Upsert { on_conflict, conflict_key, update_columns, update_if };
     let reader = stream_of(py, data)?;
     let columnar =
         Columnar::new(vec![ColumnarInput::Stream(BatchStream::new("data", Box::new(reader)))]).map_err(|e| load_error(py, &e))?;
-    let spec = Common { load_id, workers, columns, reject_file, memory_mb }.spec(py, url, table, Arc::new(columnar.clone()), false)?;
+    let spec = Common { load_id, workers, columns, reject_file, memory_mb, retry_for, upsert }.spec(
+        py,
+        url,
+        table,
+        Arc::new(columnar.clone()),
+        (false, false),
+    )?;
     if create {
         self::create(py, &spec, Some(&columnar), key, interval, progress)?;
     } else if key.is_some() || interval.is_some() {
@@ -325,7 +405,7 @@ fn load(
 /// Loads a file: Parquet or Arrow IPC (by its name, or `format="parquet"|"arrow"`),
 /// or CSV, PostgreSQL's text format or JSON lines (`format="csv"|"text"|"jsonl"`).
 #[pyfunction]
-#[pyo3(signature = (url, table, path, *, format=None, header=false, load_id=None, create=false, key=None, interval=None, on_conflict=None, workers=None, columns=None, reject_file=None, memory_mb=None, progress=true))]
+#[pyo3(signature = (url, table, path, *, format=None, header=false, ignore_unknown=false, load_id=None, create=false, key=None, interval=None, on_conflict=None, conflict_key=None, update_columns=None, update_if=None, workers=None, columns=None, reject_file=None, memory_mb=None, retry_for=300.0, progress=true))]
 #[allow(clippy::too_many_arguments)]
 fn load_file(
     py: Python<'_>,
@@ -334,24 +414,36 @@ fn load_file(
     path: std::path::PathBuf,
     format: Option<&str>,
     header: bool,
+    ignore_unknown: bool,
     load_id: Option<String>,
     create: bool,
     key: Option<String>,
     interval: Option<&str>,
-    on_conflict: Option<&str>,
+    on_conflict: Option<String>,
+    conflict_key: Option<Vec<String>>,
+    update_columns: Option<Vec<String>>,
+    update_if: Option<String>,
     workers: Option<usize>,
     columns: Option<Vec<String>>,
     reject_file: Option<String>,
     memory_mb: Option<u64>,
+    retry_for: f64,
     progress: bool,
 ) -> PyResult<Report> {
-    refuse_on_conflict(on_conflict)?;
-    let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    let upsert = Upsert { on_conflict, conflict_key, update_columns, update_if };
+    // The name decides as it does for `chute load` (a Parquet file inside gzip is refused).
     let format = match format {
         Some(f) => f.to_ascii_lowercase(),
-        None if matches!(ext.as_str(), "parquet" | "pq" | "arrow" | "feather" | "arrows" | "ipc") => "arrow".into(),
-        None => "csv".into(),
+        None => match FileFormat::from_names(&[&path.to_string_lossy()]).map_err(PyValueError::new_err)? {
+            Some(_) => "arrow".into(),
+            None => "csv".into(),
+        },
     };
+    if ignore_unknown && format != "jsonl" {
+        return Err(PyValueError::new_err(
+            "ignore_unknown=True drops JSON keys the table has no column for: it goes with format=\"jsonl\"",
+        ));
+    }
     let text = |f| Files::new(vec![InputSpec::File(path.clone())], f).map(|f| Arc::new(f) as Arc<dyn chute_engine::load::Input>);
     let (input, columnar) = match format.as_str() {
         "parquet" | "arrow" => {
@@ -363,20 +455,19 @@ fn load_file(
         "jsonl" => (text(TextFormat::Jsonl).map_err(|e| load_error(py, &e))?, None),
         other => return Err(PyValueError::new_err(format!("format={other:?}: use parquet, arrow, csv, text or jsonl"))),
     };
-    let spec = Common { load_id, workers, columns, reject_file, memory_mb }.spec(py, url, table, input, header)?;
+    let spec = Common { load_id, workers, columns, reject_file, memory_mb, retry_for, upsert }.spec(
+        py,
+        url,
+        table,
+        input,
+        (header, ignore_unknown),
+    )?;
     if create {
         self::create(py, &spec, columnar.as_ref(), key, interval, progress)?;
     } else if key.is_some() || interval.is_some() {
         return Err(PyValueError::new_err("key= and interval= go with create=True"));
     }
     run(py, spec, progress)
-}
-
-fn refuse_on_conflict(on_conflict: Option<&str>) -> PyResult<()> {
-    match on_conflict {
-        None => Ok(()),
-        Some(_) => Err(PyValueError::new_err("on_conflict= is not supported yet: chute loads append rows (no upsert mode)")),
-    }
 }
 
 /// Makes `table` partitioned by `key` every `interval`, as `chute partition create` does.

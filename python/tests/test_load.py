@@ -100,8 +100,13 @@ def test_errors_carry_the_sqlstate_and_keywords_are_named_as_python_writes_them(
     with pytest.raises(chute.Error) as e:
         chute.load(URL, "typed", rows(1), progress=False)
     assert "columns=" in str(e.value), str(e.value)
+    with pytest.raises(chute.Error) as e:
+        chute.load(URL, "typed", rows(1), columns=["id"], on_conflict="update", progress=False)
+    assert "no primary key and no unique index" in str(e.value), str(e.value)
     with pytest.raises(ValueError):
-        chute.load(URL, "typed", rows(1), on_conflict="update", progress=False)
+        chute.load(URL, "typed", rows(1), on_conflict="replace", progress=False)
+    with pytest.raises(ValueError):
+        chute.load(URL, "typed", rows(1), update_if="true", progress=False)
     with pytest.raises(TypeError):
         chute.load(URL, "typed", [1, 2, 3], progress=False)
 
@@ -161,3 +166,130 @@ def test_ctrl_c_stops_the_load_cleanly_and_the_same_call_loads_the_rest(tmp_path
     out = subprocess.run([sys.executable, str(script), URL], capture_output=True, text=True, timeout=120).stdout
     assert out.startswith("DONE"), out
     assert sql("SELECT count(*), count(DISTINCT id) FROM interrupted") == "200000|200000"
+
+
+def test_the_report_repr_shows_python_values():
+    chute.partition_create(URL, "repr_readings", key="time", interval="1h",
+                           columns="time timestamptz not null, id bigint, value float8")
+    named = chute.load(URL, "repr_readings", rows(10), load_id="repr-1", progress=False)
+    assert "table='public.repr_readings'" in repr(named) and "load_id='repr-1'" in repr(named), repr(named)
+    unnamed = chute.load(URL, "repr_readings", rows(10, first=10), progress=False)
+    assert "load_id=None" in repr(unnamed), repr(unnamed)
+    assert "Some(" not in repr(named) + repr(unnamed)
+
+
+def test_a_filtered_pandas_frame_loads_without_its_index():
+    df = rows(100).to_pandas()
+    # Its index (0, 1, 3, 4, 6, …: not a range) travels as a column __index_level_0__.
+    filtered = df[df.id % 3 != 0]
+    assert "__index_level_0__" in pa.Table.from_pandas(filtered).schema.names
+    chute.partition_create(URL, "pd_filtered", key="time", interval="1h",
+                           columns="time timestamptz not null, id bigint, value float8")
+    assert chute.load(URL, "pd_filtered", filtered, progress=False).rows_loaded == 66
+    assert sql("SELECT count(*), min(id), max(id) FROM pd_filtered") == "66|1|98"
+    # A table with a column of the index's name gets it.
+    sql("CREATE TABLE pd_keep (time timestamptz, id bigint, value float8, __index_level_0__ bigint)")
+    assert chute.load(URL, "pd_keep", filtered, progress=False).rows_loaded == 66
+    assert sql("SELECT count(*) FROM pd_keep WHERE __index_level_0__ = id") == "66"
+    # Through a pyarrow table of the frame, its index the unnamed level and "value":
+    # the table has a column "value", which is loaded, and none for the other.
+    named = pa.Table.from_pandas(filtered.set_index("value", append=True))
+    assert chute.load(URL, "pd_filtered", named, progress=False).rows_loaded == 66
+    assert sql("SELECT count(*), count(value), sum(value) = 2 * (SELECT sum(value) FROM pd_keep) FROM pd_filtered") == "132|132|t"
+    # create=True does not make the index a column.
+    assert chute.load(URL, "pd_made", filtered, create=True, progress=False).rows_loaded == 66
+    assert sql("SELECT count(*) FROM pg_attribute WHERE attrelid = 'pd_made'::regclass AND attname LIKE '__index%'") == "0"
+
+
+def test_upserts_nothing_and_update():
+    chute.partition_create(URL, "up_readings", key="time", interval="1h",
+                           columns="time timestamptz not null, id bigint not null, value float8, primary key (id, time)")
+    first = chute.load(URL, "up_readings", rows(100), progress=False)
+    assert first.rows_loaded == 100 and first.rows_updated is None
+    # The same rows again: a plain load rejects them (23505), an upsert leaves them.
+    same = chute.load(URL, "up_readings", rows(100), on_conflict="nothing", progress=False)
+    assert (same.rows_inserted, same.rows_updated, same.rows_unchanged) == (0, 0, 100), repr(same)
+    changed = rows(100).set_column(2, "value", pa.array([1000.0 + i for i in range(100)], pa.float64()))
+    kept = chute.load(URL, "up_readings", changed, on_conflict="nothing", conflict_key=["id", "time"], progress=False)
+    assert kept.rows_unchanged == 100
+    assert sql("SELECT max(value) FROM up_readings") == "49.5"
+    # update, only where the incoming value is larger and only for ids below 10.
+    up = chute.load(URL, "up_readings", changed.slice(0, 10), on_conflict="update", update_columns=["value"],
+                    update_if="excluded.value > t.value", progress=False)
+    assert (up.rows_inserted, up.rows_updated, up.rows_unchanged) == (0, 10, 0), repr(up)
+    assert sql("SELECT count(*) FROM up_readings WHERE value >= 1000") == "10"
+    more = chute.load(URL, "up_readings", rows(20, first=95), on_conflict="update", progress=False)
+    assert more.rows_inserted == 15 and more.rows_updated + more.rows_unchanged == 5, repr(more)
+    assert sql("SELECT count(*) FROM up_readings") == "115"
+
+
+def closed_port_url():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+
+def test_retry_for_bounds_the_wait_for_an_unreachable_server():
+    import time
+
+    began = time.monotonic()
+    with pytest.raises(chute.Error) as e:
+        chute.load(closed_port_url(), "anything", rows(1), retry_for=1, progress=False)
+    assert time.monotonic() - began < 10, time.monotonic() - began
+    assert "127.0.0.1" in str(e.value), str(e.value)
+    with pytest.raises(ValueError):
+        chute.load(URL, "anything", rows(1), retry_for=-1, progress=False)
+
+
+WAITING = r"""
+import sys
+import pyarrow as pa
+import chute
+print("CALLING", flush=True)
+try:
+    chute.load(sys.argv[1], "t", pa.table({"id": [1]}), progress=True)
+    print("LOADED")
+except KeyboardInterrupt:
+    print("INTERRUPTED")
+except chute.Error as e:
+    print("ERROR", e)
+"""
+
+
+def test_ctrl_c_while_waiting_for_an_unreachable_server_raises_keyboard_interrupt_at_once(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "waiting.py"
+    script.write_text(WAITING)
+    child = subprocess.Popen([sys.executable, str(script), closed_port_url()], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "CALLING"
+    time.sleep(1.5)  # the load is retrying its connection (retry_for= is 300 s by default)
+    assert child.poll() is None
+    child.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    out, err = child.communicate(timeout=30)
+    assert time.monotonic() - signalled < 3, (time.monotonic() - signalled, out, err)
+    assert "INTERRUPTED" in out, (out, err)
+    assert "retrying for up to" in err, err
+
+
+def test_load_file_refuses_a_compressed_parquet_file_and_jsonl_keys_the_table_lacks(tmp_path):
+    with pytest.raises(ValueError) as e:
+        chute.load_file(URL, "anything", str(tmp_path / "x.parquet.gz"), progress=False)
+    assert "decompress it first" in str(e.value), str(e.value)
+    sql("CREATE TABLE js (id int, v text)")
+    path = tmp_path / "js.jsonl"
+    path.write_text('{"id": 1, "v": "a"}\n{"id": 2, "vv": "typo"}\n')
+    with pytest.raises(chute.RejectedRows) as e:
+        chute.load_file(URL, "js", str(path), format="jsonl", reject_file=str(tmp_path / "js.rejects"), progress=False)
+    assert e.value.report.rows_loaded == 1
+    assert 'unknown column "vv"' in (tmp_path / "js.rejects").read_text()
+    assert "ignore_unknown=" in (tmp_path / "js.rejects").read_text()
+    report = chute.load_file(URL, "js", str(path), format="jsonl", ignore_unknown=True, load_id="js-2", progress=False)
+    assert report.rows_loaded == 2

@@ -45,6 +45,11 @@ pub struct ConsumeArgs {
     #[arg(long, value_delimiter = ',', value_name = "COL,…")]
     pub columns: Option<Vec<String>>,
 
+    /// JSON messages: drop keys the table has no column for [default: a row
+    /// with such a key is rejected, with its offset].
+    #[arg(long)]
+    pub ignore_unknown: bool,
+
     /// JSON messages: this column gets the message's key (as text).
     #[arg(long, value_name = "COLUMN")]
     pub key_column: Option<String>,
@@ -78,7 +83,10 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "FILE")]
     pub reject_file: Option<PathBuf>,
 
-    /// Stop once more than this many rows were rejected.
+    /// Stop once more than this many rows were rejected since the consumer
+    /// last got its partitions (a rebalance starts the count again); rows are
+    /// counted a chunk at a time, and the chunk that passed the limit is
+    /// still filed whole (its good rows committed).
     #[arg(long, value_name = "N")]
     pub max_rejects: Option<u64>,
 

@@ -102,7 +102,8 @@ pub struct LoadArgs {
     #[arg(conflicts_with = "generate")]
     pub files: Vec<String>,
     /// Input format [default: parquet or arrow when every file's name ends
-    /// so (.parquet, .pq; .arrow, .feather, .arrows, .ipc), else csv].
+    /// so (.parquet, .pq; .arrow, .feather, .arrows, .ipc), else csv; such a
+    /// file compressed whole (.parquet.gz) is refused: decompress it first].
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
     /// Parquet and Arrow: make TABLE from the data's schema if it does not
@@ -127,6 +128,10 @@ pub struct LoadArgs {
     /// Bare numbers in time columns are Unix time in this unit.
     #[arg(long, value_enum, value_name = "UNIT")]
     pub epoch: Option<EpochArg>,
+    /// jsonl: drop keys the table has no column for [default: a record with
+    /// such a key is rejected, as an unknown column in a CSV header is].
+    #[arg(long)]
+    pub ignore_unknown: bool,
     /// COPY connections (default: the number of cores).
     #[arg(long, value_parser = values::at_least_one)]
     pub workers: Option<usize>,

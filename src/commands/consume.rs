@@ -78,9 +78,14 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
         .reject_file(a.reject_file.clone())
         .max_rejects(a.max_rejects)
         .load_id(a.load_id.clone())
+        .ignore_unknown(a.ignore_unknown)
         .flush_every(Some(flush))
         .flush_when_idle(true);
     load.check()?;
+    anyhow::ensure!(
+        !a.ignore_unknown || format == Messages::Text(TextFormat::Jsonl),
+        "--ignore-unknown drops keys of JSON messages (--format json)"
+    );
     let mut fields = chute_kafka::MessageFields { key: a.key_column.clone(), timestamp: a.timestamp_column.clone(), headers: Vec::new() };
     for h in &a.header_column {
         match h.split_once('=') {

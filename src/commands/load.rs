@@ -28,7 +28,15 @@ pub async fn run(conn: &ConnArgs, a: LoadArgs) -> anyhow::Result<Outcome> {
     );
     let report = load::run(spec, &mut reporter).await;
     reporter.finish();
-    let report = report?;
+    let report = match (report, signals.outcome()) {
+        (Ok(r), _) => r,
+        // Stopped by a signal while it failed (or waited for the server, before any row moved).
+        (Err(e), Some(outcome)) => {
+            eprintln!("chute: stopped: {e:#}");
+            return Ok(outcome);
+        }
+        (Err(e), None) => return Err(e.into()),
+    };
     if report.interrupted {
         let how = match report.load_id.as_deref() {
             Some(id) => format!("run the same command again to load the rest (load id {id})"),

@@ -27,23 +27,28 @@ pub async fn run(conn: &ConnArgs, a: MigrateArgs) -> anyhow::Result<Outcome> {
         if a.json {
             println!("{}", serde_json::to_string_pretty(&s)?);
         } else {
-            println!("table         {}", s.table);
-            println!("phase         {}", s.phase);
-            match s.rows_total {
-                Some(t) => println!("rows moved    {} of {t}", s.rows_moved),
-                None => println!("rows moved    {}", s.rows_moved),
-            }
-            match s.rate_rows_per_s {
-                Some(r) => println!("rate          {r:.0} rows/s"),
-                None => println!("rate          -"),
-            }
-            println!("longest lock  {} ms (the longest single attempt of the swap or the cutover)", s.longest_lock_ms);
-            println!(
-                "lock footprint {} locks at most in one transaction of the split (it allows itself {}, a quarter of the server's lock table)",
-                s.max_step_locks, s.lock_budget
+            // Every value starts in one column, after the longest label.
+            let row = |label: &str, value: String| println!("{label:<15}{value}");
+            row("table", s.table.to_string());
+            row("phase", s.phase.to_string());
+            row(
+                "rows moved",
+                match s.rows_total {
+                    Some(t) => format!("{} of {t}", s.rows_moved),
+                    None => s.rows_moved.to_string(),
+                },
+            );
+            row("rate", s.rate_rows_per_s.map_or_else(|| "-".to_owned(), |r| format!("{r:.0} rows/s")));
+            row("longest lock", format!("{} ms (the longest single attempt of the swap or the cutover)", s.longest_lock_ms));
+            row(
+                "lock footprint",
+                format!(
+                    "{} locks at most in one transaction of the split (it allows itself {}, a quarter of the server's lock table)",
+                    s.max_step_locks, s.lock_budget
+                ),
             );
             let dropped = if s.old_partition_exists { "" } else { " (dropped)" };
-            println!("old partition {}{dropped}", s.old_partition);
+            row("old partition", format!("{}{dropped}", s.old_partition));
         }
         return Ok(Outcome::Ok);
     }

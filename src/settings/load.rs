@@ -5,6 +5,7 @@
 //! checked here is what no single flag can know.
 
 use chute_core::ident::QualifiedName;
+use chute_core::parse::FileFormat;
 use chute_core::value::EpochUnit;
 use chute_engine::ConnectOptions;
 use std::sync::Arc;
@@ -32,7 +33,11 @@ impl LoadPlan {
 
 /// Checks the arguments and chooses the input.
 pub fn plan(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
-    let format = format(a);
+    let format = format(a)?;
+    anyhow::ensure!(
+        !a.ignore_unknown || format == FormatArg::Jsonl,
+        "--ignore-unknown drops JSON keys the table has no column for: it goes with --format jsonl"
+    );
     let tsbs = format == FormatArg::Tsbs;
     let columnar = matches!(format, FormatArg::Parquet | FormatArg::Arrow);
     let stream_gen = matches!(a.generate, Some(GenArg::Iot | GenArg::Devops));
@@ -59,20 +64,19 @@ pub fn plan(a: &LoadArgs) -> anyhow::Result<LoadPlan> {
     }
 }
 
-/// The format given, else parquet or arrow when every file's name says so, else csv.
-fn format(a: &LoadArgs) -> FormatArg {
+/// The format given, else parquet or arrow when every file's name says so
+/// (`FileFormat::from_names`, which refuses a Parquet or Arrow file inside
+/// gzip or zstd), else csv.
+fn format(a: &LoadArgs) -> anyhow::Result<FormatArg> {
     if let Some(f) = a.format {
-        return f;
+        return Ok(f);
     }
-    let ext = |f: &String| std::path::Path::new(f).extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
-    let all = |exts: &[&str]| !a.files.is_empty() && a.files.iter().all(|f| ext(f).is_some_and(|e| exts.contains(&e.as_str())));
-    if all(&["parquet", "pq"]) {
-        FormatArg::Parquet
-    } else if all(&["arrow", "feather", "arrows", "ipc"]) {
-        FormatArg::Arrow
-    } else {
-        FormatArg::Csv
-    }
+    let names: Vec<&str> = a.files.iter().map(String::as_str).collect();
+    Ok(match FileFormat::from_names(&names).map_err(anyhow::Error::msg)? {
+        Some(FileFormat::Parquet) => FormatArg::Parquet,
+        Some(FileFormat::Arrow) => FormatArg::Arrow,
+        None => FormatArg::Csv,
+    })
 }
 
 /// Parquet and Arrow IPC files, or an Arrow IPC stream on stdin.
@@ -165,6 +169,7 @@ impl LoadPlan {
             .delimiter(a.delimiter)
             .null(a.null.clone())
             .columns(a.columns.clone())
+            .ignore_unknown(a.ignore_unknown)
             .epoch(a.epoch.map(|e| match e {
                 EpochArg::S => EpochUnit::Seconds,
                 EpochArg::Ms => EpochUnit::Millis,

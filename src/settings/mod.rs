@@ -82,6 +82,7 @@ pub fn flag(setting: chute_engine::setting::Setting, value: Option<&str>) -> Str
         S::LockTimeout => "--lock-timeout",
         S::BackfillAfter => "--backfill-after",
         S::FlushEvery => "--flush-every",
+        S::IgnoreUnknown => "--ignore-unknown",
     };
     match value {
         Some(v) => format!("{flag} {v}"),

@@ -309,3 +309,40 @@ async fn a_parquet_file_upserts_like_a_csv_file() {
     // 1,010 rows: 900 at 1.0 (untouched), 99 updated and 10 new at 2.0, id 0 at 3.0 (the file's later row).
     assert_eq!((rows, sum, first), (1010, 900.0 + 109.0 * 2.0 + 3.0, 3.0), "{out}\n{err}");
 }
+
+const PANDAS: &str = r#"
+import pandas as pd
+df = pd.DataFrame({"time": pd.date_range("2024-01-01", periods=99, freq="min", tz="UTC"), "id": range(99)})
+df[df.id % 3 != 0].to_parquet("filtered.parquet")  # its index (1, 2, 4, 5, …) becomes a column __index_level_0__
+"#;
+
+#[tokio::test]
+async fn a_parquet_file_of_a_filtered_pandas_frame_loads_without_its_index() {
+    let db = shared().fresh_db("col_pandas_index").await;
+    let url = db.url();
+    let c = db.client().await;
+    let dir = open_tempdir();
+    run_python(dir.path(), PANDAS, &[]);
+    c.batch_execute(
+        "CREATE TABLE pd (time timestamptz, id bigint); CREATE TABLE pd_keep (time timestamptz, id bigint, __index_level_0__ int)",
+    )
+    .await
+    .unwrap();
+    for table in ["pd", "pd_keep"] {
+        let (out, err) = run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", table, "filtered.parquet"]), 0);
+        assert_eq!(summary_value(&out, "rows loaded"), "66", "{table}: {err}");
+    }
+    // Where the table has a column of its name, the index is loaded like any column.
+    let kept: i64 = c.query_one("SELECT count(*) FROM pd_keep WHERE __index_level_0__ = id", &[]).await.unwrap().get(0);
+    assert_eq!(kept, 66);
+    // --create makes no column of it.
+    run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "pd_made", "filtered.parquet", "--create"]), 0);
+    let columns: Vec<String> = c
+        .query("SELECT attname::text FROM pg_attribute WHERE attrelid = 'pd_made'::regclass AND attnum > 0 ORDER BY attnum", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(columns, ["time", "id"]);
+}

@@ -325,6 +325,53 @@ async fn a_poison_message_goes_to_the_reject_file_or_the_dead_letter_topic_with_
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_json_key_the_table_lacks_is_rejected_with_its_offset_unless_ignored() {
+    let broker = kafka::shared();
+    let pg = shared().fresh_db("c_unknown_keys").await;
+    let url = pg.url();
+    let c = pg.client().await;
+    broker.create_topic("consume_keys", 1);
+    produce(broker, "consume_keys", 0, 5, 1);
+    let p = broker.producer();
+    let time = (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(7200)).strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    for bad in [format!(r#"{{"id": 5, "time": "{time}", "vv": 1}}"#), format!(r#"{{"ID": 6, "time": "{time}"}}"#)] {
+        p.send("consume_keys", &Message { partition: Some(0), payload: bad.as_bytes(), ..Message::default() });
+    }
+    p.flush();
+    produce(broker, "consume_keys", 7, 5, 1);
+    let dir = open_tempdir();
+    for t in ["consume_keys", "consume_keys_ignored", "consume_keys_limit"] {
+        table(&url, t);
+    }
+    let (out, err) =
+        run_expect(consume(&url, &broker.bootstrap(), "consume_keys", "consume_keys", &["--until-end"]).current_dir(dir.path()), 1);
+    assert_eq!(count(&c, "consume_keys").await, 10, "{out}{err}");
+    let rejects = rejects_of(&dir, "consume_keys");
+    assert!(
+        rejects.contains(
+            "# consume_keys/0:5: unknown column \"vv\": the table has no such column; add it, or load with --ignore-unknown to drop such keys"
+        ),
+        "{rejects}"
+    );
+    assert!(rejects.contains("# consume_keys/0:6: unknown column \"ID\": the table has no such column (did you mean id?"), "{rejects}");
+    // --ignore-unknown: every message loads, the unknown keys dropped.
+    let args = ["--until-end", "--group", "ignoring", "--ignore-unknown"];
+    run_expect(consume(&url, &broker.bootstrap(), "consume_keys_ignored", "consume_keys", &args).current_dir(dir.path()), 0);
+    assert_eq!(count(&c, "consume_keys_ignored").await, 12);
+    // --max-rejects counts rows, a chunk at a time (docs/consume.md): the chunk
+    // that passed the limit is filed whole, its good rows committed, its bad
+    // ones in the reject file, and the consumer stops after it.
+    let args = ["--until-end", "--group", "limit", "--max-rejects", "0", "--reject-file", "limit.rejects"];
+    let (out, err) = run_expect(consume(&url, &broker.bootstrap(), "consume_keys_limit", "consume_keys", &args).current_dir(dir.path()), 2);
+    let limited = std::fs::read_to_string(dir.path().join("limit.rejects")).unwrap();
+    assert_eq!((count(&c, "consume_keys_limit").await, limited.matches("# consume_keys/0:").count()), (10, 2), "{out}{err}");
+    assert!(out.contains("committed through   consume_keys/0 offset 12"), "{out}");
+    let (_, err) =
+        run_expect(&mut consume(&url, &broker.bootstrap(), "consume_keys", "consume_keys", &["--format", "csv", "--ignore-unknown"]), 2);
+    assert!(err.contains("--ignore-unknown") && err.contains("--format json"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_missing_topic_is_refused_and_no_secret_is_shown() {
     let broker = kafka::shared();
     let pg = shared().fresh_db("c_a_missing_topic_is_r").await;

@@ -145,7 +145,7 @@ async fn jsonl_columns_defaults_and_epochs() {
     let file = dir.path().join("ev.jsonl");
     std::fs::write(
         &file,
-        "{\"ts\": \"2021-06-08T00:00:00Z\", \"dev_id\": 1, \"payload\": {\"a\": [1, 2]}}\n{\"dev_id\": 2, \"ts\": \"2021-06-08 01:00:00+01\", \"payload\": null, \"extra\": true}\n",
+        "{\"ts\": \"2021-06-08T00:00:00Z\", \"dev_id\": 1, \"payload\": {\"a\": [1, 2]}}\n{\"dev_id\": 2, \"ts\": \"2021-06-08 01:00:00+01\", \"payload\": null, \"source\": \"left out by --columns\"}\n",
     )
     .unwrap();
     run_expect(
@@ -163,6 +163,98 @@ async fn jsonl_columns_defaults_and_epochs() {
     let ms: Vec<String> =
         c.query("SELECT ts::text FROM ev WHERE dev_id IN (3, 4) ORDER BY dev_id", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(ms, ["2021-06-08 00:00:00+00", "2021-06-08 00:00:00.5+00"]);
+}
+
+#[tokio::test]
+async fn a_json_key_the_table_has_no_column_for_is_a_reject_unless_ignored() {
+    let db = shared().fresh_db("load_jsonl_unknown").await;
+    let c = db.client().await;
+    c.batch_execute("CREATE TABLE cpu (time timestamptz NOT NULL, host text, usage float8)").await.unwrap();
+    let dir = open_tempdir();
+    let file = dir.path().join("cpu.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            "{\"time\": \"2024-01-01T00:00:00Z\", \"host\": \"a\", \"usage\": 1}\n",
+            "{\"time\": \"2024-01-01T00:00:10Z\", \"host\": \"a\", \"usgae\": 5}\n",
+            "{\"time\": \"2024-01-01T00:00:20Z\", \"HOST\": \"x\", \"usage\": 2}\n",
+            "{\"time\": \"2024-01-01T00:00:30Z\", \"host\": \"b\", \"usage\": 3}\n",
+        ),
+    )
+    .unwrap();
+    let load = |extra: &[&str]| {
+        let mut cmd = chute();
+        cmd.current_dir(dir.path()).args(["--url", &db.url(), "load", "cpu", "cpu.jsonl", "--format", "jsonl"]).args(extra);
+        cmd
+    };
+    let (out, _) = run_expect(&mut load(&[]), 1);
+    assert_eq!(summary_value(&out, "rows loaded"), "2", "{out}");
+    let rejects = std::fs::read_to_string(dir.path().join("cpu.jsonl.rejects")).unwrap();
+    let comments: Vec<&str> = rejects.lines().filter(|l| l.starts_with("# ")).collect();
+    assert_eq!(comments.len(), 2, "{rejects}");
+    assert!(
+        comments[0].ends_with(
+            ":2: unknown column \"usgae\": the table has no such column; add it, or load with --ignore-unknown to drop such keys"
+        ),
+        "{rejects}"
+    );
+    assert!(comments[1].contains(":3: unknown column \"HOST\": the table has no such column (did you mean host?"), "{rejects}");
+    assert!(rejects.contains("\"usgae\": 5}\n"), "the original record: {rejects}");
+    let hosts: Vec<String> = c.query("SELECT host FROM cpu ORDER BY time", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(hosts, ["a", "b"]);
+    // --ignore-unknown: what chute did before, every line loaded, the unknown keys dropped.
+    c.batch_execute("TRUNCATE cpu").await.unwrap();
+    let (out, _) = run_expect(&mut load(&["--ignore-unknown", "--load-id", "again"]), 0);
+    assert_eq!(summary_value(&out, "rows loaded"), "4", "{out}");
+    let nulls: i64 = c.query_one("SELECT count(*) FILTER (WHERE usage IS NULL OR host IS NULL) FROM cpu", &[]).await.unwrap().get(0);
+    assert_eq!(nulls, 2);
+    // The flag is for JSON lines only.
+    let (_, err) = run_expect(chute().args(["--url", &db.url(), "load", "cpu", "x.csv", "--ignore-unknown"]), 2);
+    assert!(err.contains("--ignore-unknown") && err.contains("--format jsonl"), "{err}");
+}
+
+#[tokio::test]
+async fn a_parquet_file_inside_gzip_is_refused_not_read_as_csv() {
+    let db = shared().fresh_db("load_parquet_gz").await;
+    db.client().await.batch_execute("CREATE TABLE blobs (b bytea)").await.unwrap();
+    let dir = open_tempdir();
+    // A Parquet file's first and last bytes, gzipped: read as CSV it made rows of garbage.
+    let path = dir.path().join("x.parquet.gz");
+    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&path).unwrap(), flate2::Compression::default());
+    gz.write_all(b"PAR1\x15\x04\x15\x10,a\nb\n\x00PAR1").unwrap();
+    gz.finish().unwrap();
+    let (_, err) = run_expect(chute().current_dir(dir.path()).args(["--url", &db.url(), "load", "blobs", "x.parquet.gz"]), 2);
+    assert!(err.contains("x.parquet.gz is a Parquet file inside gz compression"), "{err}");
+    assert!(err.contains("decompress it first (gzip -d x.parquet.gz) and load x.parquet"), "{err}");
+    let n: i64 = db.client().await.query_one("SELECT count(*) FROM blobs", &[]).await.unwrap().get(0);
+    assert_eq!(n, 0);
+    // Parquet names mixed with others are refused too (they were all read as CSV).
+    let (_, err) = run_expect(chute().current_dir(dir.path()).args(["--url", &db.url(), "load", "blobs", "a.parquet", "b.csv"]), 2);
+    assert!(err.contains("b.csv is not a Parquet file like the others"), "{err}");
+}
+
+#[tokio::test]
+async fn stdin_without_a_load_id_says_what_that_means_and_what_to_do() {
+    let db = shared().fresh_db("load_stdin_notice").await;
+    db.client().await.batch_execute(TABLE).await.unwrap();
+    let mut child = chute()
+        .args(["--url", &db.url(), "load", "t", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"2021-06-08 00:00:00+00,1,1.5,x\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(
+            "stdin without a load id is not journaled: if this load is interrupted it cannot be resumed, and running it again \
+             loads every row again; give --load-id NAME to make it resumable"
+        ),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -58,7 +58,7 @@ async fn rows_moved_never_pass_the_total_and_end_equal_to_it() {
     // The split dropped the old partition at its cutover (no --keep-old): the status says so.
     assert_eq!((s["old_partition"].as_str(), s["old_partition_exists"].as_bool()), (Some("public.orders_chute_old"), Some(false)), "{s}");
     let (text, _) = run_expect(chute().args(["--url", &url, "migrate", "--status", "orders"]), 0);
-    assert!(text.contains("old partition public.orders_chute_old (dropped)"), "{text}");
+    assert!(text.contains("old partition  public.orders_chute_old (dropped)"), "{text}");
     let (n, carried, inserted): (i64, i64, i64) = {
         let r = c
             .query_one("SELECT count(*), count(*) FILTER (WHERE status = 1), count(*) FILTER (WHERE status = 2) FROM orders", &[])
@@ -169,4 +169,21 @@ async fn many_leaves_move_up_in_short_steps() {
     assert_eq!(n, ROWS);
     let staging: bool = c.query_one("SELECT to_regclass('orders_chute_split') IS NULL", &[]).await.unwrap().get(0);
     assert!(staging, "the staging parent is left");
+}
+
+#[tokio::test]
+async fn every_value_of_the_status_starts_in_one_column() {
+    let db = shared().fresh_db("cli_migrate_status_columns").await;
+    let url = db.url();
+    make_orders(&db.client().await, 100).await;
+    run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d"]), 0);
+    let (text, _) = run_expect(chute().args(["--url", &url, "migrate", "--status", "orders"]), 0);
+    let labels = ["table", "phase", "rows moved", "rate", "longest lock", "lock footprint", "old partition"];
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), labels.len(), "{text}");
+    for (line, label) in lines.iter().zip(labels) {
+        let value = line.strip_prefix(label).unwrap_or_else(|| panic!("{line:?} is not the {label} row:\n{text}"));
+        // The value starts right after the labels' column: one space after the longest label.
+        assert_eq!(value.len() - value.trim_start().len(), 15 - label.len(), "{line:?}:\n{text}");
+    }
 }

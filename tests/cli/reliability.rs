@@ -243,6 +243,31 @@ async fn sigint_stops_cleanly_with_130_and_the_rerun_finishes() {
 }
 
 #[tokio::test]
+async fn sigint_while_waiting_for_an_unreachable_server_exits_130_at_once() {
+    // A port nothing listens on: every connection attempt is refused, so the load waits (--retry-for 5min).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = open_tempdir();
+    std::fs::write(dir.path().join("x.csv"), "2024-01-01 00:00:00+00,1\n").unwrap();
+    let url = format!("postgresql://postgres@127.0.0.1:{port}/postgres");
+    let child = chute()
+        .current_dir(dir.path())
+        .args(["--url", &url, "load", "t", "x.csv"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let signalled = std::time::Instant::now();
+    let out = crate::common::exit_within(child, Duration::from_secs(10), "a load waiting for the server after SIGINT");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(signalled.elapsed() < Duration::from_secs(3), "{:?}: {stderr}", signalled.elapsed());
+    assert!(stderr.contains("retrying for up to") && stderr.contains("chute: stopped:"), "{stderr}");
+}
+
+#[tokio::test]
 async fn a_hostile_table_name_is_just_a_name() {
     let db = shared().fresh_db("rel_names").await;
     let c = db.client().await;

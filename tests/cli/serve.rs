@@ -230,9 +230,18 @@ async fn csv_and_json_lines_into_a_table_like_chute_load() {
         &gzip(ndjson.as_bytes()),
     );
     assert_eq!(status, 204, "{text}");
+    // A key the table has no column for (a typo, a case) is a rejected line, as an unknown CSV column is refused.
+    let ndjson = "{\"time\":\"2024-01-06T00:00:00Z\",\"dev\":6,\"vv\":1}\n{\"time\":\"2024-01-07T00:00:00Z\",\"DEV\":7}\n{\"time\":\"2024-01-08T00:00:00Z\",\"dev\":8}";
+    let (status, text) = post(&format!("{}/v1/tables/m", s.base), &[("Content-Type", "application/x-ndjson")], ndjson.as_bytes());
+    assert_eq!(status, 400, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((v["line"].as_u64(), v["rows_committed"].as_u64()), (Some(1), Some(1)), "{text}");
+    let reasons: Vec<&str> = v["rejected"].as_array().unwrap().iter().map(|r| r["reason"].as_str().unwrap()).collect();
+    assert_eq!(reasons[0], "unknown column \"vv\": the table has no such column; add it", "{text}");
+    assert!(reasons[1].starts_with("unknown column \"DEV\": the table has no such column (did you mean dev?"), "{text}");
     let c = db.client().await;
     let devs: Vec<i32> = c.query("SELECT dev FROM m ORDER BY time", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
-    assert_eq!(devs, vec![1, 3, 4, 5]);
+    assert_eq!(devs, vec![1, 3, 4, 5, 8]);
     let (status, text) = post(&format!("{}/v1/tables/nosuch", s.base), &[("Content-Type", "text/csv")], b"1,2\n");
     assert_eq!(status, 404, "{text}");
     assert!(text.contains("does not exist"), "{text}");

@@ -33,8 +33,14 @@ pub enum Created {
 pub fn definition(inputs: &[ColumnarInput]) -> Result<String, LoadError> {
     let first = inputs.first().ok_or_else(|| LoadError::Setup("no input to make the table from".into()))?;
     let schema = columnar::schema(first)?;
-    let defs: Vec<String> =
-        schema.fields().iter().map(|f| format!("{} {}", quote_ident(f.name()), chute_core::arrow::natural_type(f))).collect();
+    // An unnamed pandas index kept as a column is not made one (a load then leaves it out too).
+    let index = chute_core::arrow::pandas_index_columns(&schema);
+    let defs: Vec<String> = schema
+        .fields()
+        .iter()
+        .filter(|f| !(index.contains(f.name()) && f.name().starts_with("__index_level_")))
+        .map(|f| format!("{} {}", quote_ident(f.name()), chute_core::arrow::natural_type(f)))
+        .collect();
     Ok(defs.join(", "))
 }
 

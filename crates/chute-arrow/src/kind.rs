@@ -46,7 +46,16 @@ pub(crate) async fn prepare(
     let first = schemas.first().ok_or_else(|| LoadError::Setup("no input to load".into()))?;
     let names: Vec<String> = match spec.columns() {
         Some(c) => c.to_vec(),
-        None => first.fields().iter().map(|f| f.name().clone()).collect(),
+        None => {
+            // A pandas index kept as a column is data only where the table has a column of its name.
+            let index = encode::pandas_index_columns(first);
+            let have = if index.is_empty() {
+                Vec::new()
+            } else {
+                chute_engine::catalog::columns_of(control, spec.table()).await.unwrap_or_default()
+            };
+            first.fields().iter().map(|f| f.name().clone()).filter(|n| !index.contains(n) || have.iter().any(|c| &c.name == n)).collect()
+        }
     };
     for (input, schema) in inputs.iter().zip(&schemas) {
         for n in &names {

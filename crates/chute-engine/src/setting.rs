@@ -63,6 +63,8 @@ pub enum Setting {
     BackfillAfter,
     /// `LoadSpec::flush_every`.
     FlushEvery,
+    /// `LoadSpec::ignore_unknown`.
+    IgnoreUnknown,
 }
 
 impl Setting {
@@ -93,6 +95,7 @@ impl Setting {
             Setting::LockTimeout => "lock_timeout",
             Setting::BackfillAfter => "backfill_after",
             Setting::FlushEvery => "flush_every",
+            Setting::IgnoreUnknown => "ignore_unknown",
         }
     }
 

@@ -493,7 +493,7 @@ impl Input for KafkaInput {
     ) -> futures_util::future::BoxFuture<'a, Result<Prepared, LoadError>> {
         use futures_util::FutureExt;
         match self.format {
-            MessageFormat::Text(f) => kinds::delimited(spec, f, false, control, progress).boxed(),
+            MessageFormat::Text(f) => kinds::delimited(spec, f, (false, true), control, progress).boxed(),
             MessageFormat::LineProtocol(p) => chute_engine::lines::kind::prepare(spec, p, control, progress).boxed(),
         }
     }

@@ -239,6 +239,29 @@ fn has_json(dt: &DataType) -> bool {
     }
 }
 
+/// The columns pandas added to hold a data frame's index when pyarrow
+/// converted it (`Table.from_pandas`, `DataFrame.to_parquet`): those the
+/// schema's `pandas` metadata names in `index_columns`, and any named
+/// `__index_level_N__`. A filtered frame's index (`df[df.x > 1]`) is such
+/// a column; it is data only when the table has a column of its name.
+pub fn pandas_index_columns(schema: &arrow_schema::Schema) -> Vec<String> {
+    let named: Vec<String> = schema
+        .metadata()
+        .get("pandas")
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+        .and_then(|m| {
+            // A RangeIndex is described, not stored: its entry is an object, not a name.
+            m.get("index_columns").and_then(|i| i.as_array()).map(|i| i.iter().filter_map(|c| c.as_str().map(str::to_owned)).collect())
+        })
+        .unwrap_or_default();
+    let level = |n: &str| {
+        n.strip_prefix("__index_level_")
+            .and_then(|r| r.strip_suffix("__"))
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    schema.fields().iter().map(|f| f.name()).filter(|n| named.contains(n) || level(n)).cloned().collect()
+}
+
 /// The column type a field's values load into as they are: what `--create`
 /// makes, and what a refusal suggests.
 pub fn natural_type(field: &Field) -> String {
@@ -446,5 +469,24 @@ pub fn write_field(v: &dyn Values, i: usize, out: &mut Vec<u8>) -> Result<(), Ba
             out.truncate(at);
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use arrow_schema::{DataType, Field, Schema};
+
+    #[test]
+    fn pandas_index_columns_are_those_its_metadata_names_or_named_like_them() {
+        let fields = ["time", "__index_level_0__", "city", "__index_level_x__", "value"].map(|n| Field::new(n, DataType::Int64, true));
+        let plain = Schema::new(fields.to_vec());
+        assert_eq!(super::pandas_index_columns(&plain), vec!["__index_level_0__"]);
+        let meta = r#"{"index_columns": ["city", {"kind": "range", "start": 0, "stop": 3, "step": 1}], "columns": []}"#;
+        let named = Schema::new_with_metadata(fields.to_vec(), HashMap::from([("pandas".to_owned(), meta.to_owned())]));
+        assert_eq!(super::pandas_index_columns(&named), vec!["__index_level_0__", "city"]);
+        let broken = Schema::new_with_metadata(fields.to_vec(), HashMap::from([("pandas".to_owned(), "{not json".to_owned())]));
+        assert_eq!(super::pandas_index_columns(&broken), vec!["__index_level_0__"]);
     }
 }

@@ -6,12 +6,20 @@
 //! text, a number its literal exactly as written (never through `f64`, which
 //! would change `0.1000000000000000055` or a 20-digit integer), `true`/`false`
 //! those words, `null` or a missing key NULL, and an object or array its JSON
-//! text as written (valid JSON for a `json`/`jsonb` column). Keys that are not
-//! columns are ignored after their values are checked — the rule of
-//! PostgreSQL's own `json_populate_record` — and when a key repeats, the last
-//! value wins, as in `jsonb`. A line that is empty or only whitespace is
-//! skipped; anything else that is not exactly one valid JSON object is a bad
-//! record.
+//! text as written (valid JSON for a `json`/`jsonb` column). When a key
+//! repeats, the last value wins, as in `jsonb`. A line that is empty or only
+//! whitespace is skipped; anything else that is not exactly one valid JSON
+//! object is a bad record.
+//!
+//! A key that names no column of the table is a bad record too, as an
+//! unknown column is in a CSV header or a line of line protocol: a typo
+//! (`usgae`) or a column never added would otherwise load as NULL without a
+//! word. Keys match columns exactly (`HOST` is not `host`; the reason then
+//! names the column it differs from only in case). A key of a column the load
+//! leaves out ([`UnknownKeys::other_columns`]: not among the columns chosen,
+//! or generated) is skipped, and [`UnknownKeys::ignore`] skips every key that
+//! is not a loaded column, after its value is checked: the rule of
+//! PostgreSQL's own `json_populate_record`.
 //!
 //! The scanner is written here rather than taken from `serde_json` because it
 //! never builds a value: it validates the line in one pass, records where each
@@ -19,7 +27,7 @@
 //! those bytes into the reused [`Fields`]. Record boundaries are plain
 //! newlines, since a raw newline cannot occur inside a JSON string.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use memchr::{memchr, memchr2, memrchr};
 
@@ -34,6 +42,23 @@ pub struct JsonlParser {
     columns: Vec<String>,
     /// Column index by name, for keys that do not come in column order.
     index: HashMap<Box<[u8]>, usize>,
+    unknown: UnknownKeys,
+    /// `unknown.other_columns`, looked up by key.
+    others: HashSet<Box<[u8]>>,
+}
+
+/// What a key that names no loaded column does to its record.
+#[derive(Debug, Clone, Default)]
+pub struct UnknownKeys {
+    /// Skip every such key (its value is still checked) instead of refusing
+    /// the record.
+    pub ignore: bool,
+    /// Columns of the table the load does not fill (left out of its column
+    /// list, or generated): a key naming one is skipped, not refused.
+    pub other_columns: Vec<String>,
+    /// What to do about a refused key, appended to the reason ("add it, or
+    /// …").
+    pub hint: String,
 }
 
 /// Where a column's value is, once its line has been scanned.
@@ -73,11 +98,46 @@ impl JsonlParser {
                 return Err(OptionsError::new(format!("column {c:?} is listed twice")));
             }
         }
-        Ok(JsonlParser { columns, index })
+        Ok(JsonlParser { columns, index, unknown: UnknownKeys::default(), others: HashSet::new() })
+    }
+
+    /// Sets what a key that names no loaded column does (by default the
+    /// record is refused).
+    pub fn unknown_keys(mut self, unknown: UnknownKeys) -> Self {
+        self.others = unknown.other_columns.iter().map(|c| c.as_bytes().into()).collect();
+        self.unknown = unknown;
+        self
     }
 
     pub fn columns(&self) -> &[String] {
         &self.columns
+    }
+
+    /// Whether a key that names no loaded column refuses its record.
+    #[inline]
+    fn refuses(&self, key: &[u8]) -> bool {
+        !self.unknown.ignore && !self.others.contains(key)
+    }
+
+    /// Why a record with these unknown keys is refused.
+    fn unknown_reason(&self, keys: &[String]) -> String {
+        let mut keys = keys.to_vec();
+        let mut seen = HashSet::new();
+        keys.retain(|k| seen.insert(k.clone()));
+        let quoted: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+        let (what, such) = if keys.len() == 1 { ("column", "such column") } else { ("columns", "such columns") };
+        let every = self.columns.iter().chain(&self.unknown.other_columns);
+        let near: Vec<String> =
+            keys.iter().filter_map(|k| every.clone().find(|c| c.eq_ignore_ascii_case(k))).map(|c| c.to_owned()).collect();
+        let mut reason = format!("unknown {what} {}: the table has no {such}", quoted.join(", "));
+        if !near.is_empty() {
+            reason.push_str(&format!(" (did you mean {}? keys match columns exactly)", near.join(", ")));
+        }
+        if !self.unknown.hint.is_empty() {
+            reason.push_str("; ");
+            reason.push_str(&self.unknown.hint);
+        }
+        reason
     }
 
     /// The column a key names, trying first the column after the previous
@@ -91,11 +151,13 @@ impl JsonlParser {
     }
 
     /// Scans one line. `Ok(false)` for a blank line; otherwise fills `slots`
-    /// (one per column) and `scratch`.
-    fn scan_line(&self, line: &[u8], slots: &mut Vec<Slot>, scratch: &mut Vec<u8>) -> JsonResult<bool> {
+    /// (one per column), `scratch`, and `unknown` with the keys that refuse
+    /// the record.
+    fn scan_line(&self, line: &[u8], slots: &mut Vec<Slot>, scratch: &mut Vec<u8>, unknown: &mut Vec<Slot>) -> JsonResult<bool> {
         slots.clear();
         slots.resize(self.columns.len(), Slot::Null);
         scratch.clear();
+        unknown.clear();
         let mut s = Scanner { line, i: 0 };
         s.skip_ws();
         match s.peek() {
@@ -113,11 +175,15 @@ impl JsonlParser {
                     return Err(s.error("expected a string key"));
                 }
                 let key = s.string(scratch)?;
-                let column = match key {
-                    Slot::Line(a, b) => self.column(&line[a..b], expected),
-                    Slot::Scratch(a, b) => self.column(&scratch[a..b], expected),
-                    Slot::Null => None,
+                let key_bytes = match key {
+                    Slot::Line(a, b) => &line[a..b],
+                    Slot::Scratch(a, b) => &scratch[a..b],
+                    Slot::Null => &[],
                 };
+                let column = self.column(key_bytes, expected);
+                if column.is_none() && self.refuses(key_bytes) {
+                    unknown.push(key);
+                }
                 s.skip_ws();
                 s.expect(b':', "expected ':' after a key")?;
                 s.skip_ws();
@@ -367,6 +433,7 @@ impl RecordParser for JsonlParser {
         let mut fields = Fields::new();
         let mut slots = Vec::with_capacity(self.columns.len());
         let mut scratch = Vec::new();
+        let mut unknown = Vec::new();
         let mut start = 0;
         while start < chunk.len() {
             let (end, next) = match memchr(b'\n', &chunk[start..]) {
@@ -378,8 +445,19 @@ impl RecordParser for JsonlParser {
             if next - start > MAX_RECORD_BYTES {
                 on_error(RecordError { pos, reason: TOO_LONG.into() });
             } else {
-                match self.scan_line(line, &mut slots, &mut scratch) {
+                match self.scan_line(line, &mut slots, &mut scratch, &mut unknown) {
                     Ok(false) => {}
+                    Ok(true) if !unknown.is_empty() => {
+                        let keys: Vec<String> = unknown
+                            .iter()
+                            .map(|k| match *k {
+                                Slot::Line(a, b) => String::from_utf8_lossy(&line[a..b]).into_owned(),
+                                Slot::Scratch(a, b) => String::from_utf8_lossy(&scratch[a..b]).into_owned(),
+                                Slot::Null => String::new(),
+                            })
+                            .collect();
+                        on_error(RecordError { pos, reason: self.unknown_reason(&keys) });
+                    }
                     Ok(true) => {
                         fields.clear();
                         for slot in &slots {
@@ -432,9 +510,13 @@ mod tests {
         Some(v.to_owned())
     }
 
+    fn ignoring(columns: &[&str]) -> JsonlParser {
+        jsonl(columns).unknown_keys(UnknownKeys { ignore: true, ..UnknownKeys::default() })
+    }
+
     #[test]
     fn values_map_to_columns() {
-        let p = jsonl(&["a", "b", "c", "d", "e", "f"]);
+        let p = ignoring(&["a", "b", "c", "d", "e", "f"]);
         let input = br#"{"f": [1, {"x": "y\n"}], "a": "h\u00e9\"\ud83d\ude00", "b": -0.1000000000000000055e+10, "c": true, "zz": {"q": 1}, "d": null}"#;
         let (events, _) = parse_all(&p, input);
         let (fields, pos) = events[0].clone().unwrap_record();
@@ -486,6 +568,44 @@ mod tests {
         let p = jsonl(&["a\"b", "é"]);
         let (events, _) = parse_all(&p, br#"{"\u00e9": 1, "a\"b": "x"}"#);
         assert_eq!(events[0].clone().unwrap_record().0, vec![s("x"), s("1")]);
+    }
+
+    #[test]
+    fn a_key_that_names_no_column_refuses_its_record_and_says_what_to_do() {
+        let hint = "add it, or load with --ignore-unknown to drop such keys";
+        let p = jsonl(&["time", "host", "usage"]).unknown_keys(UnknownKeys {
+            ignore: false,
+            other_columns: vec!["note".into()],
+            hint: hint.into(),
+        });
+        let input = concat!(
+            "{\"time\": 1, \"host\": \"a\", \"usage\": 5}\n",
+            "{\"time\": 2, \"host\": \"a\", \"usgae\": 5}\n",
+            "{\"time\": 3, \"HOST\": \"x\", \"z\": [1], \"z\": 2}\n",
+            "{\"time\": 4, \"note\": \"left out by the load\"}\n",
+            "{\"time\": 5, \"usgae\": tru}\n",
+        );
+        let (events, _) = parse_all(&p, input.as_bytes());
+        assert_eq!(events.len(), 5);
+        assert_eq!(events[0].clone().unwrap_record().0, vec![s("1"), s("a"), s("5")]);
+        let err = events[1].clone().unwrap_error();
+        assert_eq!(err.reason, format!("unknown column \"usgae\": the table has no such column; {hint}"));
+        assert_eq!((err.pos.line, err.pos.offset), (2, 37));
+        let err = events[2].clone().unwrap_error();
+        assert_eq!(
+            err.reason,
+            format!(
+                "unknown columns \"HOST\", \"z\": the table has no such columns (did you mean host? keys match columns exactly); {hint}"
+            )
+        );
+        // A column the load leaves out is skipped; bad JSON is bad JSON first.
+        assert_eq!(events[3].clone().unwrap_record().0, vec![s("4"), None, None]);
+        assert!(events[4].clone().unwrap_error().reason.starts_with("invalid JSON at byte"));
+        // Ignoring unknown keys loads every line as before, the unknown keys dropped.
+        let p = ignoring(&["time", "host", "usage"]);
+        let (events, _) = parse_all(&p, input.as_bytes());
+        assert_eq!(events[1].clone().unwrap_record().0, vec![s("2"), s("a"), None]);
+        assert_eq!(events[2].clone().unwrap_record().0, vec![s("3"), None, None]);
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! reads the Time Series Benchmark Suite's `--format=timescaledb` files.
 //! CSV and text share one record loop (`lines.rs`): they differ only in how
 //! they scan a record, split one with quotes or escapes, and name its flaws.
+//! [`FileFormat::from_names`] says which columnar format a load's file names
+//! say, for every front end.
 //!
 //! # Shape of the hot path
 //!
@@ -47,6 +49,7 @@
 //! a test, is where speed is tracked.
 
 pub mod csv;
+mod file_format;
 pub mod json_array;
 pub mod jsonl;
 pub mod lineproto;
@@ -62,7 +65,8 @@ mod skip_tests;
 pub(crate) mod tests_support;
 
 pub use csv::{CsvOptions, CsvParser};
-pub use jsonl::JsonlParser;
+pub use file_format::FileFormat;
+pub use jsonl::{JsonlParser, UnknownKeys};
 pub use text::{TextOptions, TextParser};
 pub use tsbs::{TsbsHeader, TsbsParser, TsbsRecord, parse_tsbs_header};
 

@@ -124,7 +124,11 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
 /// to resume it. No row was committed before (0).
 fn unjournaled(opened: &super::input::Opened, progress: &mut dyn LoadProgress) -> usize {
     if opened.identity.is_none() && opened.delivery == Delivery::Rerun {
-        progress.notice("stdin without a load id is not journaled: an interrupted load cannot be resumed");
+        progress.notice(&format!(
+            "{} without a load id is not journaled: if this load is interrupted it cannot be resumed, and running it again loads every row again; give {} to make it resumable",
+            opened.names.join(", "),
+            crate::setting::Setting::LoadId.with("NAME")
+        ));
     }
     0
 }

@@ -91,10 +91,17 @@ pub(crate) async fn open_journal(
 }
 
 /// Says (once) that the server is being waited for, then pauses; the error
-/// itself once `retry_for` is over.
+/// itself once `retry_for` is over, or at once when the load is stopped
+/// (nothing has moved yet: a Ctrl-C need not wait out the retries).
 async fn wait_or_fail(backoff: &mut Backoff, e: LoadError, spec: &LoadSpec, progress: &mut dyn LoadProgress) -> Result<(), LoadError> {
     if backoff.attempts() == 0 {
         progress.notice(&format!("{e}; retrying for up to {:?}", spec.retry_for));
     }
-    if backoff.wait().await { Ok(()) } else { Err(e) }
+    let stopped = || spec.cancel.load(std::sync::atomic::Ordering::Relaxed);
+    let Some(pause) = backoff.next_pause().filter(|_| !stopped()) else { return Err(e) };
+    let until = tokio::time::Instant::now() + pause;
+    while tokio::time::Instant::now() < until && !stopped() {
+        tokio::time::sleep_until(until.min(tokio::time::Instant::now() + std::time::Duration::from_millis(50))).await;
+    }
+    if stopped() { Err(e) } else { Ok(()) }
 }

@@ -51,7 +51,7 @@ impl Input for FeedInput {
         progress: &'a mut dyn LoadProgress,
     ) -> BoxFuture<'a, Result<Prepared, LoadError>> {
         match self.format {
-            FeedFormat::Text(f) => kind::delimited::prepare(spec, f, false, control, progress).boxed(),
+            FeedFormat::Text(f) => kind::delimited::prepare(spec, f, (false, false), control, progress).boxed(),
             FeedFormat::Values => kind::values::prepare(spec, control, progress).boxed(),
         }
     }

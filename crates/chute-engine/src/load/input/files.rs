@@ -55,7 +55,7 @@ impl Input for Files {
         control: &'a tokio_postgres::Client,
         progress: &'a mut dyn LoadProgress,
     ) -> BoxFuture<'a, Result<Prepared, LoadError>> {
-        kind::delimited::prepare(spec, self.format, self.by_ref(), control, progress).boxed()
+        kind::delimited::prepare(spec, self.format, (self.by_ref(), true), control, progress).boxed()
     }
 
     fn open(&self, spec: &LoadSpec, prepared: &Prepared) -> Result<Opened, LoadError> {

@@ -5,16 +5,17 @@
 use std::sync::Arc;
 
 use chute_core::parse::csv::{CsvOptions, CsvParser};
-use chute_core::parse::jsonl::JsonlParser;
+use chute_core::parse::jsonl::{JsonlParser, UnknownKeys};
 use chute_core::parse::text::{TextOptions, TextParser};
 use chute_core::parse::{ChunkEnd, Fields, Format, RecordError, RecordPos};
 use chute_core::rowenc::{Memo, RowEncoder, RowOutcome, write_text_row};
 
 use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
 use super::super::routing::Routing;
-use super::super::target::ColumnPlan;
+use super::super::target::{ColumnPlan, TableColumn};
 use super::super::{LoadError, LoadProgress, LoadSpec};
 use super::{Kind, Prepared};
+use crate::setting::Setting;
 
 /// The delimited text formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +27,15 @@ pub enum TextFormat {
     Jsonl,
 }
 
-fn make_format(spec: &LoadSpec, format: TextFormat, plan: &ColumnPlan) -> Result<Box<dyn Format>, LoadError> {
+/// The parser of `format` for the planned columns; `ignorable`: the user
+/// can choose to drop JSON keys the table lacks (the hint says how).
+fn make_format(
+    spec: &LoadSpec,
+    format: TextFormat,
+    plan: &ColumnPlan,
+    table: &[TableColumn],
+    ignorable: bool,
+) -> Result<Box<dyn Format>, LoadError> {
     let setup = |e: chute_core::parse::OptionsError| LoadError::Setup(e.to_string());
     Ok(match format {
         TextFormat::Csv => {
@@ -53,21 +62,30 @@ fn make_format(spec: &LoadSpec, format: TextFormat, plan: &ColumnPlan) -> Result
             o.expected_fields = Some(plan.targets.len());
             Box::new(TextParser::new(o).map_err(setup)?)
         }
-        TextFormat::Jsonl => Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?),
+        TextFormat::Jsonl => {
+            // A key the table has no column for is refused, unless the load ignores such keys.
+            let other_columns = table.iter().filter(|c| !plan.targets.iter().any(|t| t.name == c.name)).map(|c| c.name.clone()).collect();
+            let hint =
+                if ignorable { format!("add it, or load with {} to drop such keys", Setting::IgnoreUnknown) } else { "add it".to_owned() };
+            let unknown = UnknownKeys { ignore: spec.ignore_unknown, other_columns, hint };
+            Box::new(JsonlParser::new(plan.targets.iter().map(|t| t.name.clone()).collect()).map_err(setup)?.unknown_keys(unknown))
+        }
     })
 }
 
 /// Prepares a load of delimited text into one table; `by_ref`: rows keep
-/// their records by position (every input is a plain file, see `Filed::by_ref`).
+/// their records by position (every input is a plain file, see
+/// `Filed::by_ref`); `ignorable`: the load's user can choose to drop JSON
+/// keys the table lacks (`ignore_unknown`: a service's clients cannot).
 pub async fn prepare(
     spec: &LoadSpec,
     format: TextFormat,
-    by_ref: bool,
+    (by_ref, ignorable): (bool, bool),
     control: &tokio_postgres::Client,
     progress: &mut dyn LoadProgress,
 ) -> Result<Prepared, LoadError> {
     let t = super::one_table(spec, control, progress, None, spec.columns.as_deref()).await?;
-    let parser: Arc<dyn Format> = Arc::from(make_format(spec, format, &t.plan)?);
+    let parser: Arc<dyn Format> = Arc::from(make_format(spec, format, &t.plan, &t.columns, ignorable)?);
     let kind = Arc::new(Delimited {
         format: parser.clone(),
         encoder: RowEncoder::new(t.plan.targets.clone(), t.ctx),
