@@ -23,7 +23,13 @@ pub fn python() -> PathBuf {
     MADE.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let py = root.join("target/pyarrow/bin/python");
-        let ready = || Command::new(&py).args(["-c", "import pyarrow, pandas, polars"]).status().is_ok_and(|s| s.success());
+        let ready = || {
+            Command::new(&py)
+                .args(["-c", "import pyarrow, pandas, polars"])
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .status()
+                .is_ok_and(|s| s.success())
+        };
         if !ready() {
             let status = Command::new("bash").arg(root.join("scripts/ensure-deps")).arg("--pyarrow").status();
             assert!(status.is_ok_and(|s| s.success()) && ready(), "cannot make target/pyarrow: run scripts/ensure-deps --pyarrow");
@@ -37,7 +43,7 @@ pub fn python() -> PathBuf {
 pub fn run_python(dir: &Path, script: &str, args: &[&str]) -> String {
     let path = dir.join("script.py");
     std::fs::write(&path, script).unwrap();
-    let out = Command::new(python()).current_dir(dir).arg(&path).args(args).output().unwrap();
+    let out = Command::new(python()).current_dir(dir).arg(&path).args(args).env("PYTHONDONTWRITEBYTECODE", "1").output().unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "python failed:\n{stdout}\n{stderr}");
     stdout.into_owned()
