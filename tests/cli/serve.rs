@@ -3,32 +3,36 @@
 //! tokens, health, readiness, metrics, and SIGTERM.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use chute_testkit::process::{ChildGuard, spawn};
 use chute_testkit::shared;
 
 use crate::common::{chute, create_time_partitioned, open_tempdir};
 
-/// A running `chute serve` on a free loopback port.
+/// A running `chute serve` on a free loopback port, killed when dropped.
 pub struct Server {
-    pub child: Child,
+    pub child: ChildGuard,
     pub base: String,
     pub log: Arc<Mutex<String>>,
+    /// Closed when the log's reader has read all of stderr (serve exited).
+    log_done: std::sync::mpsc::Receiver<()>,
 }
 
 impl Server {
     pub fn start(url: &str, extra: &[&str]) -> Server {
         let listen: &[&str] = if extra.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
-        let mut child =
-            chute().args(["--url", url, "serve"]).args(listen).args(extra).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = spawn(chute().args(["--url", url, "serve"]).args(listen).args(extra).stdout(Stdio::null()).stderr(Stdio::piped()));
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, log_done) = std::sync::mpsc::channel::<()>();
         {
             let log = log.clone();
             std::thread::spawn(move || {
+                let _done = done_tx;
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                     if let Some(addr) = line.strip_prefix("chute serve: listening on ") {
                         let _ = tx.send(addr.to_owned());
@@ -39,27 +43,22 @@ impl Server {
         }
         let base =
             rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("chute serve did not start:\n{}", log.lock().unwrap()));
-        Server { child, base, log }
+        Server { child, base, log, log_done }
     }
 
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
 
-    /// SIGTERM, then the exit code.
+    /// SIGTERM, then the exit code and the whole log.
     pub fn terminate(mut self) -> (Option<i32>, String) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let status = self.child.wait().unwrap();
-        std::thread::sleep(Duration::from_millis(100));
+        self.child.terminate();
+        let status = self.child.wait_within(Duration::from_secs(120), "chute serve after SIGTERM");
+        // The log is whole once its reader has seen the end of stderr.
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = self.log_done.recv_timeout(Duration::from_secs(10)) {
+            panic!("chute serve exited, but its stderr was still open 10 s later:\n{}", self.log());
+        }
         (status.code(), self.log())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -380,6 +379,7 @@ async fn an_idempotency_key_of_a_dropped_table_writes_into_the_new_one() {
     let began = Instant::now();
     let mut last = post(&write, &key, good);
     while last.0 != 204 && began.elapsed() < Duration::from_secs(60) {
+        // A client's pause before its retry.
         std::thread::sleep(Duration::from_millis(250));
         last = post(&write, &key, good);
     }
@@ -400,6 +400,7 @@ async fn an_idempotency_key_of_a_dropped_table_writes_into_the_new_one() {
     c.batch_execute(&format!("DROP TABLE {leaf}")).await.unwrap();
     let mut answers = vec![post(&write, &[], good)];
     while answers.last().unwrap().0 != 204 && answers.len() < 100 {
+        // A client's pause before its retry.
         std::thread::sleep(Duration::from_millis(250));
         answers.push(post(&write, &[], good));
     }

@@ -178,8 +178,7 @@ async fn run(crash: bool) {
         cluster.cluster.restart(chute_engine::local::StopMode::Fast).unwrap();
         wait_sent(&writer, now_s(), Duration::from_secs(60));
         let mut killed = server.take().unwrap();
-        killed.child.kill().unwrap();
-        killed.child.wait().unwrap();
+        killed.child.kill();
         let killed_log = killed.log();
         drop(killed);
         // Down for a few scrapes: chute's target is down, Prometheus retries.
