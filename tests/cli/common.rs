@@ -122,6 +122,17 @@ where
     }
 }
 
+/// [`wait_for`] on a thread that may block: polls `check` every 20 ms until
+/// it holds; panics naming `what` after `limit`.
+pub fn wait_for_blocking(what: &str, limit: std::time::Duration, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        // The polling pace.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Whether another session waits for a lock while running a statement
 /// matching the regular expression `pattern`.
 pub async fn waits_for_lock(c: &tokio_postgres::Client, pattern: &str) -> bool {

@@ -330,7 +330,16 @@ async fn a_run_that_lost_its_lock_stops_when_another_takes_over() {
     // The first run's control connection drops: its lock is gone, its COPY worker is not.
     c.execute("SELECT pg_terminate_backend($1)", &[&first_pid]).await.unwrap();
     until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER} AND pid <> {first_pid})"), "the second run's lock").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The second run's claim of the load waits for the first run's batch in
+    // flight (it holds the load's row): once our lock goes, that batch
+    // commits, the claim follows, and the first run's next batch finds the load taken.
+    until(
+        &c,
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ~ 'INSERT INTO chute\\.loads'
+                         AND pid <> pg_backend_pid())",
+        "the second run's claim to wait for the first run's batch",
+    )
+    .await;
     txn.commit().await.unwrap();
     let (first, second) =
         (exit_within(first, Duration::from_secs(300), "the first run"), exit_within(second, Duration::from_secs(300), "the second run"));

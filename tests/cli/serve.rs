@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use chute_testkit::process::{ChildGuard, spawn};
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, open_tempdir};
+use crate::common::{chute, create_time_partitioned, open_tempdir, wait_for_blocking};
 
 /// A running `chute serve` on a free loopback port, killed when dropped.
 pub struct Server {
@@ -81,6 +81,22 @@ pub fn get(url: &str) -> (u16, String) {
     let mut resp = agent().get(url).call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
     let status = resp.status().as_u16();
     (status, resp.body_mut().read_to_string().unwrap_or_default())
+}
+
+/// The value of `name` (a metric's name, or its name and every label) on
+/// serve's `/metrics` at `base`, summed over its label sets; 0 while it has none.
+pub fn metric(base: &str, name: &str) -> f64 {
+    let (_, text) = get(&format!("{base}/metrics"));
+    text.lines()
+        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with([' ', '{'])))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Requests whose rows serve has handed to their tables' loads (they wait
+/// for their commit from then on).
+pub fn enqueued(base: &str) -> f64 {
+    metric(base, "chute_request_stage_seconds_count{stage=\"enqueue\"}")
 }
 
 pub fn gzip(b: &[u8]) -> Vec<u8> {
@@ -284,7 +300,7 @@ async fn sigterm_answers_requests_in_flight_then_exits_143() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_blocking("the 8 requests to wait for their batch", Duration::from_secs(60), || enqueued(&s.base) >= 8.0);
     let began = Instant::now();
     let (code, log) = s.terminate();
     assert_eq!(code, Some(143), "{log}");
