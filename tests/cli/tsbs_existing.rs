@@ -134,21 +134,20 @@ async fn tsbs_into_the_rds_partman_ddl_loads_every_row_with_one_tag_row_per_set(
     assert!(count(&c, "SELECT count(*) FROM tags WHERE fleet IS NULL OR driver IS NULL OR model IS NULL").await > 0, "NULL tags met");
 
     // Two more loads of the same file at once (other load ids) find every tag set: no new tags row.
-    let start = |id: &str| {
-        spawn(
-            chute()
-                .args(["--url", &db.url(), "load", "--format", "tsbs", &file, "--load-id", id])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped()),
-        )
-    };
-    let (a, b) = (start("again-1"), start("again-2"));
-    for child in [a, b] {
+    loads_at_once(&db.url(), &file, ["again-1", "again-2"]);
+    assert_eq!(count(&c, "SELECT count(*) FROM tags").await, want.tag_sets as i64);
+    assert_eq!(count(&c, "SELECT count(*) FROM readings").await, 3 * want.rows["readings"]);
+}
+
+/// Loads of the tsbs `file` at once, one per load id; each must succeed.
+fn loads_at_once(url: &str, file: &str, ids: [&str; 2]) {
+    let children = ids.map(|id| {
+        spawn(chute().args(["--url", url, "load", "--format", "tsbs", file, "--load-id", id]).stdout(Stdio::null()).stderr(Stdio::piped()))
+    });
+    for child in children {
         let out = exit_within(child, Duration::from_secs(300), "a tsbs load");
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     }
-    assert_eq!(count(&c, "SELECT count(*) FROM tags").await, want.tag_sets as i64);
-    assert_eq!(count(&c, "SELECT count(*) FROM readings").await, 3 * want.rows["readings"]);
 }
 
 #[tokio::test]
@@ -162,19 +161,7 @@ async fn new_tag_sets_in_parallel_loads_get_one_tags_row_each() {
     c.batch_execute(&ddl).await.unwrap();
     let file = iot_sample();
     let want = expected_from_sample(&file);
-    let start = |id: &str| {
-        spawn(
-            chute()
-                .args(["--url", &db.url(), "load", "--format", "tsbs", &file, "--load-id", id])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped()),
-        )
-    };
-    let (a, b) = (start("one"), start("two"));
-    for child in [a, b] {
-        let out = exit_within(child, Duration::from_secs(300), "a tsbs load");
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    }
+    loads_at_once(&db.url(), &file, ["one", "two"]);
     assert_eq!(count(&c, "SELECT count(*) FROM tags").await, want.tag_sets as i64);
     assert_eq!(count(&c, "SELECT count(*) FROM diagnostics").await, 2 * want.rows["diagnostics"]);
 }
