@@ -7,11 +7,12 @@
 
 use std::io::Write;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::shared;
 
-use crate::common::{chute, open_tempdir, run_expect};
+use crate::common::{chute, open_tempdir, run_expect, wait_for};
 
 /// Line `n` of the input: ids are line numbers; every 997th row is bad.
 fn row(n: u64) -> String {
@@ -37,14 +38,14 @@ async fn a_stopped_load_says_up_to_which_line_everything_is_committed() {
     let url = db.url();
     // Stdin that stays open: the load cannot finish, so the stop always
     // lands in the middle, after some batches committed and with rows in flight.
-    let mut child = chute()
-        .current_dir(dir.path())
-        .args(["--url", &url, "load", "a", "-", "--load-id", "acks-1", "--flush-every", "100ms", "--reject-file", "a.rejects"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .current_dir(dir.path())
+            .args(["--url", &url, "load", "a", "-", "--load-id", "acks-1", "--flush-every", "100ms", "--reject-file", "a.rejects"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let sent = 300_000u64;
     let body: String = (1..=sent).map(row).collect();
@@ -54,18 +55,12 @@ async fn a_stopped_load_says_up_to_which_line_everything_is_committed() {
     let first_body: String = (1..=first).map(row).collect();
     stdin.write_all(first_body.as_bytes()).unwrap();
     stdin.flush().unwrap();
-    let began = Instant::now();
-    loop {
-        let n: i64 = c.query_one("SELECT count(*) FROM a", &[]).await.unwrap().get(0);
-        if n > 100_000 {
-            break;
-        }
-        assert!(began.elapsed() < Duration::from_secs(60), "the load committed only {n} rows in 60 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
+    wait_for("the load to commit 100,000 rows", Duration::from_secs(60), || async {
+        c.query_one("SELECT count(*) FROM a", &[]).await.unwrap().get::<_, i64>(0) > 100_000
+    })
+    .await;
+    child.interrupt();
+    let out = exit_within(child, Duration::from_secs(60), "the load after SIGINT");
     drop(stdin);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
@@ -89,16 +84,16 @@ async fn a_stopped_load_says_up_to_which_line_everything_is_committed() {
     assert_eq!(v[0]["committed_through"][0]["line"], serde_json::json!(line), "{json}");
 
     // The same stream again, whole: the rest loads, nothing twice.
-    let mut child = chute()
-        .current_dir(dir.path())
-        .args(["--url", &url, "load", "a", "-", "--load-id", "acks-1", "--reject-file", "a.rejects", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .current_dir(dir.path())
+            .args(["--url", &url, "load", "a", "-", "--load-id", "acks-1", "--reject-file", "a.rejects", "--json"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = exit_within(child, Duration::from_secs(120), "the load of the whole stream");
     assert_eq!(out.status.code(), Some(1), "rows were rejected: {}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // A load that finished: everything is committed, through the end.

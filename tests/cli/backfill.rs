@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::shared;
 
 use crate::common::{chute, column, create_time_partitioned, open_tempdir, run_expect, summary_value};
@@ -133,7 +134,7 @@ async fn a_kill_during_a_backfill_leaves_no_stray_table_and_the_rerun_loads_ever
         cmd.args(["--url", &url, "load", "bk"]).arg(&file).args(["--backfill", "on", "--json"]);
         cmd
     };
-    let mut child = cmd().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = spawn(cmd().stdout(Stdio::piped()).stderr(Stdio::piped()));
     // Wait until a backfill holds a partition nobody else can see yet (its
     // table's lock is held, its catalog row is not committed), and at least
     // one partition is attached, then kill -9.
@@ -155,13 +156,14 @@ async fn a_kill_during_a_backfill_leaves_no_stray_table_and_the_rerun_loads_ever
         }
         assert!(child.try_wait().unwrap().is_none(), "the load ended before it could be killed mid-backfill");
         assert!(began.elapsed() < Duration::from_secs(120), "no backfill was seen in progress");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    let _ = child.wait();
+    child.kill();
     // The killed session's transaction is rolled back: its table is gone with it.
     let began = Instant::now();
     while !strays(&c, "bk").await.is_empty() && began.elapsed() < Duration::from_secs(20) {
+        // Polling pace; the deadline is the loop's, the assertion below says what is left.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(strays(&c, "bk").await, Vec::<String>::new(), "a killed backfill left a standalone table");
@@ -185,15 +187,14 @@ async fn a_reader_never_sees_a_backfilled_partition_with_part_of_its_rows() {
     let file = dir.path().join("c.csv");
     write_rows(&file, 400_000);
     table(&url, &c, "br").await;
-    let child = chute().args(["--url", &url, "load", "br"]).arg(&file).args(["--backfill", "on"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = spawn(chute().args(["--url", &url, "load", "br"]).arg(&file).args(["--backfill", "on"]).stdout(Stdio::piped()));
     let reader = db.client().await;
     let mut seen: Vec<HashMap<String, i64>> = Vec::new();
-    let mut child = child;
-    while child.try_wait().unwrap().is_none() {
+    while child.running() {
         let rows = reader.query("SELECT tableoid::regclass::text, count(*) FROM br GROUP BY 1", &[]).await.unwrap();
         seen.push(rows.iter().map(|r| (r.get(0), r.get(1))).collect());
     }
-    assert!(child.wait().unwrap().success());
+    assert!(child.wait_within(Duration::from_secs(60), "the load").success());
     let last: HashMap<String, i64> = reader
         .query("SELECT tableoid::regclass::text, count(*) FROM br GROUP BY 1", &[])
         .await
@@ -260,18 +261,19 @@ async fn two_loads_backfilling_the_same_hours_at_once_both_land_every_row_once()
     // and finds the partition made).
     for (table_name, other) in [("bt", "on"), ("bt_mixed", "off")] {
         table(&url, &c, table_name).await;
-        let spawn = |f: &std::path::Path, mode: &str| {
-            chute()
-                .args(["--url", &url, "load", table_name])
-                .arg(f)
-                .args(["--backfill", mode])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+        let start = |f: &std::path::Path, mode: &str| {
+            spawn(
+                chute()
+                    .args(["--url", &url, "load", table_name])
+                    .arg(f)
+                    .args(["--backfill", mode])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped()),
+            )
         };
-        let (x, y) = (spawn(&a, "on"), spawn(&b, other));
-        let (x, y) = (x.wait_with_output().unwrap(), y.wait_with_output().unwrap());
+        let (x, y) = (start(&a, "on"), start(&b, other));
+        let (x, y) =
+            (exit_within(x, Duration::from_secs(300), "the first load"), exit_within(y, Duration::from_secs(300), "the second load"));
         for o in [&x, &y] {
             assert!(o.status.success(), "{other}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
             // The race is told in words: never the server's catalog index.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use chute_testkit::process::{ChildGuard, exit_within, spawn};
 use chute_testkit::shared;
 
 use crate::common::{chute, column, open_tempdir, run_expect, summary_value};
@@ -223,12 +224,12 @@ async fn writers_into_a_partition_being_swapped_lose_no_row_fail_no_statement_an
     let file = dir.path().join("c.csv");
     // Three hours of 500 devices.
     write_rows(&file, 500, 540_000);
-    let mut child =
-        chute().args(["--url", &url, "load", "sww", "--lock-timeout", "300ms"]).arg(&file).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = spawn(chute().args(["--url", &url, "load", "sww", "--lock-timeout", "300ms"]).arg(&file).stdout(Stdio::piped()));
     let began = Instant::now();
     while !swap_in_progress(&c).await {
-        assert!(child.try_wait().unwrap().is_none(), "the load ended before a swap was seen");
+        assert!(child.running(), "the load ended before a swap was seen");
         assert!(began.elapsed() < Duration::from_secs(60), "no swap was seen in progress");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // Two writers insert one row per statement into the first hour (being
@@ -253,7 +254,7 @@ async fn writers_into_a_partition_being_swapped_lose_no_row_fail_no_statement_an
             (n, worst)
         }));
     }
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || exit_within(child, Duration::from_secs(300), "the load")).await.unwrap();
     done.store(true, Ordering::Relaxed);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{stdout}");
@@ -298,22 +299,24 @@ async fn kills_during_swapping_loads_then_the_same_command_load_every_row_once_a
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
     eprintln!("kill points from seed {seed}");
     for round in 0..3u32 {
-        let mut child = cmd().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = spawn(cmd().stdout(Stdio::piped()).stderr(Stdio::piped()));
         let began = Instant::now();
         while !swap_in_progress(&c).await {
-            if child.try_wait().unwrap().is_some() {
+            if !child.running() {
                 break;
             }
             assert!(began.elapsed() < Duration::from_secs(60), "no swap was seen in progress");
+            // Polling pace; the deadline is above.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // Somewhere in the swap: filling, building indexes, or in the locked step.
+        // Somewhere in the swap: filling, building indexes, or in the locked
+        // step. The kill point, drawn from the printed seed, is the test's subject.
         let delay = (seed.rotate_left(round * 7) % 600) as u64;
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-        let _ = child.wait();
+        child.kill();
         let began = Instant::now();
         while !strays(&c).await.is_empty() && began.elapsed() < Duration::from_secs(20) {
+            // Polling pace; the deadline is the loop's, the assertion below says what is left.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert_eq!(strays(&c).await, Vec::<String>::new(), "round {round}: a killed swap left its table");
@@ -369,8 +372,11 @@ async fn two_loads_filling_the_same_empty_partitions_at_once_and_the_same_comman
     let (a, b) = (dir.path().join("even.csv"), dir.path().join("odd.csv"));
     std::fs::write(&a, even.join("\n") + "\n").unwrap();
     std::fs::write(&b, odd.join("\n") + "\n").unwrap();
-    let spawn = |table: &str, f: &std::path::Path, extra: &[&str]| {
-        chute().args(["--url", &url, "load", table]).arg(f).args(extra).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    let start = |table: &str, f: &std::path::Path, extra: &[&str]| {
+        spawn(chute().args(["--url", &url, "load", table]).arg(f).args(extra).stdout(Stdio::piped()).stderr(Stdio::piped()))
+    };
+    let finish = |x: ChildGuard, y: ChildGuard| {
+        (exit_within(x, Duration::from_secs(300), "the first load"), exit_within(y, Duration::from_secs(300), "the second load"))
     };
     let ok = |o: &std::process::Output| {
         assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
@@ -379,8 +385,8 @@ async fn two_loads_filling_the_same_empty_partitions_at_once_and_the_same_comman
     // Two loads, each wanting to swap the same four hours: the one whose
     // swap commits second finds the partition replaced and loads into it.
     premade(&url, &c, "swt", 5).await;
-    let (x, y) = (spawn("swt", &a, &[]), spawn("swt", &b, &[]));
-    let (x, y) = (ok(&x.wait_with_output().unwrap()), ok(&y.wait_with_output().unwrap()));
+    let (x, y) = finish(start("swt", &a, &[]), start("swt", &b, &[]));
+    let (x, y) = (ok(&x), ok(&y));
     let loaded: u64 = [&x, &y].iter().map(|o| summary_value(o, "rows loaded").parse::<u64>().unwrap()).sum();
     assert_eq!(loaded, 144_000, "{x}{y}");
     let r = c.query_one("SELECT count(*), count(DISTINCT (dev_id, time)) FROM swt", &[]).await.unwrap();
@@ -390,8 +396,8 @@ async fn two_loads_filling_the_same_empty_partitions_at_once_and_the_same_comman
     // The same command twice at once, with --wait: the second waits for the
     // first, then finds every row committed.
     premade(&url, &c, "sww2", 5).await;
-    let (x, y) = (spawn("sww2", &file, &["--wait"]), spawn("sww2", &file, &["--wait"]));
-    let (x, y) = (ok(&x.wait_with_output().unwrap()), ok(&y.wait_with_output().unwrap()));
+    let (x, y) = finish(start("sww2", &file, &["--wait"]), start("sww2", &file, &["--wait"]));
+    let (x, y) = (ok(&x), ok(&y));
     let loaded: Vec<String> = [&x, &y].iter().map(|o| summary_value(o, "rows loaded").to_owned()).collect();
     assert!(loaded.contains(&"144000".to_owned()) && loaded.contains(&"0".to_owned()), "{x}{y}");
     assert!([&x, &y].iter().any(|o| o.contains("swapped in        4 ")), "{x}{y}");
@@ -414,13 +420,13 @@ async fn a_server_restart_while_swaps_wait_for_their_locks_is_retried_and_every_
     // step waits for it (giving way every --lock-timeout and trying again)…
     let holder = db.client().await;
     holder.batch_execute("BEGIN; LOCK TABLE ONLY swx IN ACCESS SHARE MODE").await.unwrap();
-    let child = chute()
-        .args(["--url", &url, "load", "swx", "--lock-timeout", "2s", "--retry-for", "2min"])
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(
+        chute()
+            .args(["--url", &url, "load", "swx", "--lock-timeout", "2s", "--retry-for", "2min"])
+            .arg(&file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     let watcher = db.client().await;
     crate::common::wait_for("a swap to wait for its locks", Duration::from_secs(60), || {
         crate::common::waits_for_lock(&watcher, "^LOCK TABLE ONLY")
@@ -429,7 +435,7 @@ async fn a_server_restart_while_swaps_wait_for_their_locks_is_retried_and_every_
     // …when the server restarts under them.
     cluster.cluster.restart(chute_engine::local::StopMode::Fast).unwrap();
     drop((holder, watcher));
-    let out = child.wait_with_output().unwrap();
+    let out = exit_within(child, Duration::from_secs(300), "the load through the restart");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stderr.contains("backfill of") && stderr.contains("retrying"), "the swap was retried: {stderr}");

@@ -7,7 +7,9 @@ use std::time::Duration;
 use chute_engine::local::StopMode;
 use chute_testkit::{ClusterSetup, TestCluster, TestDb};
 
-use crate::common::{Lines, chute, exit_within, open_tempdir, run_expect};
+use chute_testkit::process::{ChildGuard, Lines, exit_within, spawn};
+
+use crate::common::{chute, open_tempdir, run_expect};
 
 const PASSWORD: &str = "Sekr3t=n0de-pw";
 
@@ -297,6 +299,7 @@ async fn until_node_has_rows(s: &Setup, i: usize) {
     let started = std::time::Instant::now();
     while count(&node, "SELECT coalesce(sum(n_tup_ins), 0)::int8 FROM pg_stat_user_tables WHERE schemaname = 'public'").await == 0 {
         assert!(started.elapsed() < Duration::from_secs(60), "node {i} got no rows within 60 s");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -334,8 +337,8 @@ impl NodeOutage {
         cmd
     }
 
-    fn spawn(&self, retry_for: &str) -> std::process::Child {
-        self.load(retry_for).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+    fn spawn(&self, retry_for: &str) -> ChildGuard {
+        spawn(self.load(retry_for).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()))
     }
 }
 
@@ -390,7 +393,7 @@ async fn a_node_stopped_mid_load_is_retried_and_counts_are_exact() {
         seen.contains("retrying") || seen.contains("have waited")
     });
     s.nodes[1].cluster.start().unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = exit_within(child, Duration::from_secs(300), "the load once the node is back");
     let err = said.rest();
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("retrying"), "the node was not stopped while the load ran: {err}");
@@ -514,15 +517,15 @@ async fn local_start_with_nodes_then_the_demo_on_three_nodes() {
 /// Starts `chute load --atomic` with a pause at `hook`, waits for the pause and kills it (-9).
 fn kill_at(s: &Setup, table: &str, file: &std::path::Path, hook: &str) {
     use std::io::BufRead;
-    let mut child = chute()
-        .args(["--url", &s.url, "load", table])
-        .arg(file)
-        .args(["--columns", "time,dev_id,v", "--atomic"])
-        .env(hook, "60")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .args(["--url", &s.url, "load", table])
+            .arg(file)
+            .args(["--columns", "time,dev_id,v", "--atomic"])
+            .env(hook, "60")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped()),
+    );
     let stderr = child.stderr.take().unwrap();
     let mut seen = String::new();
     for line in std::io::BufReader::new(stderr).lines() {
@@ -534,8 +537,7 @@ fn kill_at(s: &Setup, table: &str, file: &std::path::Path, hook: &str) {
         }
     }
     assert!(seen.contains("pausing"), "the load ended before {hook}: {seen}");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
 }
 
 async fn prepared(s: &Setup) -> i64 {
@@ -671,10 +673,11 @@ async fn a_killed_distributed_load_resumes_per_node_and_two_at_once_load_each_ro
         cmd
     };
     // kill -9 once some rows are committed on the nodes.
-    let mut child = load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut child = spawn(load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()));
     let started = std::time::Instant::now();
     let mut journaled = 0;
     while journaled == 0 && started.elapsed() < Duration::from_secs(60) {
+        // Polling pace; the deadline is the loop's, the assertion below says what came of it.
         tokio::time::sleep(Duration::from_millis(50)).await;
         journaled = 0;
         for i in 0..3 {
@@ -684,15 +687,15 @@ async fn a_killed_distributed_load_resumes_per_node_and_two_at_once_load_each_ro
             }
         }
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     let partial = count(&c, "SELECT count(*) FROM m").await;
     assert!(partial > 0 && partial < rows as i64, "killed too late or too early: {partial}");
     // The rerun, started twice at once: one run loads the rest, the other is
     // refused (it names the holder) or finds nothing left.
-    let a = load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    let b = load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let a = spawn(load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()));
+    let b = spawn(load().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()));
+    let (a, b) =
+        (exit_within(a, Duration::from_secs(300), "the first rerun"), exit_within(b, Duration::from_secs(300), "the second rerun"));
     let codes = [a.status.code(), b.status.code()];
     assert!(codes.contains(&Some(0)), "{codes:?} {} {}", String::from_utf8_lossy(&a.stderr), String::from_utf8_lossy(&b.stderr));
     for o in [&a, &b] {

@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
+use chute_testkit::process::spawn;
 use chute_testkit::shared;
 use futures_util::SinkExt;
 
@@ -23,7 +24,13 @@ pub fn python() -> PathBuf {
     MADE.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let py = root.join("target/pyarrow/bin/python");
-        let ready = || Command::new(&py).args(["-c", "import pyarrow, pandas, polars"]).status().is_ok_and(|s| s.success());
+        let ready = || {
+            Command::new(&py)
+                .args(["-c", "import pyarrow, pandas, polars"])
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .status()
+                .is_ok_and(|s| s.success())
+        };
         if !ready() {
             let status = Command::new("bash").arg(root.join("scripts/ensure-deps")).arg("--pyarrow").status();
             assert!(status.is_ok_and(|s| s.success()) && ready(), "cannot make target/pyarrow: run scripts/ensure-deps --pyarrow");
@@ -37,7 +44,7 @@ pub fn python() -> PathBuf {
 pub fn run_python(dir: &Path, script: &str, args: &[&str]) -> String {
     let path = dir.join("script.py");
     std::fs::write(&path, script).unwrap();
-    let out = Command::new(python()).current_dir(dir).arg(&path).args(args).output().unwrap();
+    let out = Command::new(python()).current_dir(dir).arg(&path).args(args).env("PYTHONDONTWRITEBYTECODE", "1").output().unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "python failed:\n{stdout}\n{stderr}");
     stdout.into_owned()
@@ -211,18 +218,18 @@ async fn a_parquet_load_killed_again_and_again_then_resumed_has_every_row_once()
     let load = ["--url", url.as_str(), "load", "k", "k.parquet", "--create", "--key", "time", "--interval", "1h", "--batch-mb", "1"];
     for _ in 0..3 {
         let before = counts(&c, "k").await.0;
-        let mut child = chute().current_dir(dir.path()).args(load).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = spawn(chute().current_dir(dir.path()).args(load).stdout(Stdio::null()).stderr(Stdio::null()));
         // Killed once this run has committed something (or has ended).
         let began = std::time::Instant::now();
         loop {
-            if child.try_wait().unwrap().is_some() || counts(&c, "k").await.0 > before {
+            if !child.running() || counts(&c, "k").await.0 > before {
                 break;
             }
             assert!(began.elapsed() < Duration::from_secs(120), "no progress in 120 s");
+            // Polling pace; the deadline is above.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let _ = child.kill(); // SIGKILL
-        child.wait().unwrap();
+        child.kill();
     }
     let partial = counts(&c, "k").await.0;
     assert!(partial < n, "the load was killed before it finished ({partial} rows)");

@@ -1,5 +1,7 @@
 //! Running the real binary with a clean environment and showing expected and
-//! actual output separately when a check fails.
+//! actual output separately when a check fails; waiting for a condition
+//! with a deadline. The processes a test starts and signals are held by
+//! `chute_testkit::process`.
 
 use std::process::{Command, Output};
 
@@ -88,22 +90,17 @@ pub async fn start_paced_split(url: &str, c: &tokio_postgres::Client) -> std::th
 
 /// [`start_paced_split`] of `table` (as `chute migrate` takes it).
 pub async fn start_paced_split_of(url: &str, c: &tokio_postgres::Client, table: &str) -> std::thread::JoinHandle<(String, String)> {
-    use std::time::{Duration, Instant};
     let split = {
         let (url, table) = (url.to_owned(), table.to_owned());
         std::thread::spawn(move || {
             run_expect(chute().args(["--url", &url, "migrate", &table, "--split", "--batch-rows", "500", "--rows-per-s", "1500"]), 0)
         })
     };
-    let began = Instant::now();
-    loop {
-        let n: i64 = c.query_one("SELECT count(*) FROM pg_trigger WHERE tgname = 'chute_sync'", &[]).await.unwrap().get(0);
-        if n > 0 {
-            return split;
-        }
-        assert!(began.elapsed() < Duration::from_secs(30), "the split never set up its trigger");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for("the split to set up its trigger", std::time::Duration::from_secs(30), || async {
+        c.query_one("SELECT count(*) FROM pg_trigger WHERE tgname = 'chute_sync'", &[]).await.unwrap().get::<_, i64>(0) > 0
+    })
+    .await;
+    split
 }
 
 /// The first column of every row `sql` returns.
@@ -120,7 +117,19 @@ where
     let deadline = std::time::Instant::now() + limit;
     while !check().await {
         assert!(std::time::Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        // The polling pace.
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// [`wait_for`] on a thread that may block: polls `check` every 20 ms until
+/// it holds; panics naming `what` after `limit`.
+pub fn wait_for_blocking(what: &str, limit: std::time::Duration, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        // The polling pace.
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
@@ -136,94 +145,4 @@ pub async fn waits_for_lock(c: &tokio_postgres::Client, pattern: &str) -> bool {
         .unwrap()
         .get(0);
     n > 0
-}
-
-/// Reads all of `stream` on a thread of its own; the receiver gets it once
-/// the stream closes.
-fn read_to_end_aside(mut stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<Vec<u8>> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut all = Vec::new();
-        let _ = stream.read_to_end(&mut all);
-        let _ = tx.send(all);
-    });
-    rx
-}
-
-/// Waits for `child` to exit, reading its piped stdout and stderr meanwhile
-/// (a child that fills a pipe nobody reads would never exit); past `limit`
-/// it is killed and the test fails, showing what it wrote.
-pub fn exit_within(mut child: std::process::Child, limit: std::time::Duration, what: &str) -> std::process::Output {
-    let stdout = child.stdout.take().map(read_to_end_aside);
-    let stderr = child.stderr.take().map(read_to_end_aside);
-    let began = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for a child") {
-            break Some(status);
-        }
-        if began.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    // A grandchild may hold a pipe open: after a kill, take what came in a moment.
-    let wait = if status.is_some() { std::time::Duration::MAX } else { std::time::Duration::from_secs(2) };
-    let collect = |rx: Option<std::sync::mpsc::Receiver<Vec<u8>>>| rx.and_then(|rx| rx.recv_timeout(wait).ok()).unwrap_or_default();
-    let (stdout, stderr) = (collect(stdout), collect(stderr));
-    let Some(status) = status else {
-        panic!(
-            "{what} still ran {limit:?} after it was started or signalled, and was killed\n--- stdout\n{}\n--- stderr\n{}",
-            String::from_utf8_lossy(&stdout),
-            String::from_utf8_lossy(&stderr)
-        );
-    };
-    std::process::Output { status, stdout, stderr }
-}
-
-/// A child's output read line by line on a thread of its own, so that a
-/// test can wait for what it says while it runs.
-pub struct Lines {
-    rx: std::sync::mpsc::Receiver<String>,
-    /// Every line so far, each ending in `\n`.
-    seen: String,
-}
-
-impl Lines {
-    pub fn new(stream: impl std::io::Read + Send + 'static) -> Lines {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stream).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Lines { rx, seen: String::new() }
-    }
-
-    /// Waits until `done` holds for everything read so far; panics naming
-    /// `what`, with what was read, after `limit` or if the stream closes first.
-    pub fn wait_until(&mut self, what: &str, limit: std::time::Duration, done: impl Fn(&str) -> bool) {
-        let deadline = std::time::Instant::now() + limit;
-        while !done(&self.seen) {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push_str(&line);
-                    self.seen.push('\n');
-                }
-                Err(e) => panic!("{what}: {e:?} after {limit:?}; read so far:\n{}", self.seen),
-            }
-        }
-    }
-
-    /// Everything, once the stream has closed (the child exited).
-    pub fn rest(mut self) -> String {
-        self.seen.extend(self.rx.iter().flat_map(|l| [l, "\n".to_owned()]));
-        self.seen
-    }
 }

@@ -7,8 +7,9 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::{ClusterSetup, TestCluster, shared};
 
 use crate::common::{chute, open_tempdir, run, run_expect, summary_value};
@@ -79,23 +80,6 @@ fn no_secret_in_any_output_for_malformed_connection_strings() {
     }
 }
 
-/// Runs `cmd`, killing it if it has not finished within `limit` (a serve
-/// that started instead of refusing its URL would never end).
-fn run_within(cmd: &mut Command, limit: std::time::Duration) -> std::process::Output {
-    use std::process::Stdio;
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("cannot run the chute binary");
-    let deadline = std::time::Instant::now() + limit;
-    while child.try_wait().expect("wait").is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("wait");
-            panic!("{cmd:?} still ran after {limit:?}:\n{}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("wait")
-}
-
 /// Issue 27 item 6: a connection string that cannot be read, whatever its
 /// shape (a mistyped scheme, no scheme, an unquoted password with a space
 /// or an '=', an unterminated quote, a password with a '?' in a URL), is
@@ -134,7 +118,9 @@ async fn a_connection_string_that_cannot_be_read_is_never_echoed_by_any_command(
             ("cluster add-node", vec!["--url", &coordinator, "cluster", "add-node", "--dry-run", &in_node]),
         ];
         for (what, args) in commands {
-            let out = run_within(chute().args(&args), std::time::Duration::from_secs(30));
+            // Within 30 s: a serve that started instead of refusing its URL would never end.
+            let child = spawn(chute().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()));
+            let out = exit_within(child, std::time::Duration::from_secs(30), &format!("{what} with {conn:?}"));
             let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
             assert_eq!(out.status.code(), Some(2), "{what} {conn}: {text}");
             for piece in [PASSWORD, "S3cr3t", "PW_xyz"] {

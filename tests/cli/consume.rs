@@ -4,13 +4,14 @@
 //! poison messages to the reject file with their offset; offsets the
 //! broker's own consumer-group tool sees; no secret in any output.
 
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chute_testkit::kafka::{self, Message};
+use chute_testkit::process::{ChildGuard, exit_within, spawn};
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, exit_within, open_tempdir, run_expect};
+use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect};
 
 /// `n` JSON messages from `first`, ids `first..first+n`, spread over `partitions`,
 /// times over the last two days (hourly partitions: ~48 leaves).
@@ -62,12 +63,11 @@ async fn until_rows(c: &tokio_postgres::Client, table: &str, n: i64, limit: Dura
 
 /// Waits until `table` holds at least `n` rows; when it does not, the
 /// consumers are killed and what they printed is in the panic.
-async fn until_rows_of(c: &tokio_postgres::Client, table: &str, n: i64, limit: Duration, consumers: &mut [&mut Child]) {
+async fn until_rows_of(c: &tokio_postgres::Client, table: &str, n: i64, limit: Duration, consumers: &mut [&mut ChildGuard]) {
     let Err(e) = rows_reached(c, table, n, limit).await else { return };
     let mut said = String::new();
     for (i, child) in consumers.iter_mut().enumerate() {
-        let _ = child.kill();
-        let _ = child.wait();
+        child.kill();
         let mut err = String::new();
         if let Some(mut s) = child.stderr.take() {
             let _ = std::io::Read::read_to_string(&mut s, &mut err);
@@ -87,6 +87,7 @@ async fn rows_reached(c: &tokio_postgres::Client, table: &str, n: i64, limit: Du
         if began.elapsed() >= limit {
             return Err(format!("{table}: {now} rows after {limit:?}, waiting for {n}"));
         }
+        // Polling pace; the deadline is `limit`.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -97,13 +98,9 @@ fn consume(url: &str, brokers: &str, table: &str, topic: &str, extra: &[&str]) -
     cmd
 }
 
-fn spawn(cmd: &mut std::process::Command) -> Child {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start chute consume")
-}
-
-fn sigterm(child: &Child) {
-    let status = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(status.success());
+/// `chute consume` started with its output piped, killed if the test ends first.
+fn start(cmd: &mut std::process::Command) -> ChildGuard {
+    spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -169,7 +166,7 @@ async fn kill_9_at_five_points_loses_and_doubles_nothing() {
     let mut produced = 0u64;
     for round in 0..5u64 {
         let before = count(&c, "consume_kill").await;
-        let child = spawn(
+        let child = start(
             // A static member: the next one takes the killed one's place at once, not after its session times out.
             consume(
                 &url,
@@ -190,15 +187,12 @@ async fn kill_9_at_five_points_loses_and_doubles_nothing() {
             produce(broker, "consume_kill", produced, 2_000, 3);
             produced += 2_000;
             if child.is_some() && count(&c, "consume_kill").await >= at {
-                let mut killed = child.take().unwrap();
-                killed.kill().unwrap();
-                killed.wait().unwrap();
+                child.take().unwrap().kill();
             }
         }
         if let Some(mut child) = child {
             until_rows(&c, "consume_kill", at, Duration::from_secs(60)).await;
-            child.kill().unwrap();
-            child.wait().unwrap();
+            child.kill();
         }
         let now = count(&c, "consume_kill").await;
         assert!(now < produced as i64 || round == 4, "round {round}: the consumer was killed only after it loaded every row ({now})");
@@ -232,11 +226,11 @@ async fn a_broker_restart_and_a_rebalance_lose_and_double_nothing_and_sigterm_ex
         &["--report-every", "1s"],
     ]
     .concat();
-    let mut a = spawn(consume(&url, &broker.bootstrap(), "consume_rebalance", "consume_rebalance", &session).current_dir(dir.path()));
+    let mut a = start(consume(&url, &broker.bootstrap(), "consume_rebalance", "consume_rebalance", &session).current_dir(dir.path()));
     produce(&broker, "consume_rebalance", 0, 20_000, 4);
     until_rows_of(&c, "consume_rebalance", 5_000, Duration::from_secs(60), &mut [&mut a]).await;
     // A second consumer joins the group mid-run: the partitions are shared out again.
-    let mut b = spawn(consume(&url, &broker.bootstrap(), "consume_rebalance", "consume_rebalance", &session).current_dir(dir.path()));
+    let mut b = start(consume(&url, &broker.bootstrap(), "consume_rebalance", "consume_rebalance", &session).current_dir(dir.path()));
     produce(&broker, "consume_rebalance", 20_000, 20_000, 4);
     until_rows_of(&c, "consume_rebalance", 30_000, Duration::from_secs(90), &mut [&mut a, &mut b]).await;
     // The broker restarts under both.
@@ -244,12 +238,12 @@ async fn a_broker_restart_and_a_rebalance_lose_and_double_nothing_and_sigterm_ex
     produce(&broker, "consume_rebalance", 40_000, 20_000, 4);
     until_rows_of(&c, "consume_rebalance", 50_000, Duration::from_secs(120), &mut [&mut a, &mut b]).await;
     // The second leaves (SIGTERM: it finishes its batches and exits 143).
-    sigterm(&b);
+    b.terminate();
     let out = exit_within(b, Duration::from_secs(60), "the second consumer after SIGTERM");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
     produce(&broker, "consume_rebalance", 60_000, 20_000, 4);
     until_rows_of(&c, "consume_rebalance", 80_000, Duration::from_secs(120), &mut [&mut a]).await;
-    sigterm(&a);
+    a.terminate();
     let out = exit_within(a, Duration::from_secs(60), "the first consumer after SIGTERM");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
     let (rows, ids, _) = contents(&c, "consume_rebalance").await;
@@ -405,7 +399,7 @@ async fn a_running_consumer_shows_its_offsets_to_lag_tools_and_on_metrics() {
     let dir = open_tempdir();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let listen = format!("127.0.0.1:{port}");
-    let child = spawn(
+    let mut child = start(
         consume(&url, &broker.bootstrap(), "consume_lag", "consume_lag", &["--group", "lag", "--metrics-listen", &listen])
             .current_dir(dir.path()),
     );
@@ -421,6 +415,7 @@ async fn a_running_consumer_shows_its_offsets_to_lag_tools_and_on_metrics() {
             break;
         }
         assert!(began.elapsed() < Duration::from_secs(60), "the group's offsets did not reach the end while the consumer ran:\n{text}");
+        // Polling pace (each look starts a JVM); the deadline is above.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     // And chute's journal has each partition's position at its end while the
@@ -449,9 +444,10 @@ async fn a_running_consumer_shows_its_offsets_to_lag_tools_and_on_metrics() {
             break;
         }
         assert!(began.elapsed() < Duration::from_secs(30), "/metrics:\n{text}");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    sigterm(&child);
+    child.terminate();
     let out = exit_within(child, Duration::from_secs(60), "the consumer after SIGTERM");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
 }
@@ -534,7 +530,7 @@ async fn tls_with_sasl_plain_and_no_password_in_any_output() {
     // A wrong password is refused, and shown nowhere.
     let wrong = conf("PLAIN", "plainuser", "wrong-pw-9999");
     let mut cmd = consume(&url, &broker.secure_bootstrap(), "consume_tls", "consume_tls", &["--until-end", "--kafka-option-file", &wrong]);
-    let out = exit_within(spawn(cmd.current_dir(dir.path())), Duration::from_secs(90), "a consumer with a wrong password");
+    let out = exit_within(start(cmd.current_dir(dir.path())), Duration::from_secs(90), "a consumer with a wrong password");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
     assert!(!stdout.contains("wrong-pw") && !stderr.contains("wrong-pw"), "{stdout}{stderr}");
@@ -778,7 +774,7 @@ async fn a_postgresql_restart_mid_stream_loses_and_doubles_nothing() {
     broker.create_topic("consume_pg_restart", 3);
     table(&url, "consume_pg_restart");
     let dir = open_tempdir();
-    let child = spawn(
+    let mut child = start(
         consume(&url, &broker.bootstrap(), "consume_pg_restart", "consume_pg_restart", &["--batch-rows", "500"]).current_dir(dir.path()),
     );
     produce(broker, "consume_pg_restart", 0, 20_000, 3);
@@ -790,7 +786,7 @@ async fn a_postgresql_restart_mid_stream_loses_and_doubles_nothing() {
     produce(broker, "consume_pg_restart", 20_000, 20_000, 3);
     let c = db.client().await;
     until_rows(&c, "consume_pg_restart", 40_000, Duration::from_secs(120)).await;
-    sigterm(&child);
+    child.terminate();
     let out = exit_within(child, Duration::from_secs(60), "the consumer after SIGTERM");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
     let (rows, ids, _) = contents(&c, "consume_pg_restart").await;

@@ -6,13 +6,14 @@
 //! message is in the table once.
 
 use std::io::Read;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chute_testkit::kafka::{self, Message};
+use chute_testkit::process::{ChildGuard, exit_within, spawn};
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, exit_within, open_tempdir, run_expect};
+use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect};
 
 const TOPIC: &str = "consume_replicated";
 const PARTITIONS: u64 = 6;
@@ -104,7 +105,7 @@ fn consume(url: &str, cluster: &kafka::Cluster, dir: &std::path::Path) -> std::p
 /// Waits until the table holds at least `n` rows while `child` runs; when
 /// it does not, the consumer is killed and what it printed and the nodes'
 /// logs are in the panic.
-async fn until_rows(c: &tokio_postgres::Client, n: i64, child: &mut Child, cluster: &kafka::Cluster) -> i64 {
+async fn until_rows(c: &tokio_postgres::Client, n: i64, child: &mut ChildGuard, cluster: &kafka::Cluster) -> i64 {
     let began = Instant::now();
     loop {
         let now = count(c).await;
@@ -113,14 +114,14 @@ async fn until_rows(c: &tokio_postgres::Client, n: i64, child: &mut Child, clust
         }
         let exited = child.try_wait().unwrap();
         if exited.is_some() || began.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
             let mut said = String::new();
             for stream in [child.stdout.take().map(|s| Box::new(s) as Box<dyn Read>), child.stderr.take().map(|s| Box::new(s) as _)] {
                 let _ = stream.map(|mut s| s.read_to_string(&mut said));
             }
             panic!("{now} rows (waiting for {n}); the consumer ({exited:?}) said:\n{said}\n{}", cluster.log_tails());
         }
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -157,7 +158,7 @@ async fn the_leader_of_a_partition_killed_mid_run_loses_and_doubles_nothing() {
     eprintln!("cluster up, {MESSAGES} messages produced after {:?}", began.elapsed());
     let dir = open_tempdir();
     let leader = cluster.leader(TOPIC, 0);
-    let mut child = consume(&url, &cluster, dir.path()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = spawn(consume(&url, &cluster, dir.path()).stdout(Stdio::piped()).stderr(Stdio::piped()));
     // The consumer's first rows are in (it fetches on): the node leading partition 0 dies.
     let at_kill = until_rows(&c, 1, &mut child, &cluster).await;
     cluster.kill(leader);

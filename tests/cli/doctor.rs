@@ -4,11 +4,12 @@
 
 use std::time::{Duration, Instant};
 
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::{ClusterSetup, TestCluster, shared};
 use serde_json::Value;
 use tokio_postgres::Client;
 
-use crate::common::{chute, create_time_partitioned, run, run_expect};
+use crate::common::{chute, create_time_partitioned, run, run_expect, wait_for};
 
 const COLS: &str = "time timestamptz not null, dev_id int, value float8";
 
@@ -69,6 +70,7 @@ async fn doctor_until(url: &str, c: &Client, before: &str, args: &[&str], done: 
             return v;
         }
         assert!(Instant::now() < deadline, "the doctor's report never got there:\n{v:#}");
+        // Polling pace (each look runs the doctor); the deadline is above.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -246,6 +248,7 @@ async fn checkpoints_forced_by_a_tiny_max_wal_size_get_a_max_wal_size_that_fixes
             break;
         }
         assert!(Instant::now() < deadline, "max_wal_size never changed");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let (v, _) = doctor(&url, &[]);
@@ -276,6 +279,7 @@ async fn leave_detach_pending(db: &chute_testkit::TestDb, table: &str, partition
             break;
         }
         assert!(Instant::now() < deadline, "the detach never reached its second phase");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     c.execute("SELECT pg_cancel_backend($1)", &[&pid]).await.unwrap();
@@ -454,24 +458,23 @@ async fn status_shows_a_load_in_progress_from_the_journal() {
     let url = db.url();
     let c = db.client().await;
     create_time_partitioned(&url, "live", COLS, "1h", &[]);
-    let mut child = chute()
-        .args(["--url", &url, "load", "live", "-", "--load-id", "stream-1"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .args(["--url", &url, "load", "live", "-", "--load-id", "stream-1"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let now = jiff::Timestamp::now();
     for i in 0..10 {
         writeln!(stdin, "{},{i},{i}", now.strftime("%Y-%m-%d %H:%M:%S+00")).unwrap();
     }
     stdin.flush().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while c.query_one("SELECT count(*) FROM live", &[]).await.unwrap().get::<_, i64>(0) < 10 {
-        assert!(Instant::now() < deadline, "the rows never arrived");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for("the rows to arrive", Duration::from_secs(15), || async {
+        c.query_one("SELECT count(*) FROM live", &[]).await.unwrap().get::<_, i64>(0) >= 10
+    })
+    .await;
     let (text, _) = run_expect(chute().args(["--url", &url, "status", "--wal-sample", "0"]), 0);
     let line = text.lines().find(|l| l.starts_with("stream-1 ")).unwrap_or_else(|| panic!("no load line in:\n{text}"));
     assert!(line.contains("public.live") && line.split_whitespace().nth(2) == Some("10"), "{line}");
@@ -480,7 +483,8 @@ async fn status_shows_a_load_in_progress_from_the_journal() {
     assert_eq!(v["loads_in_progress"][0]["load_id"], "stream-1");
     assert_eq!(v["loads_in_progress"][0]["rows_committed"], 10);
     drop(stdin);
-    assert!(child.wait_with_output().unwrap().status.success());
+    let out = exit_within(child, Duration::from_secs(60), "the load once its stdin closed");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (text, _) = run_expect(chute().args(["--url", &url, "status", "--wal-sample", "0"]), 0);
     assert!(text.contains("loads        none in progress"), "a finished load is not in progress:\n{text}");
 }

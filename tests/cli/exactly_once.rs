@@ -6,9 +6,10 @@ use std::io::Write;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, exit_within, open_tempdir, run_expect, summary_value};
+use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value};
 
 /// `n` rows `id,time` over the last three days, one file.
 fn write_csv(path: &std::path::Path, n: u64) {
@@ -68,6 +69,7 @@ async fn until(c: &tokio_postgres::Client, sql: &str, what: &str) {
                 .unwrap_or_default();
             panic!("waited 60 s for {what}; locks in this database:\n{seen}");
         }
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -222,16 +224,16 @@ async fn the_same_load_started_twice_at_once_loads_each_row_once() {
     c.batch_execute("CREATE TABLE t2 (id int, time timestamptz)").await.unwrap();
     let dir = open_tempdir();
     write_csv(&dir.path().join("c.csv"), 300_000);
-    let spawn = || {
-        chute()
-            .current_dir(dir.path())
-            .args(["--url", &url, "load", "t2", "c.csv", "--batch-mb", "1"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+    let start = || {
+        spawn(
+            chute()
+                .current_dir(dir.path())
+                .args(["--url", &url, "load", "t2", "c.csv", "--batch-mb", "1"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
     };
-    let (a, b) = (spawn(), spawn());
+    let (a, b) = (start(), start());
     let (a, b) = (exit_within(a, Duration::from_secs(300), "the first run"), exit_within(b, Duration::from_secs(300), "the second run"));
     let mut refused = 0;
     for o in [&a, &b] {
@@ -272,14 +274,14 @@ async fn a_second_run_is_refused_with_the_holders_pid_or_waits_with_wait() {
     let mut holder = db.client().await;
     let txn = holder.transaction().await.unwrap();
     txn.batch_execute("LOCK TABLE t3 IN SHARE MODE").await.unwrap();
-    let first = cmd(&[]).spawn().unwrap();
+    let first = spawn(&mut cmd(&[]));
     until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER})"), "the first run's lock").await;
     let pid: i32 = c.query_one(LOCK_HOLDER, &[]).await.unwrap().get(0);
-    let second = exit_within(cmd(&[]).spawn().unwrap(), Duration::from_secs(60), "the second run");
+    let second = exit_within(spawn(&mut cmd(&[])), Duration::from_secs(60), "the second run");
     assert_eq!(second.status.code(), Some(2), "{}", text(&second.stderr));
     let err = text(&second.stderr);
     assert!(err.contains(&format!("backend pid {pid}")) && err.contains("--wait"), "{err}");
-    let third = cmd(&["--wait"]).spawn().unwrap();
+    let third = spawn(&mut cmd(&["--wait"]));
     until(&c, "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event = 'advisory'", "the waiting run").await;
     txn.commit().await.unwrap();
     let (first, third) =
@@ -312,13 +314,13 @@ async fn a_run_that_lost_its_lock_stops_when_another_takes_over() {
     let mut holder = db.client().await;
     let txn = holder.transaction().await.unwrap();
     txn.batch_execute("LOCK TABLE t4 IN SHARE MODE").await.unwrap();
-    let first = cmd(&[]).spawn().unwrap();
+    let first = spawn(&mut cmd(&[]));
     until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER})"), "the first run's lock").await;
     let first_pid: i32 = c.query_one(LOCK_HOLDER, &[]).await.unwrap().get(0);
     until(&c, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 't4'::regclass AND NOT granted)", "the first run's COPY").await;
     // The second run queues for the load's lock first, so that it, and not
     // the first run reconnecting, is given the lock the moment it is free.
-    let second = cmd(&["--wait"]).spawn().unwrap();
+    let second = spawn(&mut cmd(&["--wait"]));
     until(
         &c,
         "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND NOT granted)",
@@ -328,7 +330,16 @@ async fn a_run_that_lost_its_lock_stops_when_another_takes_over() {
     // The first run's control connection drops: its lock is gone, its COPY worker is not.
     c.execute("SELECT pg_terminate_backend($1)", &[&first_pid]).await.unwrap();
     until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER} AND pid <> {first_pid})"), "the second run's lock").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The second run's claim of the load waits for the first run's batch in
+    // flight (it holds the load's row): once our lock goes, that batch
+    // commits, the claim follows, and the first run's next batch finds the load taken.
+    until(
+        &c,
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ~ 'INSERT INTO chute\\.loads'
+                         AND pid <> pg_backend_pid())",
+        "the second run's claim to wait for the first run's batch",
+    )
+    .await;
     txn.commit().await.unwrap();
     let (first, second) =
         (exit_within(first, Duration::from_secs(300), "the first run"), exit_within(second, Duration::from_secs(300), "the second run"));
@@ -412,10 +423,10 @@ async fn a_run_that_waited_skips_what_the_other_run_loaded_into_new_partitions()
         let mut holder = db.client().await;
         let txn = holder.transaction().await.unwrap();
         txn.batch_execute("LOCK TABLE t6 IN SHARE UPDATE EXCLUSIVE MODE").await.unwrap();
-        let first = cmd(&[]).spawn().unwrap();
+        let first = spawn(&mut cmd(&[]));
         until(&c, &format!("SELECT EXISTS ({LOCK_HOLDER})"), "the first run's lock").await;
         // The second run reads the tree as it is now, then queues for the load.
-        let second = cmd(&["--wait"]).spawn().unwrap();
+        let second = spawn(&mut cmd(&["--wait"]));
         until(
             &c,
             "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND NOT granted)",

@@ -1,8 +1,9 @@
 //! `scripts/check-layout`, which CI runs, on small workspaces made here: it
 //! must find a circle that only a grouped import closes, one that only a
-//! `super::` path in a `mod.rs` closes, and a long function, and it must not
-//! count test code, comments or strings. If the check stopped reading any of
-//! them, CI would pass whatever the tree holds.
+//! `super::` path in a `mod.rs` closes, one between module folders that no
+//! two files close, and a long function (under the limit of its crate), and
+//! it must not count test code, comments or strings. If the check stopped
+//! reading any of them, CI would pass whatever the tree holds.
 
 use std::path::Path;
 use std::process::Command;
@@ -105,4 +106,68 @@ fn a_baseline_tolerates_what_it_lists_and_fails_on_what_was_fixed() {
     write(dir.path(), &[("crates/member/src/sink.rs", "pub fn flush() {}\n"), ("crates/member/src/lengths.rs", "pub fn short() {}\n")]);
     let (code, lines, err) = check(dir.path(), &[]);
     assert_eq!((code, lines), (Some(0), vec![]), "{err}");
+}
+
+#[test]
+fn a_circle_between_module_folders_is_found_when_no_two_files_make_one() {
+    let dir = open_tempdir();
+    write(
+        dir.path(),
+        &[
+            ("Cargo.toml", "[package]\nname = \"folders\"\n"),
+            ("src/lib.rs", "mod a;\nmod b;\nmod c;\n"),
+            // `a/` as a mod.rs folder, `b/` beside b.rs: x uses y, z uses w,
+            // and neither w nor y uses anything, so no file is in a circle.
+            ("src/a/mod.rs", "mod x;\npub mod w;\n"),
+            ("src/a/x.rs", "use crate::b::y::Why;\nuse super::w::Double;\n"),
+            ("src/a/w.rs", "pub struct Double;\n"),
+            ("src/b.rs", "pub mod y;\nmod z;\n"),
+            ("src/b/y.rs", "pub struct Why;\n"),
+            ("src/b/z.rs", "pub fn f() -> crate::a::w::Double {\n    crate::a::w::Double\n}\n"),
+            // c uses both, and neither uses it back: no circle.
+            ("src/c.rs", "use crate::{a::w::Double, b::y::Why};\n"),
+        ],
+    );
+    let found = "import circle in folders: src/a/ <-> src/b/";
+    let (code, lines, err) = check(dir.path(), &[]);
+    assert_eq!(lines, [found], "\n--- stderr\n{err}");
+    assert_eq!(code, Some(1), "{err}");
+
+    // A baseline lists it as it is printed.
+    let baseline = dir.path().join("baseline");
+    std::fs::write(&baseline, format!("# known\n{found}\n")).unwrap();
+    let (code, lines, err) = check(dir.path(), &["--baseline", baseline.to_str().unwrap()]);
+    assert_eq!((code, lines), (Some(0), vec![]), "{err}");
+
+    // Once z no longer reaches into a/, the folders are no circle.
+    write(dir.path(), &[("src/b/z.rs", "pub fn f() {}\n")]);
+    let (code, lines, err) = check(dir.path(), &[]);
+    assert_eq!((code, lines), (Some(0), vec![]), "{err}");
+}
+
+#[test]
+fn a_crate_may_have_a_function_length_limit_of_its_own() {
+    let dir = open_tempdir();
+    fixture(dir.path());
+    let circles = [FOUND[1], FOUND[2]];
+
+    // member's limit is lower: both its functions of 150 and 151 lines are over it.
+    let (code, lines, err) = check(dir.path(), &["--max-fn-lines-in", "member=100"]);
+    let mut expected = vec![
+        "function of 150 lines (over 100): crates/member/src/lengths.rs:155 at_the_limit".to_owned(),
+        "function of 151 lines (over 100): crates/member/src/lengths.rs:1 long_one".to_owned(),
+    ];
+    expected.extend(circles.map(str::to_owned));
+    assert_eq!(lines, expected, "\n--- stderr\n{err}");
+    assert_eq!(code, Some(1), "{err}");
+
+    // Higher for member, lower for everyone else: the root package has no
+    // function over 2 lines, member none over 200.
+    let (code, lines, err) = check(dir.path(), &["--max-fn-lines", "2", "--max-fn-lines-in", "member=200"]);
+    assert_eq!((code, lines), (Some(1), circles.map(str::to_owned).to_vec()), "{err}");
+
+    // A crate the workspace does not have is a mistake, not a limit for nothing.
+    let (code, lines, err) = check(dir.path(), &["--max-fn-lines-in", "membre=100"]);
+    assert_eq!((code, lines), (Some(2), vec![]), "{err}");
+    assert!(err.contains("no crate of the workspace: membre"), "{err}");
 }

@@ -2,6 +2,7 @@ use std::io::Write;
 use std::process::Stdio;
 
 use bytes::Bytes;
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::shared;
 use futures_util::SinkExt;
 
@@ -116,14 +117,11 @@ async fn gzip_zstd_and_stdin_in_text_format() {
     let (out, _) =
         run_expect(chute().args(["--url", &db.url(), "load", "t", "--format", "text", gz.to_str().unwrap(), zst.to_str().unwrap()]), 0);
     assert_eq!(summary_value(&out, "rows loaded"), "6000");
-    let mut child = chute()
-        .args(["--url", &db.url(), "load", "t", "--format", "text", "-", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute().args(["--url", &db.url(), "load", "t", "--format", "text", "-", "--json"]).stdin(Stdio::piped()).stdout(Stdio::piped()),
+    );
     child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = exit_within(child, std::time::Duration::from_secs(60), "the load from stdin");
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["rows_loaded"], 3000);
@@ -323,13 +321,13 @@ async fn a_live_stream_on_stdin_reaches_the_table_while_it_waits() {
     let c = db.client().await;
     c.batch_execute(TABLE).await.unwrap();
     // No --flush-every: stdin sends what has waited a second by default.
-    let mut child = chute()
-        .args(["--url", &db.url(), "load", "t", "-", "--load-id", "stream"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .args(["--url", &db.url(), "load", "t", "-", "--load-id", "stream"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     let mut stdin = child.stdin.take().unwrap();
     for round in 1..=3i64 {
         for i in 0..10 {
@@ -344,11 +342,12 @@ async fn a_live_stream_on_stdin_reaches_the_table_while_it_waits() {
                 break;
             }
             assert!(std::time::Instant::now() < deadline, "round {round}: {n} rows in the table while stdin stays open");
+            // Polling pace; the deadline is above.
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     }
     drop(stdin);
-    let out = child.wait_with_output().unwrap();
+    let out = exit_within(child, std::time::Duration::from_secs(60), "the load once its stdin closed");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(summary_value(&String::from_utf8_lossy(&out.stdout), "rows loaded"), "30");
     let (_, err) = run_expect(chute().args(["--url", &db.url(), "load", "t", "-", "--flush-every", "0s"]), 2);

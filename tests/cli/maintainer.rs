@@ -1,9 +1,10 @@
 //! The maintainer never gets stuck: no table name can break the SQL it
 //! runs.
 
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::shared;
 
-use crate::common::{chute, column, exit_within, run_expect, wait_for, waits_for_lock};
+use crate::common::{chute, column, run_expect, wait_for, waits_for_lock};
 
 /// A name holding the DO block's dollar quote or a RAISE `%` is only a name.
 #[tokio::test]
@@ -194,11 +195,11 @@ async fn maintain_every_hears_sigterm_during_a_pass() {
     // Sessions of earlier commands may linger a moment after they exit: this
     // run's session is one that starts later.
     let before: String = holder.query_one("SELECT clock_timestamp()::text", &[]).await.unwrap().get(0);
-    let child = chute()
-        .args(["--url", &url, "partition", "maintain", "m", "--every", "1h", "--retry-for", "10min"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .args(["--url", &url, "partition", "maintain", "m", "--every", "1h", "--retry-for", "10min"])
+            .stderr(std::process::Stdio::piped()),
+    );
     // The pass is under way: its session has asked for the table's lock,
     // which it keeps asking for while the holder has it.
     wait_for("maintain to ask for the table's lock", std::time::Duration::from_secs(30), || async {
@@ -216,8 +217,7 @@ async fn maintain_every_hears_sigterm_during_a_pass() {
         asking > 0
     })
     .await;
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.terminate();
     let out = exit_within(child, std::time::Duration::from_secs(15), "maintain --every");
     assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
 }
@@ -235,12 +235,12 @@ async fn a_second_ctrl_c_during_a_load_is_heard() {
     let mut holder = db.client().await;
     let lock = holder.transaction().await.unwrap();
     lock.batch_execute("LOCK TABLE t IN SHARE MODE").await.unwrap();
-    let mut child = chute()
-        .args(["--url", &db.url(), "load", "t", "-", "--load-id", "second-sigint"])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .args(["--url", &db.url(), "load", "t", "-", "--load-id", "second-sigint"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
     {
         use std::io::Write;
         let stdin = child.stdin.as_mut().unwrap();
@@ -255,8 +255,8 @@ async fn a_second_ctrl_c_during_a_load_is_heard() {
     let began = std::time::Instant::now();
     while child.try_wait().unwrap().is_none() {
         assert!(began.elapsed() < std::time::Duration::from_secs(30), "the load ignored Ctrl-C pressed again and again for 30 s");
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        child.interrupt();
+        // Ctrl-C pressed again and again, every 100 ms: the test's subject.
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let out = exit_within(child, std::time::Duration::from_secs(15), "load");

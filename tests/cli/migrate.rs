@@ -9,14 +9,15 @@
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use chute_testkit::process::spawn;
 use chute_testkit::shared;
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
-use crate::common::{chute, run_expect};
+use crate::common::{chute, run_expect, wait_for};
 
 /// Everything in the catalog a migration could touch, hashed.
 const CATALOG_HASH: &str = "
@@ -157,9 +158,38 @@ struct WriterLog {
     worst: Option<(Instant, Duration, &'static str)>,
 }
 
+/// The application's writer running beside a migration ([`writer`]).
+struct Writing {
+    stop: Arc<AtomicBool>,
+    /// Operations done so far (each an insert or an update that succeeded).
+    ops: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<WriterLog>,
+}
+
+impl Writing {
+    fn start(c: Client, old_rows: i64) -> Writing {
+        let (stop, ops) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let task = tokio::spawn(writer(c, old_rows, stop.clone(), ops.clone()));
+        Writing { stop, ops, task }
+    }
+
+    /// Waits until the writer has done `n` more operations (what it writes
+    /// from now on is checked too).
+    async fn more(&self, n: u64, what: &str) {
+        let until = self.ops.load(Ordering::Relaxed) + n;
+        wait_for(&format!("{n} writes {what}"), Duration::from_secs(120), || async { self.ops.load(Ordering::Relaxed) >= until }).await;
+    }
+
+    async fn stop(self) -> WriterLog {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap()
+    }
+}
+
 /// Inserts new orders and updates random existing ones (old and new) by
-/// primary key until `stop`, retrying lock timeouts and deadlocks only.
-async fn writer(c: Client, old_rows: i64, stop: Arc<AtomicBool>) -> WriterLog {
+/// primary key until `stop`, retrying lock timeouts and deadlocks only;
+/// counts what it has done in `ops`.
+async fn writer(c: Client, old_rows: i64, stop: Arc<AtomicBool>, ops: Arc<AtomicU64>) -> WriterLog {
     let mut log = WriterLog::default();
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = move || {
@@ -204,6 +234,7 @@ async fn writer(c: Client, old_rows: i64, stop: Arc<AtomicBool>) -> WriterLog {
             log.worst = Some((began, took, if r % 3 == 0 { "insert" } else { "update" }));
         }
         log.latencies.push(took);
+        ops.fetch_add(1, Ordering::Relaxed);
     }
     log
 }
@@ -258,14 +289,11 @@ async fn writer_keeps_writing_through_migrate_and_split() {
     make_orders(&c, rows).await;
 
     // The writer's latency without a migration, for comparison.
-    let stop = Arc::new(AtomicBool::new(false));
-    let baseline = tokio::spawn(writer(db.client().await, rows, stop.clone()));
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.store(true, Ordering::Relaxed);
-    let base_log = baseline.await.unwrap();
+    let baseline = Writing::start(db.client().await, rows);
+    baseline.more(1_000, "without a migration").await;
+    let base_log = baseline.stop().await;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let w = tokio::spawn(writer(db.client().await, rows, stop.clone()));
+    let w = Writing::start(db.client().await, rows);
     let began = Instant::now();
     let mut cmd = chute();
     cmd.args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d", "--extend-primary-key", "--lock-timeout", "200ms"]);
@@ -275,9 +303,8 @@ async fn writer_keeps_writing_through_migrate_and_split() {
     cmd.args(["--url", &url, "migrate", "orders", "--split", "--batch-rows", "5000", "--lock-timeout", "200ms"]);
     spawn_blocking_run(cmd).await.unwrap();
     let split = began.elapsed() - swapped;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.store(true, Ordering::Relaxed);
-    let log = w.await.unwrap();
+    w.more(100, "after the split").await;
+    let log = w.stop().await;
     // Keep the logged values exact: replay the baseline's writes first.
     let mut merged = base_log.last.clone();
     merged.extend(log.last.iter().map(|(k, v)| (*k, *v)));
@@ -342,8 +369,7 @@ async fn kill_9_at_random_moments_then_rerun_completes() {
     let url = db.url();
     let c = db.client().await;
     make_orders(&c, ROWS).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let w = tokio::spawn(writer(db.client().await, ROWS, stop.clone()));
+    let w = Writing::start(db.client().await, ROWS);
 
     // Kill points (ms after start), drawn at random: three during the swap
     // phase, then (after a run that finishes the swap) three during the
@@ -371,14 +397,11 @@ async fn kill_9_at_random_moments_then_rerun_completes() {
     println!("kill points: swap phase {swap_points:?} ms, split {split_points:?} ms");
     let mut killed = 0;
     let kill_at = |args: &'static [&'static str], after: u64, url: String| async move {
-        let mut child = chute().args(["--url", &url]).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = spawn(chute().args(["--url", &url]).args(args).stdout(Stdio::null()).stderr(Stdio::null()));
+        // The kill point is the test's subject: drawn from the printed seed.
         tokio::time::sleep(Duration::from_millis(after)).await;
-        let running = child.try_wait().unwrap().is_none();
-        if running {
-            // SAFETY: signalling our own child process.
-            unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-        }
-        let _ = child.wait();
+        let running = child.running();
+        child.kill();
         running
     };
     for after in swap_points {
@@ -401,9 +424,8 @@ async fn kill_9_at_random_moments_then_rerun_completes() {
     .unwrap();
     // The split may have been finished by a killed run already.
     assert!(out.0 == Some(0) || out.1.contains("is split already"), "{out:?}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, Ordering::Relaxed);
-    let log = w.await.unwrap();
+    w.more(100, "after the split").await;
+    let log = w.stop().await;
     check_against_log(&c, ROWS, &log).await;
     let (status, _) = run_expect(chute().args(["--url", &url, "migrate", "--status", "orders", "--json"]), 0);
     let v: serde_json::Value = serde_json::from_str(&status).unwrap();

@@ -4,12 +4,14 @@
 //! split); the longest lock is the longest single attempt, not the attempts
 //! and pauses of a retried step.
 
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
+use chute_testkit::process::{Lines, spawn};
 use chute_testkit::shared;
 use tokio_postgres::Client;
 
-use crate::common::{chute, run_expect, start_paced_split};
+use crate::common::{chute, run_expect, start_paced_split, wait_for};
 
 async fn make_orders(c: &Client, rows: i64) {
     c.batch_execute(&format!(
@@ -79,46 +81,29 @@ async fn the_longest_lock_is_one_attempt_not_the_retries() {
     make_orders(&c, 1_000).await;
     run_expect(chute().args(["--url", &url, "migrate", "orders", "--key", "time", "--interval", "1d"]), 0);
     // A paced split (about 0.7 s of copying); its cutover needs the staging parent alone.
-    let split = {
-        let url = url.clone();
-        std::thread::spawn(move || {
-            run_expect(
-                chute().args([
-                    "--url",
-                    &url,
-                    "migrate",
-                    "orders",
-                    "--split",
-                    "--batch-rows",
-                    "100",
-                    "--rows-per-s",
-                    "1500",
-                    "--lock-timeout",
-                    "200ms",
-                    "--retry-for",
-                    "30s",
-                ]),
-                0,
-            )
-        })
-    };
-    let began = Instant::now();
-    loop {
-        let staged: bool = c.query_one("SELECT to_regclass('orders_chute_split') IS NOT NULL", &[]).await.unwrap().get(0);
-        if staged {
-            break;
-        }
-        assert!(began.elapsed() < Duration::from_secs(30), "the split never made its staging parent");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    // A reader of the staging parent for 2.5 s: the cutover's attempts (200 ms each) time out and are retried.
+    let mut split = spawn(
+        chute()
+            .args(["--url", &url, "migrate", "orders", "--split", "--batch-rows", "100", "--rows-per-s", "1500"])
+            .args(["--lock-timeout", "200ms", "--retry-for", "30s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    let mut err = Lines::new(split.stderr.take().unwrap());
+    wait_for("the split to make its staging parent", Duration::from_secs(30), || async {
+        c.query_one("SELECT to_regclass('orders_chute_split') IS NOT NULL", &[]).await.unwrap().get::<_, bool>(0)
+    })
+    .await;
+    // A reader of the staging parent until the cutover's attempts (200 ms each) time out and are retried.
     let mut blocker = db.client().await;
     let tx = blocker.transaction().await.unwrap();
     tx.query("SELECT count(*) FROM orders_chute_split", &[]).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    err.wait_until("the cutover to time out and be retried", Duration::from_secs(60), |seen| {
+        seen.contains("lock not granted within the timeout; retry")
+    });
     tx.rollback().await.unwrap();
-    let (_, err) = split.join().unwrap();
-    assert!(err.contains("retry"), "the cutover was retried:\n{err}");
+    let exit = split.wait_within(Duration::from_secs(120), "the split");
+    let err = err.rest();
+    assert_eq!(exit.code(), Some(0), "{err}");
     let s = status(&url);
     let ms = s["longest_lock_ms"].as_i64().unwrap_or_else(|| panic!("{s}"));
     // One attempt waits at most lock_timeout (200 ms) plus the cutover's own catalog work.

@@ -1,9 +1,10 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use chute_testkit::process::{Lines, exit_within, spawn};
 use chute_testkit::shared;
 
-use crate::common::{Lines, chute, create_time_partitioned, exit_within, run_expect};
+use crate::common::{chute, create_time_partitioned, run_expect};
 
 const COLS: &str = "time timestamptz not null, dev_id int, value float8";
 
@@ -75,16 +76,11 @@ async fn maintain_every_runs_until_sigterm_and_exits_143() {
     let db = shared().fresh_db("cli_every").await;
     let url = db.url();
     create_time_partitioned(&url, "e", COLS, "1d", &[]);
-    let mut child = chute()
-        .args(["--url", &url, "partition", "maintain", "--every", "1s"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child =
+        spawn(chute().args(["--url", &url, "partition", "maintain", "--every", "1s"]).stderr(Stdio::piped()).stdout(Stdio::null()));
     let mut err = Lines::new(child.stderr.take().unwrap());
     err.wait_until("a second pass", Duration::from_secs(60), |seen| seen.matches("maintained public.e").count() >= 2);
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.terminate();
     let out = exit_within(child, Duration::from_secs(30), "maintain --every");
     let err = err.rest();
     assert_eq!(out.status.code(), Some(143), "{err}");

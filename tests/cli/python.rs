@@ -21,9 +21,12 @@ async fn the_python_package_loads_pyarrow_polars_and_pandas_data() {
     let path =
         std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())))
             .unwrap();
+    // No __pycache__ left in the checkout's python/ (its sources are what the
+    // venv imports): PYTHONDONTWRITEBYTECODE on everything that runs Python here.
     let built = Command::new(bin.join("maturin"))
         .current_dir(root.join("python"))
         .args(["develop", "--quiet"])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("VIRTUAL_ENV", &venv)
         .env("PATH", &path)
         .env("CARGO_TARGET_DIR", root.join("target"))
@@ -36,6 +39,7 @@ async fn the_python_package_loads_pyarrow_polars_and_pandas_data() {
         .args(["-m", "pytest", "-v", "-p", "no:cacheprovider"])
         .arg(root.join("python/tests"))
         .env("CHUTE_TEST_URL", db.url())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PATH", &path)
         .output()
         .unwrap();

@@ -7,9 +7,10 @@ use std::io::Write;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::{TestCluster, shared};
 
-use crate::common::{chute, exit_within, open_tempdir, run_expect, summary_value};
+use crate::common::{chute, open_tempdir, run_expect, summary_value};
 
 /// The `# input:line: reason` lines of a reject file.
 fn reject_comments(path: &std::path::Path) -> Vec<String> {
@@ -96,14 +97,14 @@ async fn stops_on_a_changed_column(cluster: &TestCluster, column: &str, to: &str
     let c = db.client().await;
     c.batch_execute("CREATE TABLE t (time timestamptz, dev_id int, v float8)").await.unwrap();
     let dir = open_tempdir();
-    let mut child = chute()
-        .current_dir(dir.path())
-        .args(["--url", &db.url(), "load", "t", "-", "--workers", "2", "--reject-file", "t.rejects"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .current_dir(dir.path())
+            .args(["--url", &db.url(), "load", "t", "-", "--workers", "2", "--reject-file", "t.rejects"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     // Once chute has read the catalog and its workers are connected (it
     // opens stdin, and waits for its first bytes, in between), the column
     // changes type: chute goes on encoding float8 for an int4 column.
@@ -122,6 +123,7 @@ async fn stops_on_a_changed_column(cluster: &TestCluster, column: &str, to: &str
             break;
         }
         assert!(began.elapsed() < Duration::from_secs(60), "chute's workers never connected");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     c.batch_execute(&format!("SET lock_timeout = '20s'; ALTER TABLE t ALTER COLUMN {column} TYPE {to}")).await.unwrap();
@@ -149,7 +151,7 @@ async fn stops_on_a_changed_column(cluster: &TestCluster, column: &str, to: &str
 /// Runs `cmd` to its end (at most `limit`), watching its peak resident set
 /// (VmHWM in /proc, read every few milliseconds while it runs).
 fn run_measuring_peak(cmd: &mut std::process::Command, limit: Duration) -> (std::process::Output, u64) {
-    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()));
     let status = format!("/proc/{}/status", child.id());
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let watcher = {
@@ -160,6 +162,7 @@ fn run_measuring_peak(cmd: &mut std::process::Command, limit: Duration) -> (std:
                 let Some(kb) = text.lines().find_map(|l| l.strip_prefix("VmHWM:")) else { break };
                 let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
                 peak.fetch_max(kb, std::sync::atomic::Ordering::Relaxed);
+                // The sampling rate of the peak.
                 std::thread::sleep(Duration::from_millis(5));
             }
         })

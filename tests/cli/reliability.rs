@@ -6,9 +6,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use chute_core::generate::SplitMix64;
+use chute_testkit::process::{ChildGuard, exit_within, spawn};
 use chute_testkit::{TestCluster, shared};
 
-use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value};
+use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value, wait_for};
 
 /// A fingerprint of a table's rows: count, distinct rows, and a hash sum.
 async fn fingerprint(c: &tokio_postgres::Client, table: &str) -> (i64, i64, i64) {
@@ -17,6 +18,17 @@ async fn fingerprint(c: &tokio_postgres::Client, table: &str) -> (i64, i64, i64)
         .await
         .unwrap();
     (r.get(0), r.get(1), r.get(2))
+}
+
+/// Waits until the load `child` runs has committed rows into `table`, and
+/// is still running: what comes next happens in the middle of the load.
+async fn until_mid_load(c: &tokio_postgres::Client, table: &str, child: &mut ChildGuard) {
+    let sql = format!("SELECT EXISTS (SELECT 1 FROM {table})");
+    wait_for("the load's first committed rows", Duration::from_secs(120), || async {
+        c.query_one(&sql, &[]).await.unwrap().get::<_, bool>(0)
+    })
+    .await;
+    assert!(child.running(), "the load ended before anything could happen in its middle");
 }
 
 #[tokio::test]
@@ -95,16 +107,16 @@ async fn killed_ten_times_then_resumed_the_table_equals_the_input() {
     let dir = open_tempdir();
     let mut rng = SplitMix64::new(3);
     for _ in 0..10 {
-        let mut child = chute()
-            .current_dir(dir.path())
-            .args(["--url", &url, "load", "k", "--gen", "conditions", "--rows", rows])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn(
+            chute()
+                .current_dir(dir.path())
+                .args(["--url", &url, "load", "k", "--gen", "conditions", "--rows", rows])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        // The kill at a random point (of a seeded sequence) is the test's subject.
         tokio::time::sleep(Duration::from_millis(100 + rng.next_u64() % 1200)).await;
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        child.kill();
     }
     let (out, _) = run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "k", "--gen", "conditions", "--rows", rows]), 0);
     run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "reference", "--gen", "conditions", "--rows", rows]), 0);
@@ -130,16 +142,16 @@ async fn a_killed_csv_load_resumes_by_byte_offset() {
     drop(f);
     let mut rng = SplitMix64::new(5);
     for _ in 0..3 {
-        let mut child = chute()
-            .current_dir(dir.path())
-            .args(["--url", &url, "load", "kc", "kc.csv", "--batch-mb", "1"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn(
+            chute()
+                .current_dir(dir.path())
+                .args(["--url", &url, "load", "kc", "kc.csv", "--batch-mb", "1"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        // The kill at a random point (of a seeded sequence) is the test's subject.
         tokio::time::sleep(Duration::from_millis(150 + rng.next_u64() % 600)).await;
-        child.kill().unwrap();
-        child.wait().unwrap();
+        child.kill();
     }
     // Changing workers and batch size between runs does not matter.
     run_expect(chute().current_dir(dir.path()).args(["--url", &url, "load", "kc", "kc.csv", "--workers", "3", "--batch-mb", "2"]), 0);
@@ -161,15 +173,16 @@ async fn a_server_restart_mid_load_is_retried_to_exact_counts() {
         .await
         .unwrap();
     let url = db.url();
-    let child = chute()
-        .args(["--url", &url, "load", "rs", "--gen", "conditions", "--rows", "1500000", "--batch-mb", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut child = spawn(
+        chute()
+            .args(["--url", &url, "load", "rs", "--gen", "conditions", "--rows", "1500000", "--batch-mb", "1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let watcher = db.client().await;
+    until_mid_load(&watcher, "rs", &mut child).await;
     cluster.cluster.restart(chute_engine::local::StopMode::Fast).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = exit_within(child, Duration::from_secs(300), "the load through the restart");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     let c = db.client().await;
@@ -197,16 +210,16 @@ async fn duplicate_keys_are_rejected_with_23505_and_all_else_loads() {
     // The same rows from stdin, where no file can be read back: copies are kept.
     c.batch_execute("TRUNCATE u; INSERT INTO u VALUES (5, 'old'), (50, 'old')").await.unwrap();
     let body = std::fs::read(dir.path().join("u.csv")).unwrap();
-    let mut child = chute()
-        .current_dir(dir.path())
-        .args(["--url", &db.url(), "load", "u", "-", "--reject-file", "stdin.rejects"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .current_dir(dir.path())
+            .args(["--url", &db.url(), "load", "u", "-", "--reject-file", "stdin.rejects"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
     child.stdin.take().unwrap().write_all(&body).unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(1));
+    assert_eq!(child.wait_within(Duration::from_secs(120), "the load from stdin").code(), Some(1));
     let rejects = std::fs::read_to_string(dir.path().join("stdin.rejects")).unwrap();
     let records: Vec<&str> = rejects.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(records, ["5,new", "50,new"], "{rejects}");
@@ -223,16 +236,16 @@ async fn sigint_stops_cleanly_with_130_and_the_rerun_finishes() {
         .await
         .unwrap();
     let url = db.url();
-    let child = chute()
-        .args(["--url", &url, "load", "s", "--gen", "conditions", "--rows", "3000000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
+    let mut child = spawn(
+        chute()
+            .args(["--url", &url, "load", "s", "--gen", "conditions", "--rows", "3000000"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let watcher = db.client().await;
+    until_mid_load(&watcher, "s", &mut child).await;
+    child.interrupt();
+    let out = exit_within(child, Duration::from_secs(120), "the load after SIGINT");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("rows committed in this run") && stderr.contains("run the same command again"), "{stderr}");
@@ -249,22 +262,19 @@ async fn sigint_while_waiting_for_an_unreachable_server_exits_130_at_once() {
     let dir = open_tempdir();
     std::fs::write(dir.path().join("x.csv"), "2024-01-01 00:00:00+00,1\n").unwrap();
     let url = format!("postgresql://postgres@127.0.0.1:{port}/postgres");
-    let child = chute()
-        .current_dir(dir.path())
-        .args(["--url", &url, "load", "t", "x.csv"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut child = chute_testkit::process::spawn(
+        chute().current_dir(dir.path()).args(["--url", &url, "load", "t", "x.csv"]).stdout(Stdio::null()).stderr(Stdio::piped()),
+    );
+    let mut lines = chute_testkit::process::Lines::new(child.stderr.take().unwrap());
+    // The load says once that it waits for the server: it is in its retry now.
+    lines.wait_until("the load's notice that it retries", Duration::from_secs(30), |l| l.contains("retrying for up to"));
+    child.interrupt();
     let signalled = std::time::Instant::now();
-    let out = crate::common::exit_within(child, Duration::from_secs(10), "a load waiting for the server after SIGINT");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let status = child.wait_within(Duration::from_secs(10), "a load waiting for the server after SIGINT");
+    let stderr = lines.rest();
+    assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(signalled.elapsed() < Duration::from_secs(3), "{:?}: {stderr}", signalled.elapsed());
-    assert!(stderr.contains("retrying for up to") && stderr.contains("chute: stopped:"), "{stderr}");
+    assert!(stderr.contains("chute: stopped:"), "{stderr}");
 }
 
 #[tokio::test]

@@ -3,24 +3,26 @@
 //! runs, and retention dropping partitions while rows are on their way.
 
 use std::io::Write;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use chute_engine::local::StopMode;
+use chute_testkit::process::{ChildGuard, Lines, exit_within, spawn};
 use chute_testkit::{TestCluster, shared};
 
-use crate::common::{Lines, chute, create_time_partitioned, open_tempdir, run_expect, summary_value, wait_for, waits_for_lock};
+use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value, wait_for, waits_for_lock};
 
-fn finish(child: Child) -> (Option<i32>, String) {
-    let out = child.wait_with_output().unwrap();
+/// Waits for the load to exit (at most five minutes): its exit code and what it printed.
+fn finish(child: ChildGuard) -> (Option<i32>, String) {
+    let out = exit_within(child, Duration::from_secs(300), "the load");
     (
         out.status.code(),
         format!("--- stdout\n{}\n--- stderr\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
     )
 }
 
-fn spawn_load(dir: &std::path::Path, args: &[&str]) -> Child {
-    chute().current_dir(dir).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+fn spawn_load(dir: &std::path::Path, args: &[&str]) -> ChildGuard {
+    spawn(chute().current_dir(dir).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()))
 }
 
 async fn count(c: &tokio_postgres::Client, sql: &str) -> i64 {
@@ -148,14 +150,14 @@ async fn a_stream_over_a_day_boundary_takes_rows_that_became_valid() {
     let at = |hours: i64| lit(t0 + jiff::SignedDuration::from_hours(hours));
     std::fs::write(&clock, t0.to_string()).unwrap();
     let rejects = dir.path().join("c.rejects");
-    let mut child = chute()
-        .env("CHUTE_TEST_CLOCK_FILE", &clock)
-        .args(["--url", &url, "load", "c", "-", "--reject-file", rejects.to_str().unwrap()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .env("CHUTE_TEST_CLOCK_FILE", &clock)
+            .args(["--url", &url, "load", "c", "-", "--reject-file", rejects.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let c = db.client().await;
     let comments = || std::fs::read_to_string(&rejects).unwrap_or_default().lines().filter(|l| l.starts_with('#')).count();
@@ -227,14 +229,31 @@ async fn rows_past_retention_are_refused_even_where_their_partition_exists() {
 
 /// Starts a stdin load into `v`, sends `first` and waits until it is in,
 /// so the load has read the partition tree.
-async fn stream_into_v(url: &str, c: &tokio_postgres::Client, rejects: &std::path::Path, first: &str) -> (Child, std::process::ChildStdin) {
-    let mut child = chute()
-        .args(["--url", url, "load", "v", "-", "--reject-file", rejects.to_str().unwrap(), "--flush-every", "200ms", "--retry-for", "10s"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+async fn stream_into_v(
+    url: &str,
+    c: &tokio_postgres::Client,
+    rejects: &std::path::Path,
+    first: &str,
+) -> (ChildGuard, std::process::ChildStdin) {
+    let mut child = spawn(
+        chute()
+            .args([
+                "--url",
+                url,
+                "load",
+                "v",
+                "-",
+                "--reject-file",
+                rejects.to_str().unwrap(),
+                "--flush-every",
+                "200ms",
+                "--retry-for",
+                "10s",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let before = count(c, "SELECT count(*) FROM v").await;
     stdin.write_all(first.as_bytes()).unwrap();
@@ -305,13 +324,13 @@ async fn when_retries_run_out_the_last_error_is_named() {
     let url = db.url();
     let c = db.client().await;
     c.batch_execute("CREATE TABLE g (id int)").await.unwrap();
-    let mut child = chute()
-        .args(["--url", &url, "load", "g", "-", "--flush-every", "200ms", "--retry-for", "3s"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        chute()
+            .args(["--url", &url, "load", "g", "-", "--flush-every", "200ms", "--retry-for", "3s"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"1\n2\n").unwrap();
     stdin.flush().unwrap();

@@ -191,6 +191,8 @@ async fn a_historical_load_leaves_no_empty_partitions_after_its_newest_row() {
         if table != "ahead" {
             create_time_partitioned(&url, table, cols, "1h", &["--premake", "3"]);
         }
+        // The input pauses for a second between its two halves (the test's
+        // subject: a pause longer than stdin's flush, 1 s by default).
         let script = format!(
             "set -o pipefail; {{ '{exe}' gen conditions --devices 100 --rows 108000 | head -n 36000; sleep 1; \
              '{exe}' gen conditions --devices 100 --rows 108000 | tail -n +36001; }} | '{exe}' --url '{url}' load {table} - --load-id {table} --backfill {mode}"

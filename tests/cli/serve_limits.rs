@@ -9,7 +9,7 @@ use chute_engine::local::StopMode;
 use chute_testkit::{TestCluster, shared};
 
 use super::serve::{Server, agent, get, post};
-use crate::common::create_time_partitioned;
+use crate::common::{create_time_partitioned, wait_for};
 
 #[tokio::test]
 async fn postgres_down_means_503_after_the_deadline_and_the_retry_lands_once_it_is_back() {
@@ -38,6 +38,7 @@ async fn postgres_down_means_503_after_the_deadline_and_the_retry_lands_once_it_
         if status == 204 {
             break;
         }
+        // A client's pause before its retry (Retry-After says 1 s).
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(status, 204, "{}", s.log());
@@ -50,6 +51,7 @@ async fn postgres_down_means_503_after_the_deadline_and_the_retry_lands_once_it_
         if ready == 200 {
             break;
         }
+        // A health checker's pace.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(ready, 200);
@@ -148,7 +150,16 @@ async fn keys_older_than_the_idempotency_window_are_forgotten() {
     assert!(count("SELECT count(*) FROM chute.load_journal WHERE load_id = 'serve public.cpu'").await > 0);
     let (code, log) = s.terminate();
     assert_eq!(code, Some(143), "{log}");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Until the key and the journal's entries are older than the window, by the server's clock.
+    wait_for("the key and the journal to age past the 1 s window", Duration::from_secs(30), || async {
+        count(
+            "SELECT (SELECT count(*) FROM chute.serve_requests WHERE created_at >= now() - interval '1 s')
+                  + (SELECT count(*) FROM chute.load_journal WHERE committed_at >= now() - interval '1 s')",
+        )
+        .await
+            == 0
+    })
+    .await;
     // The next lane start forgets the key and the journal entries before the window.
     let s = Server::start(&url, &args);
     let write = format!("{}/write?db=public", s.base);

@@ -39,6 +39,7 @@ async fn until_acknowledged(acked: &Mutex<Vec<i64>>, from: usize, n: usize, afte
             return now;
         }
         assert!(began.elapsed() < Duration::from_secs(120), "no {n} batches acknowledged within 120 s after {after} ({now} in all)");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -79,6 +80,7 @@ async fn retried_requests_are_exactly_once_through_a_server_restart_a_sigterm_an
                             _ => {
                                 retries.fetch_add(1, Ordering::Relaxed);
                                 assert!(began.elapsed() < Duration::from_secs(180), "batch {key} never acknowledged");
+                                // A client's pause before its retry.
                                 std::thread::sleep(Duration::from_millis(200));
                             }
                         }
@@ -102,8 +104,7 @@ async fn retried_requests_are_exactly_once_through_a_server_restart_a_sigterm_an
     until_acknowledged(&acked, before_sigterm, 20, "SIGTERM and a new server").await;
     // kill -9: requests in flight get no answer, some of them committed.
     let mut killed = server.take().unwrap();
-    killed.child.kill().unwrap();
-    killed.child.wait().unwrap();
+    killed.child.kill();
     drop(killed);
     let before_kill = acked.lock().unwrap().len();
     server = Some(Server::start(&url, &args));

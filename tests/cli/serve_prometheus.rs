@@ -345,6 +345,7 @@ async fn while_postgres_is_down_a_write_is_answered_503_with_retry_after_and_its
     let began = std::time::Instant::now();
     while send().status().as_u16() != 204 {
         assert!(began.elapsed() < Duration::from_secs(60), "never written after PostgreSQL came back:\n{}", s.log());
+        // A sender's pause before it sends again, as Prometheus's own backoff does.
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(send().status().as_u16(), 204);

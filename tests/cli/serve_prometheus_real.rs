@@ -14,6 +14,7 @@ use chute_testkit::prometheus::{Prometheus, free_port};
 use serde_json::Value;
 
 use super::serve::Server;
+use crate::common::wait_for_blocking;
 
 /// The writer, before its scrapes begin: remote write only, so that its
 /// queue is reading the WAL before the first sample is appended (a queue
@@ -117,6 +118,7 @@ fn wait_sent(writer: &Prometheus, t: f64, limit: Duration) {
             return;
         }
         assert!(began.elapsed() < limit, "the writer sent samples up to {sent} only, not {t} + 4 s:\n{}", writer.log());
+        // Polling pace; the deadline is `limit`.
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -133,6 +135,33 @@ const QUERIES: [&str; 8] = [
     "rate(chute_prometheus_samples_committed_total[30s])",
 ];
 
+/// Every raw sample of every series from `from` to `to`, staleness markers
+/// aside (PromQL leaves them out of range vectors; the SQL check keeps them).
+fn raw_samples(from: f64, to: f64) -> String {
+    let window = format!("{}s", (to - from).ceil() as i64 + 120);
+    format!("{{__name__=~\".+\"}}[{window}]")
+}
+
+/// Enough for a comparison to prove something: an instant answer with a
+/// series, a range answer with more than 3 points…
+fn enough(instant: &Value, range: &Value) -> bool {
+    size(instant).0 > 0 && size(range).1 > 3
+}
+
+/// …and raw samples of over 100 series, over 1,000 of them.
+fn enough_raw(raw: &Value) -> bool {
+    let (series, samples) = size(raw);
+    series > 100 && samples > 1000
+}
+
+/// Whether the writer's own storage holds, between `from` and `to`, what
+/// [`compare`] needs of it.
+fn enough_to_compare(writer: &Prometheus, from: f64, to: f64) -> bool {
+    to > from
+        && QUERIES.iter().all(|q| enough(&instant(writer, q, to), &range(writer, q, from, to)))
+        && enough_raw(&instant(writer, &raw_samples(from, to), to))
+}
+
 /// Compares what `reader` answers (through chute) with what `writer` answers
 /// (from its own storage) between `from` and `to`; returns how many raw
 /// samples were compared.
@@ -145,13 +174,10 @@ fn compare(writer: &Prometheus, reader: &Prometheus, from: f64, to: f64) -> usiz
         assert!(size(&w).1 > 3, "range {q}: too little to compare: {w}");
         assert_eq!(r, w, "range {q} {from}..{to}: chute's answer (left) differs from Prometheus's own");
     }
-    // Every raw sample of every series up to `to`, staleness markers aside
-    // (PromQL leaves them out of range vectors; the SQL check keeps them).
-    let window = format!("{}s", (to - from).ceil() as i64 + 120);
-    let all = format!("{{__name__=~\".+\"}}[{window}]");
+    let all = raw_samples(from, to);
     let (w, r) = (instant(writer, &all, to), instant(reader, &all, to));
     let (series, samples) = size(&w);
-    assert!(series > 100 && samples > 1000, "too few raw samples to compare: {series} series, {samples} samples");
+    assert!(enough_raw(&w), "too few raw samples to compare: {series} series, {samples} samples");
     assert_eq!(size(&r), (series, samples), "raw samples: chute's count (left) differs from Prometheus's own");
     assert!(r == w, "raw samples: chute's differ from Prometheus's own");
     samples
@@ -178,19 +204,22 @@ async fn run(crash: bool) {
         cluster.cluster.restart(chute_engine::local::StopMode::Fast).unwrap();
         wait_sent(&writer, now_s(), Duration::from_secs(60));
         let mut killed = server.take().unwrap();
-        killed.child.kill().unwrap();
-        killed.child.wait().unwrap();
+        killed.child.kill();
         let killed_log = killed.log();
         drop(killed);
         // Down for a few scrapes: chute's target is down, Prometheus retries.
         let down = Instant::now();
         while own_metric(&writer, "up{job=\"chute\"}") != Some(0.0) {
             assert!(down.elapsed() < Duration::from_secs(30), "chute's target never seen down:\n{killed_log}");
+            // Polling pace; the deadline is above.
             std::thread::sleep(Duration::from_millis(100));
         }
         server = Some(serve(&url, &listen));
     } else {
-        std::thread::sleep(Duration::from_secs(16));
+        // Until the writer has stored what the comparison needs.
+        wait_for_blocking("the writer to store enough to compare", Duration::from_secs(120), || {
+            enough_to_compare(&writer, from, now_s().floor() - 1.0)
+        });
     }
     let to = now_s().floor() - 1.0;
     wait_sent(&writer, to, Duration::from_secs(90));

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect};
+use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, wait_for, wait_for_blocking, waits_for_lock};
 use crate::serve::{Server, post};
 
 const COLS: &str = "time timestamptz not null, host text, code varchar(4), f8 float8, f4 float4, n numeric, n2 numeric(6,2), \
@@ -139,8 +139,12 @@ async fn batch_rows_sends_each_batch_at_that_many_rows_while_the_workers_are_bus
         })
         .collect();
     // …while three requests of 100 rows arrive: the first goes to the
-    // worker, the others are sent as batches of their own as they reach 100 rows.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // worker, the others are sent as batches of their own as they reach 100
+    // rows. The lock goes once the worker waits for it and every request's
+    // rows are with the table's load.
+    let watcher = db.client().await;
+    wait_for("the worker's COPY to wait for the lock", Duration::from_secs(60), || waits_for_lock(&watcher, "^COPY|chute_targets")).await;
+    wait_for_blocking("the three requests to reach the table's load", Duration::from_secs(60), || crate::serve::enqueued(&s.base) >= 4.0);
     holder.batch_execute("COMMIT").await.unwrap();
     for r in requests {
         let (status, text) = r.join().unwrap();

@@ -6,7 +6,9 @@
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use crate::common::{Lines, chute, open_tempdir};
+use chute_testkit::process::{Lines, spawn};
+
+use crate::common::{chute, open_tempdir};
 
 /// A server socket that accepts nothing: a client that connects is seen
 /// at once (and would wait for an answer that never comes).
@@ -35,23 +37,22 @@ impl Watched {
 /// Runs `chute ARGS` and returns its exit code and stderr; fails as soon as
 /// it connects to `server` (a bad flag must be refused before that).
 fn refused(server: Option<&Watched>, args: &[&str], envs: &[(&str, &str)]) -> (Option<i32>, String) {
-    let mut child = chute().args(args).envs(envs.iter().copied()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut child = spawn(chute().args(args).envs(envs.iter().copied()).stderr(std::process::Stdio::piped()));
     let err = Lines::new(child.stderr.take().unwrap());
     let began = Instant::now();
     let status = loop {
         if server.is_some_and(Watched::connected) {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
             panic!("{args:?} connected to the server:\n{}", err.rest());
         }
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         if began.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
             panic!("{args:?} still ran after 60 s:\n{}", err.rest());
         }
+        // Polling pace, short: a connection must be seen before the command ends.
         std::thread::sleep(Duration::from_millis(10));
     };
     // A connection made just before the end waits in the backlog.

@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::{TestCluster, TestDb, shared};
 
-use crate::common::{chute, open_tempdir, read_csv, run, run_expect};
+use crate::common::{chute, open_tempdir, read_csv, run, run_expect, wait_for};
 
 fn sum(rows: &[HashMap<String, String>], col: &str) -> i64 {
     rows.iter().map(|r| r[col].parse::<f64>().unwrap_or_else(|_| panic!("{col} = {:?}", r[col])) as i64).sum()
@@ -58,6 +59,7 @@ async fn quiet(c: &tokio_postgres::Client) {
             return;
         }
         assert!(Instant::now() < deadline, "{others} sessions still connected");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -306,18 +308,38 @@ async fn a_server_restart_is_survived_and_counted() {
     create(&url, 2000, &[]);
     let dir = open_tempdir();
     let out = dir.path().join("out");
-    let child = chute()
-        .args(["--url", &url, "simulate", "--duration", "7s", "--writes-per-s", "100", "--reads-per-s", "100", "--update-after", "300ms"])
-        .args(["--out", out.to_str().unwrap(), "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let child = spawn(
+        chute()
+            .args([
+                "--url",
+                &url,
+                "simulate",
+                "--duration",
+                "7s",
+                "--writes-per-s",
+                "100",
+                "--reads-per-s",
+                "100",
+                "--update-after",
+                "300ms",
+            ])
+            .args(["--out", out.to_str().unwrap(), "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    // The server goes once the workload runs: its inserts and updates reach the table.
+    let watcher = db.client().await;
+    wait_for("the simulation's first inserts and updates", Duration::from_secs(60), || async {
+        let (inserted, updated) = table_counts(&watcher, 2000).await;
+        inserted > 0 && updated > 0
+    })
+    .await;
+    drop(watcher);
     cluster.cluster.stop(chute_engine::local::StopMode::Fast).unwrap();
+    // The outage is the test's subject: long enough for operations to fail.
     tokio::time::sleep(Duration::from_millis(700)).await;
     cluster.cluster.start().unwrap();
-    let output = child.wait_with_output().unwrap();
+    let output = exit_within(child, Duration::from_secs(120), "chute simulate");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -347,7 +369,7 @@ async fn create_killed_half_way_is_finished_by_running_it_again_once() {
     let url = db.url();
     // Big enough that the load is still running when the kill comes.
     let args = ["--url", &url, "simulate", "--create", "--rows", "300000", "--history", "30d", "--columns", "2", "--duration", "0"];
-    let mut child = chute().args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = spawn(chute().args(args).stdout(Stdio::null()).stderr(Stdio::null()));
     let c = db.client().await;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -356,11 +378,10 @@ async fn create_killed_half_way_is_finished_by_running_it_again_once() {
             break;
         }
         assert!(Instant::now() < deadline, "no rows within a minute");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // SAFETY: kill(2) on a child we started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    child.wait().unwrap();
+    child.kill();
     let done: bool =
         c.query_one("SELECT obj_description('orders'::regclass, 'pg_class') LIKE '%\"complete\":true%'", &[]).await.unwrap().get(0);
     assert!(!done, "the kill came after the table was finished");
@@ -371,9 +392,10 @@ async fn create_killed_half_way_is_finished_by_running_it_again_once() {
     assert!(err.contains("half made by an earlier --create with --rows 300000"), "{err}");
 
     // The same command twice at once: one finishes, the other waits and then refuses.
-    let spawn = || chute().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let (a, b) = (spawn(), spawn());
-    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let start = || spawn(chute().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()));
+    let (a, b) = (start(), start());
+    let (a, b) =
+        (exit_within(a, Duration::from_secs(300), "the first --create"), exit_within(b, Duration::from_secs(300), "the second --create"));
     let mut codes = [a.status.code(), b.status.code()];
     codes.sort();
     assert_eq!(codes, [Some(0), Some(2)], "{}\n{}", String::from_utf8_lossy(&a.stderr), String::from_utf8_lossy(&b.stderr));

@@ -10,6 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use chute_core::generate::SplitMix64;
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::shared;
 
 use crate::common::{chute, open_tempdir, run_expect};
@@ -133,21 +134,20 @@ async fn tsbs_into_the_rds_partman_ddl_loads_every_row_with_one_tag_row_per_set(
     assert!(count(&c, "SELECT count(*) FROM tags WHERE fleet IS NULL OR driver IS NULL OR model IS NULL").await > 0, "NULL tags met");
 
     // Two more loads of the same file at once (other load ids) find every tag set: no new tags row.
-    let spawn = |id: &str| {
-        chute()
-            .args(["--url", &db.url(), "load", "--format", "tsbs", &file, "--load-id", id])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (a, b) = (spawn("again-1"), spawn("again-2"));
-    for child in [a, b] {
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    }
+    loads_at_once(&db.url(), &file, ["again-1", "again-2"]);
     assert_eq!(count(&c, "SELECT count(*) FROM tags").await, want.tag_sets as i64);
     assert_eq!(count(&c, "SELECT count(*) FROM readings").await, 3 * want.rows["readings"]);
+}
+
+/// Loads of the tsbs `file` at once, one per load id; each must succeed.
+fn loads_at_once(url: &str, file: &str, ids: [&str; 2]) {
+    let children = ids.map(|id| {
+        spawn(chute().args(["--url", url, "load", "--format", "tsbs", file, "--load-id", id]).stdout(Stdio::null()).stderr(Stdio::piped()))
+    });
+    for child in children {
+        let out = exit_within(child, Duration::from_secs(300), "a tsbs load");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 #[tokio::test]
@@ -161,19 +161,7 @@ async fn new_tag_sets_in_parallel_loads_get_one_tags_row_each() {
     c.batch_execute(&ddl).await.unwrap();
     let file = iot_sample();
     let want = expected_from_sample(&file);
-    let spawn = |id: &str| {
-        chute()
-            .args(["--url", &db.url(), "load", "--format", "tsbs", &file, "--load-id", id])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (a, b) = (spawn("one"), spawn("two"));
-    for child in [a, b] {
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    }
+    loads_at_once(&db.url(), &file, ["one", "two"]);
     assert_eq!(count(&c, "SELECT count(*) FROM tags").await, want.tag_sets as i64);
     assert_eq!(count(&c, "SELECT count(*) FROM diagnostics").await, 2 * want.rows["diagnostics"]);
 }
@@ -253,10 +241,10 @@ async fn a_killed_tsbs_load_with_new_tag_sets_across_partitions_resumes_every_ro
 
     let mut rng = SplitMix64::new(9);
     for _ in 0..8 {
-        let mut child = load("k", "k").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = spawn(load("k", "k").stdout(Stdio::null()).stderr(Stdio::null()));
+        // The kill at a random point (of a seeded sequence) is the test's subject.
         tokio::time::sleep(Duration::from_millis(150 + rng.next_u64() % 1500)).await;
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        child.kill();
     }
     let (out, _) = run_expect(&mut load("k", "k"), 0);
     assert_eq!(fingerprint(&c, "k").await, want, "after 8 kills and a resume:\n{out}");

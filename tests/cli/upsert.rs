@@ -5,9 +5,10 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::shared;
 
-use crate::common::{chute, exit_within, open_tempdir, run_expect};
+use crate::common::{chute, open_tempdir, run_expect};
 
 /// Devices per minute of time: key `k` is device `k % DEVS` at minute `k / DEVS` after the base.
 const DEVS: u64 = 1000;
@@ -252,11 +253,11 @@ async fn four_loads_with_overlapping_keys_at_once_neither_deadlock_nor_fail() {
             .map(|(i, f)| {
                 let action = if table == "h" && i >= 2 { "nothing" } else { "update" };
                 let id = format!("{table}-{i}");
-                load(&url, dir.path(), table, f, &["--on-conflict", action, "--load-id", &id, "--workers", "3", "--batch-mb", "1"])
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap()
+                spawn(
+                    load(&url, dir.path(), table, f, &["--on-conflict", action, "--load-id", &id, "--workers", "3", "--batch-mb", "1"])
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped()),
+                )
             })
             .collect();
         for child in children {
@@ -291,20 +292,17 @@ async fn a_killed_upsert_resumes_to_the_table_an_uninterrupted_run_makes() {
     let flags = ["--on-conflict", "update", "--update-if", "excluded.v >= t.v", "--workers", "2", "--batch-mb", "1"];
     run_expect(&mut load(&url, dir.path(), "whole", "k.csv", &flags), 0);
 
-    let mut child = load(&url, dir.path(), "killed", "k.csv", &flags)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child =
+        spawn(load(&url, dir.path(), "killed", "k.csv", &flags).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()));
     let began = Instant::now();
     while one_i64(&c, "SELECT count(*) FROM killed WHERE seq >= 0").await == 0 {
-        assert!(child.try_wait().unwrap().is_none(), "the load ended before any batch was seen");
+        assert!(child.running(), "the load ended before any batch was seen");
         assert!(began.elapsed() < Duration::from_secs(60), "no batch committed within 60 s");
+        // Polling pace; the deadline is above.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(child.try_wait().unwrap().is_none(), "the load ended before it could be killed: make the input larger");
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    assert!(child.running(), "the load ended before it could be killed: make the input larger");
+    child.kill();
     let partial = one_i64(&c, "SELECT count(*) FROM killed WHERE seq >= 0").await;
     let whole = one_i64(&c, "SELECT count(*) FROM whole WHERE seq >= 0").await;
     assert!(partial < whole, "killed part-way ({partial} of {whole} rows from the file)");

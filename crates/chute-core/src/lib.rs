@@ -12,6 +12,7 @@ pub mod encode;
 pub mod generate;
 pub mod ident;
 pub mod migrate;
+mod numeric;
 pub mod parse;
 pub mod partman;
 pub mod pghash;

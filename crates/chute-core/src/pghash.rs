@@ -24,7 +24,7 @@
 //!   nondeterministic collation hashes a locale sort key, which only the
 //!   server can compute; callers must route those through the parent.
 
-use crate::route::value::{Numeric, NumericClass};
+use crate::numeric::{Numeric, NumericClass};
 
 /// The seed `compute_partition_hash_value` passes to every column's hash
 /// function (`HASH_PARTITION_SEED` in `src/include/catalog/partition.h`).

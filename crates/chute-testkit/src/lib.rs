@@ -15,10 +15,16 @@
 //!
 //! When PostgreSQL's server binaries are missing the fixture panics with the
 //! install instruction: a test never skips silently.
+//!
+//! The processes a test starts (chute's own commands) are held by
+//! [`process::ChildGuard`]s, which kill them when the test ends, however it
+//! ends.
 
 pub mod prometheus;
 
 pub mod kafka;
+
+pub mod process;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
