@@ -179,8 +179,13 @@ async fn run_alone(client: &mut Client, step: &Step, timeout_ms: u128) -> Result
 /// A reporter that reports nothing.
 pub fn quiet(_: usize, _: &Step, _: StepEvent) {}
 
-impl crate::retry::Lost for crate::exec::ExecError {
-    fn connection_lost(&self) -> bool {
-        matches!(self, crate::exec::ExecError::Step { source, .. } if source.connection_lost())
+/// A step's own failure is its statement's; lock waits and conflicts were
+/// retried already, so running out of them is final.
+impl crate::retry::Classify for crate::exec::ExecError {
+    fn fault(&self) -> crate::retry::Fault {
+        match self {
+            crate::exec::ExecError::Step { source, .. } => source.fault(),
+            _ => crate::retry::Fault::Fatal,
+        }
     }
 }

@@ -623,16 +623,16 @@ pub struct TableStatus {
     pub partitions: Vec<PartitionStatus>,
 }
 
-impl crate::retry::Lost for crate::partman::PartmanError {
-    fn connection_lost(&self) -> bool {
+impl crate::retry::Classify for crate::partman::PartmanError {
+    fn fault(&self) -> crate::retry::Fault {
         use crate::partman::PartmanError as P;
         match self {
-            P::Connect(e) => e.connection_lost(),
-            P::Catalog(e) => e.connection_lost(),
-            P::Exec(e) => e.connection_lost(),
-            P::Schema(e) => e.connection_lost(),
-            P::Sql(e) => e.connection_lost(),
-            _ => false,
+            P::Connect(e) => e.fault(),
+            P::Catalog(e) => e.fault(),
+            P::Exec(e) => e.fault(),
+            P::Schema(e) => e.fault(),
+            P::Sql(e) => e.fault(),
+            _ => crate::retry::Fault::Fatal,
         }
     }
 }

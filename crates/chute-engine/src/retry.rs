@@ -488,28 +488,9 @@ pub async fn connect_with(
     }
 }
 
-/// [`connection_lost`], or a conflict that goes away when the transaction
-/// is tried again: serialization failure, deadlock, too many connections.
+/// A new try may work: [`Fault::Reconnect`] or [`Fault::Again`].
 pub fn transient(e: &tokio_postgres::Error) -> bool {
-    connection_lost(e) || e.code().is_some_and(|c| matches!(c.code(), "40001" | "40P01" | "53300"))
-}
-
-/// An error that may mean the connection was lost (and the work can be
-/// redone on a new one). Its implementations move to [`Classify`].
-pub trait Lost {
-    fn connection_lost(&self) -> bool;
-}
-
-impl Lost for tokio_postgres::Error {
-    fn connection_lost(&self) -> bool {
-        connection_lost(self)
-    }
-}
-
-impl Lost for crate::ConnectError {
-    fn connection_lost(&self) -> bool {
-        Classify::connection_lost(self)
-    }
+    matches!(classify(e), Fault::Reconnect | Fault::Again)
 }
 
 /// Starts something again after it failed as a whole (a service's lane

@@ -492,7 +492,7 @@ impl LaneRun {
                 // Asked to start again (see `Lane::restart`): at once.
                 Ok(_) if stop.load(Ordering::SeqCst) => continue,
                 Ok(_) => pauses = backoff(),
-                Err(e) if chute_engine::retry::Lost::connection_lost(e) && !self.stopping.load(Ordering::Relaxed) => {
+                Err(e) if chute_engine::retry::Classify::connection_lost(e) && !self.stopping.load(Ordering::Relaxed) => {
                     self.metrics.lane_failed(&self.name);
                     eprintln!("chute serve: the load into {} failed: {e}; starting it again", self.name);
                 }

@@ -11,7 +11,7 @@ use tokio_postgres::Client;
 
 use super::LoadError;
 use crate::ConnectOptions;
-use crate::retry::{self, Backoff, Lost};
+use crate::retry::{self, Backoff, Classify};
 
 pub(crate) struct Control {
     client: Client,

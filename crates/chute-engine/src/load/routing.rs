@@ -25,7 +25,7 @@ use super::{LoadError, LoadProgress, LoadSpec};
 use crate::catalog::TableInfo;
 use crate::exec::ExecSettings;
 use crate::partman::PartitionManager;
-use crate::retry::{Backoff, Lost};
+use crate::retry::{Backoff, Classify};
 
 /// A leaf: an id in the load's leaf registry, or the parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -18,7 +18,7 @@ use super::journal::{self, Committed};
 use super::kind::Prepared;
 use super::routing::{RouteMode, Routing, reread_tree};
 use super::{LoadError, LoadProgress, LoadSpec};
-use crate::retry::{self, Backoff, Lost};
+use crate::retry::{self, Backoff, Classify};
 
 /// Connects and prepares the load's kind (tables, columns, routing,
 /// policies), starting over on a new connection while the server is

@@ -12,7 +12,7 @@ use super::super::routing::Routed;
 use super::super::routing::reread_tree;
 use super::super::sink::BatchPart;
 use super::Coordinator;
-use crate::retry::{Backoff, Lost};
+use crate::retry::{Backoff, Classify};
 
 impl Coordinator {
     /// Gives rows of new tag sets their tag ids (tsbs), on a new control

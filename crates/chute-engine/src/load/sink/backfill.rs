@@ -32,7 +32,7 @@ use tokio_postgres::{Client, Transaction};
 use super::swap::{self, Locked, SwapTarget};
 use super::{BatchPart, CopyOutcome, WorkerCtx};
 use crate::load::UpsertCounts;
-use crate::retry::{self, Backoff, Lost};
+use crate::retry::{self, Backoff, Classify};
 
 /// What the coordinator sends a session.
 pub(crate) enum LeafMsg {

@@ -37,7 +37,7 @@ use super::budget::Budget;
 use super::insert::{self, InsertPlan};
 use super::model::Segment;
 use crate::ConnectOptions;
-use crate::retry::{self, Backoff, Lost};
+use crate::retry::{self, Backoff, Classify};
 
 /// Rows for one COPY transaction.
 /// One transaction: rows for one or more targets (many small per-leaf
