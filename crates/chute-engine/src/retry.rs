@@ -460,39 +460,6 @@ pub async fn connect(
     run!(&Policy::reconnect(retry_for), |_| opts.connect(), on_retry = |r| on_retry(r.error))
 }
 
-impl Backoff {
-    /// For a lost connection: from 100 ms up to 5 s.
-    pub fn reconnect(retry_for: Duration) -> Self {
-        Backoff::new(Duration::from_millis(100), Duration::from_secs(5), retry_for)
-    }
-}
-
-/// [`connect`] within a backoff that is already running (a worker that
-/// lost its connection keeps the deadline it started with).
-pub async fn connect_with(
-    opts: &crate::ConnectOptions,
-    backoff: &mut Backoff,
-    mut on_retry: impl FnMut(&crate::ConnectError),
-) -> Result<tokio_postgres::Client, crate::ConnectError> {
-    loop {
-        match opts.connect().await {
-            Ok(c) => return Ok(c),
-            Err(e) if e.fault() == Fault::Reconnect => {
-                on_retry(&e);
-                if !backoff.wait().await {
-                    return Err(e);
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// A new try may work: [`Fault::Reconnect`] or [`Fault::Again`].
-pub fn transient(e: &tokio_postgres::Error) -> bool {
-    matches!(classify(e), Fault::Reconnect | Fault::Again)
-}
-
 /// Starts something again after it failed as a whole (a service's lane
 /// whose load gave up), within a stated budget: at most `most` restarts in
 /// any `within`. Pauses grow with the restarts in the window, from 0.5 s up
