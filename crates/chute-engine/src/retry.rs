@@ -387,9 +387,8 @@ pub async fn pause(d: Duration) {
 
 /// Pauses between attempts: `base`, doubling up to `max`, each between half
 /// and all of that (jitter), until `retry_for` has passed since the start.
-/// Public while `chute serve`'s loops still take their pauses from it.
 #[derive(Debug, Clone)]
-pub struct Backoff {
+struct Backoff {
     began: Instant,
     attempt: u32,
     base: Duration,
@@ -398,33 +397,22 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    pub fn new(base: Duration, max: Duration, retry_for: Duration) -> Self {
+    fn new(base: Duration, max: Duration, retry_for: Duration) -> Self {
         Backoff { began: Instant::now(), attempt: 0, base, max, retry_for }
     }
 
     /// Attempts that failed so far.
-    pub fn attempts(&self) -> u32 {
+    fn attempts(&self) -> u32 {
         self.attempt
     }
 
     /// How long this has been retrying.
-    pub fn elapsed(&self) -> Duration {
+    fn elapsed(&self) -> Duration {
         self.began.elapsed()
     }
 
-    /// Sleeps for the next pause; `false` when `retry_for` is over.
-    pub async fn wait(&mut self) -> bool {
-        match self.next_pause() {
-            Some(p) => {
-                tokio::time::sleep(p).await;
-                true
-            }
-            None => false,
-        }
-    }
-
     /// The pause before the next attempt, or `None` when `retry_for` is over.
-    pub fn next_pause(&mut self) -> Option<Duration> {
+    fn next_pause(&mut self) -> Option<Duration> {
         if self.began.elapsed() >= self.retry_for {
             return None;
         }

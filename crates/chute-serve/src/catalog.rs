@@ -71,11 +71,6 @@ impl LaneError {
             _ => Answer::Operator,
         }
     }
-
-    /// Worth trying again within the request's time.
-    pub(crate) fn transient(&self) -> bool {
-        self.answer() == Answer::Retry
-    }
 }
 
 impl Classify for LaneError {
