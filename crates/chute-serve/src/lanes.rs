@@ -121,6 +121,7 @@ impl Lane {
             if began.elapsed() > wait || self.tx.is_disconnected() {
                 return false;
             }
+            // Waiting for the next run to start, not a retry.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         true
@@ -318,7 +319,7 @@ impl Lanes {
             tasks.push((task, cancel));
         }
         self.lanes.lock().await.insert((table.clone(), shape.clone()), lane.clone());
-        // Every ten minutes, while the lane is in use.
+        // Every ten minutes, while the lane is in use (a schedule, not a retry).
         let (keys, config, weak, id) = (self.keys.clone(), self.config.clone(), Arc::downgrade(&lane), lane.id.clone());
         tokio::spawn(async move {
             loop {
