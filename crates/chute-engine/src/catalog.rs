@@ -364,9 +364,12 @@ pub async fn partition_sizes(client: &Client, parts: &[QualifiedName]) -> Result
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
-impl crate::retry::Lost for crate::catalog::CatalogError {
-    fn connection_lost(&self) -> bool {
-        matches!(self, crate::catalog::CatalogError::Sql(e) if crate::retry::connection_lost(e))
+impl crate::retry::Classify for crate::catalog::CatalogError {
+    fn fault(&self) -> crate::retry::Fault {
+        match self {
+            crate::catalog::CatalogError::Sql(e) => crate::retry::classify(e),
+            _ => crate::retry::Fault::Fatal,
+        }
     }
 }
 

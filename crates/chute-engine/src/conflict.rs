@@ -42,9 +42,12 @@ impl ConflictError {
     }
 }
 
-impl crate::retry::Lost for ConflictError {
-    fn connection_lost(&self) -> bool {
-        matches!(self, ConflictError::Sql(e) if e.connection_lost())
+impl crate::retry::Classify for ConflictError {
+    fn fault(&self) -> crate::retry::Fault {
+        match self {
+            ConflictError::Sql(e) => crate::retry::Classify::fault(e),
+            ConflictError::Refused(_) => crate::retry::Fault::Fatal,
+        }
     }
 }
 

@@ -79,9 +79,9 @@ impl std::fmt::Display for SqlError {
 /// printed error chain would repeat.
 impl std::error::Error for SqlError {}
 
-impl crate::retry::Lost for SqlError {
-    fn connection_lost(&self) -> bool {
-        SqlError::connection_lost(self)
+impl crate::retry::Classify for SqlError {
+    fn fault(&self) -> crate::retry::Fault {
+        crate::retry::classify(&self.0.source)
     }
 }
 

@@ -2,19 +2,19 @@
 //!
 //! Every DDL step runs under a short `lock_timeout`, because a DDL statement
 //! queued behind a long query blocks every insert queued behind *it*; when
-//! the timeout hits, the step is rolled back and retried with backoff, so
-//! writers see at most one timeout's wait at a time. Deadlocks and
-//! serialization failures are retried the same way. Any other error stops
+//! the timeout hits, the step is rolled back and retried with backoff
+//! (`retry::Policy::lock`), so writers see at most one timeout's wait at a
+//! time. Deadlocks and serialization failures are retried the same way
+//! (the faults `retry::classify` calls `LockWait` and `Again`). Any other error stops
 //! the plan and names the step. Steps marked non-transactional (`DETACH …
 //! CONCURRENTLY`, `FINALIZE`) run as single statements outside a transaction.
 
 use std::time::Duration;
 
-use crate::retry::Backoff;
+use crate::retry::{self, Policy};
 
 use chute_core::partman::{Plan, Step};
 use tokio_postgres::Client;
-use tokio_postgres::error::SqlState;
 
 /// How the executor waits for locks.
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +42,7 @@ pub enum ExecError {
     #[error(
         "step {index} ({description}) could not get its locks within {waited:?} of retries (lock_timeout {lock_timeout:?}; last error: {last}): a long transaction holds the table; retry later or raise --lock-timeout"
     )]
-    LockRetriesExhausted { index: usize, description: String, waited: Duration, lock_timeout: Duration, last: Box<str>, code: &'static str },
+    LockRetriesExhausted { index: usize, description: String, waited: Duration, lock_timeout: Duration, last: Box<str>, code: Box<str> },
     /// A step on a data node could not reach it (scale-out).
     #[error("step {index} ({description}): {message}")]
     Node { index: usize, description: String, message: String },
@@ -52,7 +52,7 @@ impl ExecError {
     pub fn sqlstate(&self) -> Option<&str> {
         match self {
             ExecError::Step { source, .. } => source.code().map(|c| c.code()),
-            ExecError::LockRetriesExhausted { code, .. } => Some(*code),
+            ExecError::LockRetriesExhausted { code, .. } => Some(code.as_ref()),
             ExecError::Node { .. } => None,
         }
     }
@@ -68,19 +68,6 @@ pub enum StepEvent {
         pause: Duration,
     },
     Done,
-}
-
-/// The SQLSTATE of a retryable error (see `retryable`).
-fn retry_code(e: &tokio_postgres::Error) -> &'static str {
-    match e.code() {
-        Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED => "40P01",
-        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE => "40001",
-        _ => "55P03",
-    }
-}
-
-fn retryable(e: &tokio_postgres::Error) -> bool {
-    matches!(e.code(), Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE || *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE)
 }
 
 pub use crate::error::describe;
@@ -123,35 +110,27 @@ async fn run_step(
     settings: ExecSettings,
     mut on_event: impl FnMut(StepEvent),
 ) -> Result<(), ExecError> {
-    // Back off so that writers queued behind our failed attempt get through.
-    let mut backoff = Backoff::new(settings.lock_timeout.max(Duration::from_millis(50)), Duration::from_secs(10), settings.retry_for);
     let timeout_ms = settings.lock_timeout.as_millis().max(1);
-    loop {
-        let result =
-            if step.transactional { run_in_transaction(client, step, timeout_ms).await } else { run_alone(client, step, timeout_ms).await };
-        match result {
-            Ok(()) => return Ok(()),
-            Err(e) if retryable(&e) => match backoff.next_pause() {
-                Some(pause) => {
-                    on_event(StepEvent::Retrying { attempt: backoff.attempts(), pause });
-                    tokio::time::sleep(pause).await;
-                }
-                None => {
-                    return Err(ExecError::LockRetriesExhausted {
-                        index,
-                        description: step.description.clone(),
-                        waited: backoff.elapsed(),
-                        lock_timeout: settings.lock_timeout,
-                        last: describe(&e).into(),
-                        code: retry_code(&e),
-                    });
-                }
-            },
-            Err(e) => {
-                return Err(ExecError::Step { index, description: step.description.clone(), source: e.into() });
-            }
-        }
-    }
+    let policy = Policy::lock(settings.lock_timeout, settings.retry_for);
+    let began = std::time::Instant::now();
+    let outcome = retry::run!(
+        &policy,
+        |_| async {
+            if step.transactional { run_in_transaction(client, step, timeout_ms).await } else { run_alone(client, step, timeout_ms).await }
+        },
+        on_retry = |r| on_event(StepEvent::Retrying { attempt: r.failures, pause: r.pause })
+    );
+    outcome.map_err(|e| match e.code() {
+        Some(code) if policy.gave_up_on(&e) => ExecError::LockRetriesExhausted {
+            index,
+            description: step.description.clone(),
+            waited: began.elapsed(),
+            lock_timeout: settings.lock_timeout,
+            last: describe(&e).into(),
+            code: code.code().into(),
+        },
+        _ => ExecError::Step { index, description: step.description.clone(), source: e.into() },
+    })
 }
 
 async fn run_in_transaction(client: &mut Client, step: &Step, timeout_ms: u128) -> Result<(), tokio_postgres::Error> {
@@ -179,8 +158,13 @@ async fn run_alone(client: &mut Client, step: &Step, timeout_ms: u128) -> Result
 /// A reporter that reports nothing.
 pub fn quiet(_: usize, _: &Step, _: StepEvent) {}
 
-impl crate::retry::Lost for crate::exec::ExecError {
-    fn connection_lost(&self) -> bool {
-        matches!(self, crate::exec::ExecError::Step { source, .. } if source.connection_lost())
+/// A step's own failure is its statement's; lock waits and conflicts were
+/// retried already, so running out of them is final.
+impl crate::retry::Classify for crate::exec::ExecError {
+    fn fault(&self) -> crate::retry::Fault {
+        match self {
+            crate::exec::ExecError::Step { source, .. } => source.fault(),
+            _ => crate::retry::Fault::Fatal,
+        }
     }
 }

@@ -433,12 +433,16 @@ fn table_spec(
     TableSpec { name: rel.name.clone(), strategy: key.strategy, key: key.columns.clone(), partitions }
 }
 
-impl crate::retry::Lost for crate::layout::LayoutError {
-    fn connection_lost(&self) -> bool {
+impl crate::retry::Classify for crate::layout::LayoutError {
+    fn fault(&self) -> crate::retry::Fault {
+        use crate::retry::Fault;
         match self {
-            crate::layout::LayoutError::Sql(e) => crate::retry::connection_lost(e),
-            crate::layout::LayoutError::Catalog(e) => e.connection_lost(),
-            _ => false,
+            crate::layout::LayoutError::Sql(e) => crate::retry::classify(e),
+            crate::layout::LayoutError::Catalog(e) => e.fault(),
+            // A partition dropped while its tree was read shows an empty
+            // bound: the tree read again is whole.
+            crate::layout::LayoutError::Bound { .. } => Fault::Again,
+            _ => Fault::Fatal,
         }
     }
 }

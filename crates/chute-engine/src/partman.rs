@@ -439,27 +439,29 @@ impl PartitionManager {
     /// maintainer stuck behind a long query stall every loader.
     async fn lock(&self, info: &TableInfo) -> Result<(), PartmanError> {
         let key = (LOCK_CLASS, info.oid as i32);
-        let mut backoff = crate::retry::Backoff::new(
-            std::time::Duration::from_millis(20),
-            std::time::Duration::from_millis(500),
-            self.settings.retry_for,
-        );
-        loop {
+        // Only the lock is waited for: a failed statement (a lost connection
+        // among them) goes to the caller, which connects and plans again.
+        let policy = crate::retry::Policy::lock_poll(self.settings.retry_for).retrying(&[crate::retry::Fault::LockWait]);
+        let tried = crate::retry::run!(&policy, |_| async {
             let got: bool = self.client.query_one("SELECT pg_try_advisory_lock($1, $2)", &[&key.0, &key.1]).await?.get(0);
-            if got {
-                return Ok(());
+            match got {
+                true => Ok(()),
+                false if self.cancel.load(Ordering::SeqCst) => Err(LockTry::Failed(PartmanError::Refused(format!(
+                    "stopped while waiting for the lock on {} (a signal came)",
+                    info.name
+                )))),
+                false => Err(LockTry::Held),
             }
-            if self.cancel.load(Ordering::SeqCst) {
-                return Err(PartmanError::Refused(format!("stopped while waiting for the lock on {} (a signal came)", info.name)));
-            }
-            if !backoff.wait().await {
-                return Err(PartmanError::Refused(format!(
-                    "{} is being changed by another session ({}) that still holds chute's lock on it after {:?}: wait for it to finish, or end it with SELECT pg_terminate_backend(pid), then run this again (--retry-for waits longer)",
-                    info.name,
-                    self.lock_holder(key).await,
-                    self.settings.retry_for
-                )));
-            }
+        });
+        match tried {
+            Ok(()) => Ok(()),
+            Err(LockTry::Failed(e)) => Err(e),
+            Err(LockTry::Held) => Err(PartmanError::Refused(format!(
+                "{} is being changed by another session ({}) that still holds chute's lock on it after {:?}: wait for it to finish, or end it with SELECT pg_terminate_backend(pid), then run this again (--retry-for waits longer)",
+                info.name,
+                self.lock_holder(key).await,
+                self.settings.retry_for
+            ))),
         }
     }
 
@@ -623,16 +625,39 @@ pub struct TableStatus {
     pub partitions: Vec<PartitionStatus>,
 }
 
-impl crate::retry::Lost for crate::partman::PartmanError {
-    fn connection_lost(&self) -> bool {
+/// One try at the table's advisory lock.
+enum LockTry {
+    /// Another session holds it: asked again after a pause.
+    Held,
+    /// Not worth asking again (a statement failed, a signal came).
+    Failed(PartmanError),
+}
+
+impl From<tokio_postgres::Error> for LockTry {
+    fn from(e: tokio_postgres::Error) -> Self {
+        LockTry::Failed(e.into())
+    }
+}
+
+impl crate::retry::Classify for LockTry {
+    fn fault(&self) -> crate::retry::Fault {
+        match self {
+            LockTry::Held => crate::retry::Fault::LockWait,
+            LockTry::Failed(e) => crate::retry::Classify::fault(e),
+        }
+    }
+}
+
+impl crate::retry::Classify for crate::partman::PartmanError {
+    fn fault(&self) -> crate::retry::Fault {
         use crate::partman::PartmanError as P;
         match self {
-            P::Connect(e) => e.connection_lost(),
-            P::Catalog(e) => e.connection_lost(),
-            P::Exec(e) => e.connection_lost(),
-            P::Schema(e) => e.connection_lost(),
-            P::Sql(e) => e.connection_lost(),
-            _ => false,
+            P::Connect(e) => e.fault(),
+            P::Catalog(e) => e.fault(),
+            P::Exec(e) => e.fault(),
+            P::Schema(e) => e.fault(),
+            P::Sql(e) => e.fault(),
+            _ => crate::retry::Fault::Fatal,
         }
     }
 }

@@ -190,8 +190,11 @@ pub async fn version(client: &Client) -> Result<Option<i32>, tokio_postgres::Err
 /// The first key of every advisory lock chute takes ("chut").
 pub const LOCK_CLASS: i32 = 0x6368_7574;
 
-impl crate::retry::Lost for crate::schema::SchemaError {
-    fn connection_lost(&self) -> bool {
-        matches!(self, crate::schema::SchemaError::Sql(e) if crate::retry::connection_lost(e))
+impl crate::retry::Classify for crate::schema::SchemaError {
+    fn fault(&self) -> crate::retry::Fault {
+        match self {
+            crate::schema::SchemaError::Sql(e) => crate::retry::classify(e),
+            crate::schema::SchemaError::TooNew { .. } => crate::retry::Fault::Fatal,
+        }
     }
 }

@@ -380,6 +380,7 @@ async fn keep_positions(run: KafkaRun, target: chute_engine::ConnectOptions, id:
     let mut last: HashMap<u32, u64> = HashMap::new();
     let mut client: Option<tokio_postgres::Client> = None;
     for tick in 0u64.. {
+        // Pacing, not a retry: a lost connection is made again on the next tick.
         tokio::time::sleep(Duration::from_millis(200)).await;
         if tick % 5 == 0 {
             lag(&run, &parts).await;

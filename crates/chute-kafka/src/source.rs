@@ -23,6 +23,7 @@ use chute_engine::load::ack::{AckId, AckRef, Completion};
 use chute_engine::load::model::{Chunk, Marks, Payload};
 use chute_engine::load::source::Source;
 use chute_engine::load::{Delivery, Input, LoadError, LoadProgress, LoadSpec, Opened, Prepared, RejectOrigin, Shared, TextFormat, kinds};
+use chute_engine::retry::{self, Classify, Fault, Policy};
 
 /// A consumer of chute's: it notes every rebalance of its group.
 pub type KafkaConsumer = BaseConsumer<Watch>;
@@ -131,6 +132,19 @@ impl std::fmt::Debug for DeadLetterTopic {
     }
 }
 
+/// A message the producer did not take: a full queue frees up as the
+/// brokers acknowledge; anything else is not worth a retry.
+struct Produce(KafkaError);
+
+impl Classify for Produce {
+    fn fault(&self) -> Fault {
+        match self.0 {
+            KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull) => Fault::Again,
+            _ => Fault::Fatal,
+        }
+    }
+}
+
 impl chute_engine::load::rejects::DeadLetter for DeadLetterTopic {
     fn send(&self, input: &str, line: u64, raw: &[u8], reason: &str) -> Result<(), String> {
         use rdkafka::message::{Header, OwnedHeaders};
@@ -139,17 +153,21 @@ impl chute_engine::load::rejects::DeadLetter for DeadLetterTopic {
             .insert(Header { key: "chute.partition", value: Some(input) })
             .insert(Header { key: "chute.offset", value: Some(&offset) })
             .insert(Header { key: "chute.reason", value: Some(reason) });
-        let mut record = rdkafka::producer::BaseRecord::<(), [u8]>::to(&self.topic).payload(raw).headers(headers);
-        loop {
-            match self.producer.send(record) {
-                Ok(()) => return Ok(()),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
-                    record = r;
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err((e, _)) => return Err(e.to_string()),
-            }
-        }
+        let mut record = Some(rdkafka::producer::BaseRecord::<(), [u8]>::to(&self.topic).payload(raw).headers(headers));
+        // The producer's queue fills when rejects come faster than the
+        // brokers take them: wait for room, as long as `flush` waits.
+        let policy = Policy::new(Duration::from_millis(5), Duration::from_millis(200), Duration::from_secs(60), &[Fault::Again]);
+        let sent = retry::run_blocking(&policy, |_| {
+            let r = record.take().expect("the record comes back with each failure");
+            self.producer.send(r).map_err(|(e, r)| {
+                record = Some(r);
+                Produce(e)
+            })
+        });
+        sent.map_err(|p| match policy.gave_up_on(&p) {
+            true => format!("{}: the dead-letter topic {} took nothing for 60s", p.0, self.topic),
+            false => p.0.to_string(),
+        })
     }
 
     fn flush(&self) -> Result<(), String> {

@@ -5,6 +5,7 @@ use chute_core::ident::QualifiedName;
 use tokio_postgres::Client;
 
 use super::ServeConfig;
+use chute_engine::retry::{Classify, Fault};
 
 pub(crate) use chute_engine::lines::LaneColumn;
 
@@ -57,38 +58,34 @@ pub(crate) enum Answer {
 }
 
 impl LaneError {
-    /// The error's kind, from its variant and SQLSTATE (never its text).
+    /// The error's kind, from its variant and, for the server's errors,
+    /// what `retry::classify` makes of them (never their text): anything
+    /// but fatal is a server that is away or busy, not wrong.
     pub(crate) fn answer(&self) -> Answer {
         use axum::http::StatusCode as S;
-        use chute_engine::retry::Lost;
         match self {
-            LaneError::Unreachable(_) => Answer::Retry,
-            LaneError::Connect(e) if e.connection_lost() => Answer::Retry,
-            LaneError::Connect(_) => Answer::Operator,
-            LaneError::Schema(e) if e.connection_lost() => Answer::Retry,
-            LaneError::Schema(_) => Answer::Operator,
-            LaneError::Sql(e) if e.connection_lost() || e.code().is_some_and(busy) => Answer::Retry,
-            LaneError::Sql(_) | LaneError::Setting(_) => Answer::Operator,
-            LaneError::Create { source, .. } if source.connection_lost() => Answer::Retry,
-            LaneError::Create { .. } => Answer::Operator,
             LaneError::NoTable(_) => Answer::Refuse(S::NOT_FOUND),
             LaneError::Refused(_) => Answer::Refuse(S::FORBIDDEN),
             LaneError::NoTime { .. } | LaneError::NoColumn(_) => Answer::Refuse(S::BAD_REQUEST),
+            _ if self.fault() != Fault::Fatal => Answer::Retry,
+            _ => Answer::Operator,
         }
-    }
-
-    /// Worth trying again within the request's time.
-    pub(crate) fn transient(&self) -> bool {
-        self.answer() == Answer::Retry
     }
 }
 
-/// SQLSTATEs of a server that is busy, not wrong: a lock wait that timed
-/// out, a serialization failure or deadlock, resources or a shutdown.
-fn busy(code: &tokio_postgres::error::SqlState) -> bool {
-    use tokio_postgres::error::SqlState as S;
-    [S::LOCK_NOT_AVAILABLE, S::T_R_SERIALIZATION_FAILURE, S::T_R_DEADLOCK_DETECTED, S::ADMIN_SHUTDOWN, S::CANNOT_CONNECT_NOW].contains(code)
-        || code.code().starts_with("53")
+impl Classify for LaneError {
+    fn fault(&self) -> Fault {
+        match self {
+            LaneError::Unreachable(_) => Fault::Reconnect,
+            LaneError::Connect(e) => e.fault(),
+            LaneError::Schema(e) => e.fault(),
+            LaneError::Sql(e) => e.fault(),
+            LaneError::Create { source, .. } => source.fault(),
+            LaneError::NoTable(_) | LaneError::NoTime { .. } | LaneError::Setting(_) | LaneError::Refused(_) | LaneError::NoColumn(_) => {
+                Fault::Fatal
+            }
+        }
+    }
 }
 
 /// A connection for reading the catalog and changing a table.

@@ -16,6 +16,7 @@ use super::ServeConfig;
 use super::catalog::LaneError;
 use chute_engine::exec::ExecSettings;
 use chute_engine::partman::{CreateRequest, PartitionManager};
+use chute_engine::retry::{self, Fault};
 
 /// A column a request needs: a tag (text) or a field of its type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,23 +81,25 @@ pub(crate) async fn add_columns(
         adds.join(", ")
     );
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let mut backoff = chute_engine::retry::Backoff::new(Duration::from_millis(50), Duration::from_secs(1), left);
-    loop {
-        match client.batch_execute(&sql).await {
-            Ok(()) => {
-                let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
-                eprintln!("chute serve: added to {table}: {}", names.join(", "));
-                return Ok(());
-            }
-            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
-                let _ = client.batch_execute("RESET lock_timeout").await;
-                if !backoff.wait().await {
-                    return Err(LaneError::Unreachable(format!(
-                        "cannot add columns to {table}: its lock was held longer than --lock-timeout on every try: retry"
-                    )));
-                }
-            }
-            Err(e) => return Err(super::catalog::sql_error(format!("adding columns to {table}"))(e)),
+    // Only the table's lock is waited for here; anything else is the request's to retry.
+    let policy = retry::Policy::request(left).retrying(&[Fault::LockWait]);
+    let added = retry::run!(&policy, |_| async {
+        let tried = client.batch_execute(&sql).await;
+        if tried.is_err() {
+            // The failed statement left lock_timeout set on the connection.
+            let _ = client.batch_execute("RESET lock_timeout").await;
         }
+        tried
+    });
+    match added {
+        Ok(()) => {
+            let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
+            eprintln!("chute serve: added to {table}: {}", names.join(", "));
+            Ok(())
+        }
+        Err(e) if policy.gave_up_on(&e) => Err(LaneError::Unreachable(format!(
+            "cannot add columns to {table}: its lock was held longer than --lock-timeout on every try: retry"
+        ))),
+        Err(e) => Err(super::catalog::sql_error(format!("adding columns to {table}"))(e)),
     }
 }

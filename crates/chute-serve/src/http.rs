@@ -104,6 +104,7 @@ async fn accept_loop(
             Ok(v) => v,
             Err(e) => {
                 // Out of file descriptors and the like: pause, then go on.
+                // Pacing, not a retry of work: the listener accepts until shutdown.
                 if complained.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
                     eprintln!("chute serve: cannot accept a connection: {e}");
                     complained = Some(Instant::now());
@@ -177,6 +178,7 @@ where
                     return;
                 }
             }
+            // Pacing, not a retry: the connection's clocks are checked each tick.
             _ = tokio::time::sleep(tick) => {
                 if clock.expired(limits) || stopped_at.is_some_and(|t| tokio::time::Instant::now() >= t) {
                     return;

@@ -111,6 +111,7 @@ impl Keys {
             if self.busy.lock().expect("busy keys").insert(id.clone()) {
                 return Held { keys: self.clone(), id };
             }
+            // Waiting for the other request to finish, not a retry.
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }

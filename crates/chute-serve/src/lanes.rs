@@ -16,7 +16,9 @@
 //! A lane whose load fails is closed (its requests are answered 503 with
 //! the reason) and the next request makes it again, reading the table
 //! afresh; only a server that stayed away longer than `--retry-for` makes a
-//! lane start its load again by itself. Before each start the lane's
+//! lane start its load again by itself, under a supervisor with a stated
+//! budget (`LANE_RESTARTS` within `LANE_RESTART_WINDOW`; past it the lane
+//! is closed like any other). Before each start the lane's
 //! journal is brought up to date with a TRUNCATE or VACUUM FULL of its
 //! leaves (`keys::repair_journal`), so that neither stops it.
 
@@ -36,6 +38,7 @@ use super::metrics::Metrics;
 use chute_engine::load::budget::Budget;
 use chute_engine::load::model::Chunk;
 use chute_engine::load::{Feed, FeedFormat, FeedInput, Input, LoadProgress, LoadSpec, LoadStats, TextFormat};
+use chute_engine::retry::Classify;
 
 /// The shape of the rows a lane takes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -118,6 +121,7 @@ impl Lane {
             if began.elapsed() > wait || self.tx.is_disconnected() {
                 return false;
             }
+            // Waiting for the next run to start, not a retry.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         true
@@ -314,7 +318,7 @@ impl Lanes {
             tasks.push((task, cancel));
         }
         self.lanes.lock().await.insert((table.clone(), shape.clone()), lane.clone());
-        // Every ten minutes, while the lane is in use.
+        // Every ten minutes, while the lane is in use (a schedule, not a retry).
         let (keys, config, weak, id) = (self.keys.clone(), self.config.clone(), Arc::downgrade(&lane), lane.id.clone());
         tokio::spawn(async move {
             loop {
@@ -443,6 +447,14 @@ fn dedup(columns: Vec<(String, Wanted)>) -> Vec<(String, Wanted)> {
     columns.into_iter().filter(|(n, _)| seen.insert(n.clone())).collect()
 }
 
+/// How many times a lane starts its load again by itself (after the
+/// server stayed away longer than `--retry-for`) within
+/// `LANE_RESTART_WINDOW`; one more failure closes the lane, and the next
+/// request makes it again. Each run waits out `--retry-for` before it
+/// fails, so with the default 5 min this gives a server about an hour.
+const LANE_RESTARTS: u32 = 10;
+const LANE_RESTART_WINDOW: Duration = Duration::from_secs(3600);
+
 /// What runs a lane's load, and starts it again while the server stays away.
 struct LaneRun {
     name: String,
@@ -463,10 +475,9 @@ struct LaneRun {
 
 impl LaneRun {
     async fn run(self, spec: LoadSpec) {
-        // Pauses between runs after the server went away; never gives up (the
-        // service runs until stopped), and starts over after a run that worked.
-        let backoff = || chute_engine::retry::Backoff::new(Duration::from_millis(500), Duration::from_secs(5), Duration::MAX);
-        let mut pauses = backoff();
+        let what = format!("the load into {}", self.name);
+        let mut supervisor = chute_engine::retry::Supervisor::new(what, LANE_RESTARTS, LANE_RESTART_WINDOW);
+        let say = |line: &str| eprintln!("chute serve: {line}");
         loop {
             let mut progress = LaneProgress {
                 table: self.name.clone(),
@@ -485,33 +496,44 @@ impl LaneRun {
             self.up.store(true, Ordering::Relaxed);
             let result = chute_engine::load::run(spec, &mut progress).await;
             self.up.store(false, Ordering::Relaxed);
-            match &result {
-                Ok(_) if self.stopping.load(Ordering::Relaxed) => return,
+            let stopping = self.stopping.load(Ordering::Relaxed);
+            let failure = match &result {
+                Ok(_) if stopping => return,
                 // Every sender is gone (the lane was replaced or the service stops).
                 _ if self.feed.is_disconnected() && self.feed.is_empty() => return,
                 // Asked to start again (see `Lane::restart`): at once.
                 Ok(_) if stop.load(Ordering::SeqCst) => continue,
-                Ok(_) => pauses = backoff(),
-                Err(e) if chute_engine::retry::Lost::connection_lost(e) && !self.stopping.load(Ordering::Relaxed) => {
-                    self.metrics.lane_failed(&self.name);
-                    eprintln!("chute serve: the load into {} failed: {e}; starting it again", self.name);
-                }
+                Ok(_) => "it ended by itself".to_owned(),
                 Err(e) => {
-                    // Not the server gone: closed, and made again (reading the table afresh) by the next request.
                     self.metrics.lane_failed(&self.name);
-                    eprintln!("chute serve: the load into {} failed: {e}; the next request starts it again", self.name);
-                    *self.failure.lock().expect("lane failure") = Some(e.to_string());
-                    let mut lanes = self.lanes.lock().await;
-                    if lanes.get(&self.key).is_some_and(|l| l.serial == self.serial) {
-                        lanes.remove(&self.key);
-                    }
-                    // The chunks still queued are dropped: their requests are answered 503 (see `submit`).
-                    self.feed.drain();
-                    return;
+                    e.to_string()
                 }
+            };
+            // The server stayed away: the supervisor starts the load again, within its budget.
+            let restartable = result.as_ref().err().is_none_or(|e| e.connection_lost()) && !stopping;
+            if restartable && supervisor.restart(&failure, say).await {
+                continue;
             }
-            pauses.wait().await;
+            if restartable {
+                say(&format!("{}: the lane is closed; the next request starts its load again", self.name));
+            } else {
+                say(&format!("the load into {} failed: {failure}; the next request starts it again", self.name));
+            }
+            return self.close(failure).await;
         }
+    }
+
+    /// Closes the lane after its load failed for `why`: its queued
+    /// requests are answered 503, and the next request makes it again
+    /// (reading the table afresh).
+    async fn close(&self, why: String) {
+        *self.failure.lock().expect("lane failure") = Some(why);
+        let mut lanes = self.lanes.lock().await;
+        if lanes.get(&self.key).is_some_and(|l| l.serial == self.serial) {
+            lanes.remove(&self.key);
+        }
+        // The chunks still queued are dropped: their requests are answered 503 (see `submit`).
+        self.feed.drain();
     }
 }
 

@@ -281,13 +281,7 @@ where
     Fut: std::future::Future<Output = Result<T, catalog::LaneError>>,
 {
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let mut backoff = chute_engine::retry::Backoff::new(std::time::Duration::from_millis(100), std::time::Duration::from_millis(500), left);
-    loop {
-        match get().await {
-            Err(e) if e.transient() && backoff.wait().await => {}
-            other => return other,
-        }
-    }
+    chute_engine::retry::run!(&chute_engine::retry::Policy::request(left), |_| get())
 }
 
 /// The answer to a request that failed with `e` before any row moved.

@@ -165,7 +165,8 @@ pub(crate) async fn submit_and_answer(
     let waiting = std::time::Instant::now();
     let mut stage = s.stage.clone();
     let failed = async {
-        // A lane whose load failed has dropped what it held: no need to wait for the deadline.
+        // A lane whose load failed has dropped what it held: no need to wait
+        // for the deadline. Watching, not a retry.
         loop {
             tokio::time::sleep(std::time::Duration::from_millis(250)).await;
             if let Some(why) = lanes.iter().find_map(|l| l.failure()) {

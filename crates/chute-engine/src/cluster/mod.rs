@@ -60,12 +60,12 @@ impl ClusterError {
     }
 }
 
-impl crate::retry::Lost for ClusterError {
-    fn connection_lost(&self) -> bool {
+impl crate::retry::Classify for ClusterError {
+    fn fault(&self) -> crate::retry::Fault {
         match self {
-            ClusterError::Sql { source, .. } => crate::retry::connection_lost(source),
-            ClusterError::Connect(e) => e.connection_lost(),
-            ClusterError::Refused(_) => false,
+            ClusterError::Sql { source, .. } => crate::retry::classify(source),
+            ClusterError::Connect(e) => crate::retry::Classify::fault(e),
+            ClusterError::Refused(_) => crate::retry::Fault::Fatal,
         }
     }
 }

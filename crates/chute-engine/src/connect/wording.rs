@@ -28,8 +28,9 @@ pub enum ConnectError {
     NoChannelBinding { endpoint: String, reason: String },
     #[error("could not connect to {endpoint}: {reason}. Is the server running there? Check --url, PGHOST and PGPORT")]
     Unreachable { endpoint: String, reason: String },
-    /// The server is starting up, shutting down or out of connection slots
-    /// (57P01, 57P02, 57P03, 53300): worth trying again a moment later.
+    /// The server is starting up, shutting down or out of connection slots,
+    /// or a pooler says to try again (a SQLSTATE `retry::classify` does not
+    /// call fatal): worth trying again a moment later.
     #[error("the server at {endpoint} does not accept connections now: {message}; wait for it or raise --retry-for")]
     Unavailable { endpoint: String, message: String },
     #[error(
@@ -182,7 +183,9 @@ impl ConnectOptions {
             return match code {
                 "28P01" => ConnectError::BadPassword { user: self.user.clone(), endpoint },
                 "3D000" => ConnectError::NoDatabase { dbname: self.dbname.clone(), endpoint },
-                "57P01" | "57P02" | "57P03" | "53300" => {
+                // Starting up, shutting down, out of slots, or a pooler's
+                // "try again later" (class 08): a new attempt may work.
+                _ if crate::retry::classify(&e) != crate::retry::Fault::Fatal => {
                     ConnectError::Unavailable { endpoint, message: format!("{} (SQLSTATE {code})", db.message()) }
                 }
                 _ => ConnectError::Refused { user: self.user.clone(), endpoint, message: format!("{} (SQLSTATE {code})", db.message()) },

@@ -90,6 +90,7 @@ pub async fn checkpoints(client: &Client, s: &Settings, sample: Duration) -> Res
     let average = if secs > 0.0 { wal_bytes / secs } else { 0.0 };
     let t0 = Instant::now();
     let l0: f64 = client.query_one(lsn_sql(), &[]).await.map_err(err)?.get(0);
+    // The sample's length, not a retry.
     tokio::time::sleep(sample).await;
     let l1: f64 = client.query_one(lsn_sql(), &[]).await.map_err(err)?.get(0);
     let now_rate = (l1 - l0).max(0.0) / t0.elapsed().as_secs_f64();

@@ -11,7 +11,7 @@ use tokio_postgres::Client;
 
 use super::LoadError;
 use crate::ConnectOptions;
-use crate::retry::{self, Backoff, Lost};
+use crate::retry::{self, Policy};
 
 pub(crate) struct Control {
     client: Client,
@@ -55,32 +55,16 @@ impl Control {
     /// Marks the load finished (or how it ended) in the journal, retrying a lost connection.
     pub(crate) async fn close_journal(&mut self, status: &str, through: &[super::CommittedThrough]) -> Result<(), LoadError> {
         let Some(id) = self.load_id.clone() else { return Ok(()) };
-        let mut backoff = Backoff::reconnect(self.retry_for);
-        loop {
-            let result = match self.client().await {
-                Ok(c) => super::journal::close(c, &id, status, through).await,
-                Err(e) => Err(e),
-            };
-            match result {
-                Err(e) if e.connection_lost() && backoff.wait().await => {}
-                other => return other,
-            }
-        }
+        retry::run!(&Policy::reconnect(self.retry_for), |_| async {
+            super::journal::close(self.client().await?, &id, status, through).await
+        })
     }
 
     /// Moves the shared inputs this run (`owner`) owns on to where they are committed through.
     pub(crate) async fn advance(&mut self, owner: &str, through: &[(u32, u64)]) -> Result<(), LoadError> {
         let Some(id) = self.load_id.clone() else { return Ok(()) };
-        let mut backoff = Backoff::reconnect(self.retry_for);
-        loop {
-            let result = match self.client().await {
-                Ok(c) => super::journal::advance(c, &id, owner, through).await,
-                Err(e) => Err(e),
-            };
-            match result {
-                Err(e) if e.connection_lost() && backoff.wait().await => {}
-                other => return other,
-            }
-        }
+        retry::run!(&Policy::reconnect(self.retry_for), |_| async {
+            super::journal::advance(self.client().await?, &id, owner, through).await
+        })
     }
 }

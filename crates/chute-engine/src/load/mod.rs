@@ -262,18 +262,18 @@ impl Errors {
     }
 }
 
-impl crate::retry::Lost for crate::load::LoadError {
-    fn connection_lost(&self) -> bool {
+impl crate::retry::Classify for crate::load::LoadError {
+    fn fault(&self) -> crate::retry::Fault {
         use crate::load::LoadError as L;
         match self {
-            L::Connect(e) => e.connection_lost(),
-            L::Catalog(e) => e.connection_lost(),
-            L::Partition(e) => e.connection_lost(),
-            L::Sql(e) => e.connection_lost(),
-            L::Layout { source, .. } => source.connection_lost(),
-            L::Schema(e) => e.connection_lost(),
-            L::Several { first, .. } => first.connection_lost(),
-            _ => false,
+            L::Connect(e) => e.fault(),
+            L::Catalog(e) => e.fault(),
+            L::Partition(e) => e.fault(),
+            L::Sql(e) => e.fault(),
+            L::Layout { source, .. } => source.fault(),
+            L::Schema(e) => e.fault(),
+            L::Several { first, .. } => first.fault(),
+            _ => crate::retry::Fault::Fatal,
         }
     }
 }

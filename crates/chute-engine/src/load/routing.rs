@@ -25,7 +25,7 @@ use super::{LoadError, LoadProgress, LoadSpec};
 use crate::catalog::TableInfo;
 use crate::exec::ExecSettings;
 use crate::partman::PartitionManager;
-use crate::retry::{Backoff, Lost};
+use crate::retry::{self, Classify};
 
 /// A leaf: an id in the load's leaf registry, or the parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -680,13 +680,7 @@ async fn jit_for(
 /// Reads a partition tree. A partition dropped while the catalog is read
 /// (retention running meanwhile) shows an empty bound: read again.
 async fn read_tree(client: &tokio_postgres::Client, root: &QualifiedName) -> Result<PartitionTree, crate::layout::LayoutError> {
-    let mut backoff = crate::retry::Backoff::new(Duration::from_millis(100), Duration::from_millis(400), Duration::from_secs(2));
-    loop {
-        match crate::layout::load_partition_tree(client, root).await {
-            Err(crate::layout::LayoutError::Bound { .. }) if backoff.wait().await => {}
-            other => return other,
-        }
-    }
+    retry::run!(&retry::Policy::reread(), |_| crate::layout::load_partition_tree(client, root))
 }
 
 /// Reads the partition tree of `parent` again and routes new rows with it.
@@ -696,13 +690,6 @@ pub(crate) async fn reread_tree(client: &tokio_postgres::Client, routing: &Routi
         .map_err(|e| LoadError::Layout { context: format!("re-reading the partitions of {}", routing.parent), source: Box::new(e) })?;
     routing.install(tree);
     Ok(())
-}
-
-/// The server could not reach another one (SQLSTATE class 08 on a
-/// connection that is itself fine): postgres_fdw on the coordinator
-/// reading a data node that is down. Retried like a lost connection.
-fn a_node_unreachable(e: &LoadError) -> bool {
-    e.code().is_some_and(|c| c.code().starts_with("08"))
 }
 
 /// Keeps one partition manager connection for just-in-time creation.
@@ -718,9 +705,11 @@ impl JitCreator {
     }
 
     /// Creates the partitions for `starts`, then re-reads the tree. Returns
-    /// the partitions created. A lost connection (a restarted server) is
-    /// retried on a new one: each attempt plans against the catalog as it
-    /// finds it, so what an earlier attempt committed is not made twice.
+    /// the partitions created. A lost connection (a restarted server, or
+    /// postgres_fdw on the coordinator losing a data node: SQLSTATE class 08
+    /// either way) is retried on a new one: each attempt plans against the
+    /// catalog as it finds it, so what an earlier attempt committed is not
+    /// made twice.
     pub(crate) async fn create(
         &mut self,
         spec_target: &crate::ConnectOptions,
@@ -728,26 +717,22 @@ impl JitCreator {
         starts: &[i64],
     ) -> Result<Vec<QualifiedName>, LoadError> {
         let Some(j) = routing.jit() else { return Ok(Vec::new()) };
-        let mut backoff = Backoff::reconnect(self.retry_for);
-        loop {
-            match self.attempt(spec_target, routing, j, starts).await {
-                Ok(created) => return Ok(created),
-                Err(e) if e.connection_lost() || a_node_unreachable(&e) => {
-                    if e.connection_lost() {
-                        self.mgr = None;
-                    }
-                    if !backoff.wait().await {
-                        return Err(LoadError::Setup(format!(
-                            "making new partitions of {}: {e}; it was retried for {} {:?}: check that the server and every data node are up (chute cluster status shows a node that is down), then run the same command again: the rows committed so far are skipped",
-                            routing.parent,
-                            crate::setting::Setting::RetryFor,
-                            self.retry_for
-                        )));
-                    }
-                }
-                Err(e) => return Err(e),
+        let policy = retry::Policy::reconnect(self.retry_for);
+        let made = retry::run!(&policy, |a| async {
+            if a.reconnect() {
+                self.mgr = None;
             }
-        }
+            self.attempt(spec_target, routing, j, starts).await
+        });
+        made.map_err(|e| match policy.gave_up_on(&e) {
+            true => LoadError::Setup(format!(
+                "making new partitions of {}: {e}; it was retried for {} {:?}: check that the server and every data node are up (chute cluster status shows a node that is down), then run the same command again: the rows committed so far are skipped",
+                routing.parent,
+                crate::setting::Setting::RetryFor,
+                self.retry_for
+            )),
+            false => e,
+        })
     }
 
     async fn attempt(

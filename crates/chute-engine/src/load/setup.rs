@@ -18,25 +18,23 @@ use super::journal::{self, Committed};
 use super::kind::Prepared;
 use super::routing::{RouteMode, Routing, reread_tree};
 use super::{LoadError, LoadProgress, LoadSpec};
-use crate::retry::{self, Backoff, Lost};
+use crate::retry::{self, Policy};
 
 /// Connects and prepares the load's kind (tables, columns, routing,
 /// policies), starting over on a new connection while the server is
 /// unreachable or restarting.
 pub(crate) async fn prepare(spec: &LoadSpec, progress: &mut dyn LoadProgress) -> Result<(Client, Prepared), LoadError> {
-    let mut backoff = Backoff::reconnect(spec.retry_for);
-    loop {
-        let attempt = async {
+    retry::run!(
+        &Policy::reconnect(spec.retry_for),
+        |_| async {
             let control = spec.target.connect().await?;
             let prepared = spec.input.prepare(spec, &control, progress).await?;
-            Ok::<_, LoadError>((control, prepared))
-        };
-        match attempt.await {
-            Ok(v) => return Ok(v),
-            Err(e) if e.connection_lost() => wait_or_fail(&mut backoff, e, spec, progress).await?,
-            Err(e) => return Err(e),
-        }
-    }
+            Ok((control, prepared))
+        },
+        on_retry = |r| say_waiting(r, spec, progress),
+        // Nothing has moved yet: a stop need not wait out the retries.
+        stop = spec.cancel.as_ref()
+    )
 }
 
 /// The journal's name for a load: the id it was given, or derived from its
@@ -62,14 +60,14 @@ pub(crate) async fn open_journal(
     entry: journal::Entry<'_>,
     progress: &mut dyn LoadProgress,
 ) -> Result<Committed, LoadError> {
-    let mut backoff = Backoff::reconnect(spec.retry_for);
-    loop {
-        if control.is_closed() {
-            *control = retry::connect(&spec.target, spec.retry_for, |_| {}).await?;
-        }
-        // The load's lock goes with the connection: taken on each new one.
-        // Shared inputs are owned one by one instead (see `claim::fence`).
-        let opened = async {
+    retry::run!(
+        &Policy::reconnect(spec.retry_for),
+        |a| async {
+            if a.reconnect() || control.is_closed() {
+                *control = retry::connect(&spec.target, spec.retry_for, |_| {}).await?;
+            }
+            // The load's lock goes with the connection: taken on each new one.
+            // Shared inputs are owned one by one instead (see `claim::fence`).
             if entry.shared.is_none() {
                 super::claim::acquire(control, entry.load_id, spec.wait, progress).await?;
             }
@@ -77,31 +75,16 @@ pub(crate) async fn open_journal(
                 reread_tree(control, t).await?;
             }
             journal::open(control, &entry).await
-        }
-        .await;
-        match opened {
-            Ok(c) => return Ok(c),
-            Err(e) if e.connection_lost() || control.is_closed() => {
-                wait_or_fail(&mut backoff, e, spec, progress).await?;
-                *control = retry::connect(&spec.target, spec.retry_for, |_| {}).await?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+        },
+        on_retry = |r| say_waiting(r, spec, progress),
+        // Nothing has moved yet: a stop need not wait out the retries.
+        stop = spec.cancel.as_ref()
+    )
 }
 
-/// Says (once) that the server is being waited for, then pauses; the error
-/// itself once `retry_for` is over, or at once when the load is stopped
-/// (nothing has moved yet: a Ctrl-C need not wait out the retries).
-async fn wait_or_fail(backoff: &mut Backoff, e: LoadError, spec: &LoadSpec, progress: &mut dyn LoadProgress) -> Result<(), LoadError> {
-    if backoff.attempts() == 0 {
-        progress.notice(&format!("{e}; retrying for up to {:?}", spec.retry_for));
+/// Says, at the first retry only, that the server is being waited for.
+fn say_waiting(r: &retry::Retry<'_, LoadError>, spec: &LoadSpec, progress: &mut dyn LoadProgress) {
+    if r.failures == 1 {
+        progress.notice(&format!("{}; retrying for up to {:?}", r.error, spec.retry_for));
     }
-    let stopped = || spec.cancel.load(std::sync::atomic::Ordering::Relaxed);
-    let Some(pause) = backoff.next_pause().filter(|_| !stopped()) else { return Err(e) };
-    let until = tokio::time::Instant::now() + pause;
-    while tokio::time::Instant::now() < until && !stopped() {
-        tokio::time::sleep_until(until.min(tokio::time::Instant::now() + std::time::Duration::from_millis(50))).await;
-    }
-    if stopped() { Err(e) } else { Ok(()) }
 }

@@ -284,6 +284,7 @@ impl Migrator {
             {
                 let want = Duration::from_secs_f64(copied_blocks as f64 * per_block / rate);
                 if let Some(rest) = want.checked_sub(began.elapsed()) {
+                    // Pacing (--rows-per-s), not a retry.
                     tokio::time::sleep(rest).await;
                 }
             }

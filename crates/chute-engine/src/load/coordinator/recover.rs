@@ -1,8 +1,8 @@
 //! What the coordinator does when the server goes away or the partition
 //! tree changes under it while rows flow: the control connection's reads
 //! are retried on a new connection within `retry_for` (the sinks and
-//! just-in-time creation retry their own statements the same way, with the
-//! same [`Backoff`]), and rows whose leaf vanished before their COPY are
+//! just-in-time creation retry their own statements the same way, through
+//! `retry::run`), and rows whose leaf vanished before their COPY are
 //! routed again against the tree as it is now.
 
 use super::super::LoadError;
@@ -12,7 +12,7 @@ use super::super::routing::Routed;
 use super::super::routing::reread_tree;
 use super::super::sink::BatchPart;
 use super::Coordinator;
-use crate::retry::{Backoff, Lost};
+use crate::retry::{self, Policy};
 
 impl Coordinator {
     /// Gives rows of new tag sets their tag ids (tsbs), on a new control
@@ -21,16 +21,12 @@ impl Coordinator {
     pub(crate) async fn resolve_tags(&mut self, pending: Vec<super::super::model::PendingRow>) -> Result<Filed, LoadError> {
         let mut pending = std::collections::VecDeque::from(pending);
         let mut filed = Filed::default();
-        let mut backoff = Backoff::reconnect(self.retry_for);
-        loop {
+        retry::run!(&Policy::reconnect(self.retry_for), |_| async {
             let control = self.control.client().await?;
             let resolver = self.tags.as_mut().ok_or_else(|| LoadError::Setup("rows wait for tags, but no tag table is set up".into()))?;
-            match resolver.resolve(control, &mut pending, &self.tables, &mut filed).await {
-                Ok(()) => return Ok(filed),
-                Err(e) if e.connection_lost() && backoff.wait().await => {}
-                Err(e) => return Err(e),
-            }
-        }
+            resolver.resolve(control, &mut pending, &self.tables, &mut filed).await
+        })?;
+        Ok(filed)
     }
 
     /// Reads the trees of the tables whose leaves vanished and routes those
@@ -49,14 +45,7 @@ impl Coordinator {
         tables.dedup();
         for t in tables {
             let routing = self.tables[usize::from(t)].clone();
-            let mut backoff = Backoff::reconnect(self.retry_for);
-            loop {
-                match reread_tree(self.control.client().await?, &routing).await {
-                    Ok(()) => break,
-                    Err(e) if e.connection_lost() && backoff.wait().await => {}
-                    Err(e) => return Err(e),
-                }
-            }
+            retry::run!(&Policy::reconnect(self.retry_for), |_| async { reread_tree(self.control.client().await?, &routing).await })?;
         }
         for part in parts {
             self.notices.push(format!("{} no longer exists (dropped while loading?): routing its rows again", part.target_name));

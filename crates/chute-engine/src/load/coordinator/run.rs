@@ -105,6 +105,7 @@ impl Coordinator {
                         Ok(c) => { committed.absorb(&c); }
                         Err(_) => acks_open = false,
                     },
+                    // Pacing, not a retry: the loop wakes for its upkeep (flushes by age).
                     _ = tokio::time::sleep(tick) => {}
                 }
             }

@@ -125,7 +125,7 @@ fn the_first_error_decides_and_the_others_are_reported_with_it() {
     assert!(text.contains("cannot read t.csv: connection reset") && text.contains("worker 3: out of memory"), "{text}");
     assert_eq!(text.matches("disk full").count(), 1, "{text}");
     // Whether the load is retried follows the first error.
-    use crate::retry::Lost;
+    use crate::retry::Classify;
     assert!(!e.connection_lost());
 }
 

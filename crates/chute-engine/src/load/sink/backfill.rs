@@ -32,7 +32,7 @@ use tokio_postgres::{Client, Transaction};
 use super::swap::{self, Locked, SwapTarget};
 use super::{BatchPart, CopyOutcome, WorkerCtx};
 use crate::load::UpsertCounts;
-use crate::retry::{self, Backoff, Lost};
+use crate::retry::{self, Classify, Fault, Policy};
 
 /// What the coordinator sends a session.
 pub(crate) enum LeafMsg {
@@ -158,23 +158,34 @@ impl Kept {
 }
 
 enum Failure {
-    /// Worth another attempt on a new connection.
-    Transient(tokio_postgres::Error),
-    /// The server refused the backfill (its data, a name taken, a lock):
-    /// the rows take the normal path.
+    /// A statement failed: tried again on a new connection when the
+    /// session's policy retries its fault, else the rows take the normal path.
+    Server(tokio_postgres::Error),
+    /// The server refused the backfill (its data, a name taken): the rows
+    /// take the normal path.
     Refused(String),
 }
 
 impl From<tokio_postgres::Error> for Failure {
     fn from(e: tokio_postgres::Error) -> Self {
-        if retry::transient(&e) {
-            Failure::Transient(e)
-        } else if name_taken(&e) {
-            Failure::Refused("another session made a table of that name first".into())
-        } else {
-            Failure::Refused(crate::exec::describe(&e).to_string())
+        if name_taken(&e) { Failure::Refused("another session made a table of that name first".into()) } else { Failure::Server(e) }
+    }
+}
+
+impl Classify for Failure {
+    fn fault(&self) -> Fault {
+        match self {
+            Failure::Server(e) => retry::classify(e),
+            Failure::Refused(_) => Fault::Fatal,
         }
     }
+}
+
+/// A session is redone whole on a new connection after a lost connection
+/// or a conflict; a lock not granted in time is not waited for: the rows
+/// take the normal path, which needs no lock of the parent's.
+fn session_policy(retry_for: std::time::Duration) -> Policy {
+    Policy::transaction(retry_for).retrying(&[Fault::Reconnect, Fault::Again])
 }
 
 /// The partition's name was taken by another session: a table that exists
@@ -195,41 +206,35 @@ async fn session(ctx: Arc<WorkerCtx>, spec: SessionSpec, rx: flume::Receiver<Lea
     let mut parts: Vec<Kept> = Vec::new();
     let mut spill = Spill::default();
     let mut closed = false;
-    let mut backoff = Backoff::reconnect(ctx.retry_for);
-    let result = loop {
-        let mut client = match retry::connect(&ctx.target, ctx.retry_for, |_| {}).await {
-            Ok(c) => c,
-            Err(e) => break Err(format!("cannot connect: {e}")),
-        };
-        if backoff.attempts() > 0 {
+    let policy = session_policy(ctx.retry_for);
+    let tried = retry::run!(
+        &policy,
+        |a| async {
+            let mut client =
+                retry::connect(&ctx.target, ctx.retry_for, |_| {}).await.map_err(|e| Failure::Refused(format!("cannot connect: {e}")))?;
             // The connection dropped: did the commit land before it did?
-            match landed(&client, &ctx, &spec, &parts).await {
-                Ok(true) => {
-                    let rows = parts.iter().map(|k| k.part.seg.row_ends.len() as u64).sum();
-                    // What the commit's rows did is lost with the connection: unchanged, as a merge's are.
-                    let upsert = UpsertCounts { unchanged: rows, ..Default::default() };
-                    break Ok(Ended::Committed { rows, upsert });
-                }
-                Ok(false) => {}
-                Err(e) if e.connection_lost() && backoff.wait().await => continue,
-                Err(e) => break Err(crate::exec::describe(&e).to_string()),
+            if a.is_retry() && landed(&client, &ctx, &spec, &parts).await? {
+                let rows = parts.iter().map(|k| k.part.seg.row_ends.len() as u64).sum();
+                // What the commit's rows did is lost with the connection: unchanged, as a merge's are.
+                let upsert = UpsertCounts { unchanged: rows, ..Default::default() };
+                return Ok(Ended::Committed { rows, upsert });
             }
+            attempt(&mut client, &ctx, &spec, &rx, (&mut parts, &mut spill), &mut closed).await
+        },
+        on_retry = |r| if let Failure::Server(e) = r.error {
+            let message = format!("backfill of {}: {}; retrying", spec.fill.name(), crate::exec::describe(e));
+            let _ = outcomes.send(CopyOutcome::Retrying { message });
         }
-        match attempt(&mut client, &ctx, &spec, &rx, (&mut parts, &mut spill), &mut closed).await {
-            Ok(ended) => break Ok(ended),
-            Err(Failure::Transient(e)) => {
-                let message = crate::exec::describe(&e).to_string();
-                let _ = outcomes.send(CopyOutcome::Retrying { message: format!("backfill of {}: {message}; retrying", spec.fill.name()) });
-                if !backoff.wait().await {
-                    break Err(format!(
-                        "the connection was lost and not regained within {} (last error: {message})",
-                        crate::setting::Setting::RetryFor
-                    ));
-                }
-            }
-            Err(Failure::Refused(why)) => break Err(why),
-        }
-    };
+    );
+    let result = tried.map_err(|f| match (policy.gave_up_on(&f), f) {
+        (true, Failure::Server(e)) => format!(
+            "the connection was lost and not regained within {} (last error: {})",
+            crate::setting::Setting::RetryFor,
+            crate::exec::describe(&e)
+        ),
+        (_, Failure::Server(e)) => crate::exec::describe(&e).to_string(),
+        (_, Failure::Refused(why)) => why,
+    });
     let batches = parts.len();
     for k in &parts {
         ctx.budget.release(k.budget);

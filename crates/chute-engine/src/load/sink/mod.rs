@@ -7,8 +7,10 @@
 //! its refused rows isolated under savepoints (see `isolate`): every other
 //! row is loaded and each refused row becomes a reject with the server's
 //! reason and SQLSTATE, written to the reject file before the transaction
-//! commits. A lost connection, a server restart, a deadlock or a
-//! serialization failure is retried with backoff on a new connection; if the
+//! commits. A lost connection, a server restart, a deadlock, a
+//! serialization failure or a lock not granted within the role's
+//! `lock_timeout` is retried with backoff on a new connection
+//! (`retry::Policy::transaction`); if the
 //! connection dropped while committing, the journal tells whether the batch
 //! landed, so nothing is loaded twice. A leaf that no longer exists (dropped
 //! by retention between routing and COPY: 42P01) fails only its own part:
@@ -34,7 +36,7 @@ pub(crate) use super::write::{Batch, BatchPart};
 use super::budget::Budget;
 use super::write::merge;
 use crate::ConnectOptions;
-use crate::retry::{self, Backoff, Lost};
+use crate::retry::{self, Classify, Fault, Policy};
 
 pub(crate) struct RejectedRow {
     /// The part of the batch and the row's index in it.
@@ -121,6 +123,33 @@ pub(crate) enum AttemptError {
 impl From<tokio_postgres::Error> for AttemptError {
     fn from(e: tokio_postgres::Error) -> Self {
         AttemptError::Pg(e)
+    }
+}
+
+/// A statement's failure is the server's to classify; a reject file that
+/// cannot be written or a batch that cannot load fails the same way again.
+impl Classify for AttemptError {
+    fn fault(&self) -> Fault {
+        match self {
+            AttemptError::Pg(e) => retry::classify(e),
+            AttemptError::Rejects(_) | AttemptError::Stop(_) => Fault::Fatal,
+        }
+    }
+}
+
+/// One try at a batch on a worker: the batch failed, or no new connection
+/// could be made for it.
+enum BatchTry {
+    Batch(AttemptError),
+    Connect(crate::ConnectError),
+}
+
+impl Classify for BatchTry {
+    fn fault(&self) -> Fault {
+        match self {
+            BatchTry::Batch(e) => e.fault(),
+            BatchTry::Connect(e) => e.fault(),
+        }
     }
 }
 
@@ -256,37 +285,33 @@ pub(crate) async fn commit_with_retries(
     tx: &flume::Sender<CopyOutcome>,
     ctx: &WorkerCtx,
 ) -> Result<Committed, LoadError> {
-    let mut backoff = Backoff::reconnect(ctx.retry_for);
     // The rejects this batch wrote, so a retry does not write them again.
     let mut written = Written::default();
-    loop {
-        let retry = backoff.attempts() > 0;
-        match commit_batch(client, batch, tx, ctx, retry, &mut written).await {
-            Ok(Attempt { rows, bytes, vanished, upsert }) => {
-                return Ok(Committed { rows, bytes, vanished, rejected: written.rows, upsert });
+    let done = retry::run!(
+        &Policy::transaction(ctx.retry_for),
+        |a| async {
+            if a.is_retry() {
+                // A new connection for every retry: the last one may be gone,
+                // or was cut off in the middle of a COPY.
+                *client = ctx.target.connect().await.map_err(BatchTry::Connect)?;
             }
-            Err(AttemptError::Pg(e)) if retry::transient(&e) && backoff.elapsed() < ctx.retry_for => {
-                let _ = tx.send(CopyOutcome::Retrying {
-                    message: format!("COPY into {}: {}; retrying", batch.label(), crate::exec::describe(&e)),
-                });
-                *client = reconnect(ctx, &mut backoff).await?;
-            }
-            Err(AttemptError::Pg(e)) => return Err(LoadError::sql(format!("COPY into {}", batch.label()), e)),
-            Err(AttemptError::Rejects(e) | AttemptError::Stop(e)) => return Err(e),
+            commit_batch(client, batch, tx, ctx, a.is_retry(), &mut written).await.map_err(BatchTry::Batch)
+        },
+        on_retry = |r| if let BatchTry::Batch(AttemptError::Pg(e)) = r.error {
+            let _ =
+                tx.send(CopyOutcome::Retrying { message: format!("COPY into {}: {}; retrying", batch.label(), crate::exec::describe(e)) });
         }
-    }
-}
-
-/// Connects again, pausing as `backoff` says, until its `retry_for` is over.
-async fn reconnect(ctx: &WorkerCtx, backoff: &mut Backoff) -> Result<Client, LoadError> {
-    match retry::connect_with(&ctx.target, backoff, |_| {}).await {
-        Ok(c) => Ok(c),
-        Err(e) if e.connection_lost() => Err(LoadError::Setup(format!(
+    );
+    match done {
+        Ok(Attempt { rows, bytes, vanished, upsert }) => Ok(Committed { rows, bytes, vanished, rejected: written.rows, upsert }),
+        Err(BatchTry::Connect(e)) if e.connection_lost() => Err(LoadError::Setup(format!(
             "the server could not be reached again within {} {:?} (last error: {e}): check it is up, then run the same command again to load the rest",
             crate::setting::Setting::RetryFor,
             ctx.retry_for,
         ))),
-        Err(e) => Err(e.into()),
+        Err(BatchTry::Connect(e)) => Err(e.into()),
+        Err(BatchTry::Batch(AttemptError::Pg(e))) => Err(LoadError::sql(format!("COPY into {}", batch.label()), e)),
+        Err(BatchTry::Batch(AttemptError::Rejects(e) | AttemptError::Stop(e))) => Err(e),
     }
 }
 

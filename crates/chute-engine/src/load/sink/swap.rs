@@ -7,13 +7,14 @@
 //! the facts are read from the catalog alone, so a long fill holds up no
 //! writer, no other backfill session and no partition manager.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chute_core::ident::QualifiedName;
 use chute_core::partman::Grants;
 use chute_core::partman::swap::{SwapColumn, SwapFacts, SwapIndex, SwapPlan};
-use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, GenericClient, Transaction};
+
+use crate::retry::{self, Fault, Policy};
 
 /// The partition a backfill session swaps.
 #[derive(Debug, Clone)]
@@ -104,7 +105,7 @@ pub(crate) async fn choose(
     .await;
     let end = client.batch_execute(if chosen.is_ok() { "COMMIT" } else { "ROLLBACK" }).await;
     match chosen {
-        Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+        Err(e) if retry::classify(&e) == Fault::LockWait => {
             end?;
             Ok(Err(Refusal::notable("another session holds a lock on it or its table")))
         }
@@ -461,27 +462,29 @@ pub(crate) enum Locked {
 /// `--retry-for`; then checks that the partition is still the table the
 /// swap was planned for.
 pub(crate) async fn lock(txn: &Transaction<'_>, plan: &SwapPlan, t: &SwapTarget) -> Result<Locked, tokio_postgres::Error> {
-    let began = Instant::now();
-    let mut pause = Duration::from_millis(20);
-    loop {
+    // A deadlock with another session that holds a lock on the parent (a
+    // backfill reading its definition) gives way as a lock wait does.
+    let policy = Policy::lock_poll(t.retry_for);
+    let locked = retry::run!(&policy, |_| async {
         txn.batch_execute(&format!("SAVEPOINT chute_swap; SET LOCAL lock_timeout = '{}ms'", t.lock_timeout.as_millis().max(1))).await?;
-        match txn.batch_execute(&plan.lock).await {
-            Ok(()) => break,
-            // A deadlock with another session that holds a lock on the
-            // parent (a backfill reading its definition): give way as well.
-            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) || e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED) => {
-                txn.batch_execute("ROLLBACK TO SAVEPOINT chute_swap").await?;
-                if began.elapsed() >= t.retry_for {
-                    return Ok(Locked::Refused(format!(
-                        "its parent and it could not be locked within --lock-timeout {:?}, tried for --retry-for {:?}",
-                        t.lock_timeout, t.retry_for
-                    )));
-                }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-            Err(e) => return Err(e),
+        let tried = txn.batch_execute(&plan.lock).await;
+        if let Err(e) = &tried
+            && policy.retries(retry::classify(e))
+        {
+            // Give way: the locks already granted go with the savepoint.
+            txn.batch_execute("ROLLBACK TO SAVEPOINT chute_swap").await?;
         }
+        tried
+    });
+    match locked {
+        Ok(()) => {}
+        Err(e) if policy.gave_up_on(&e) => {
+            return Ok(Locked::Refused(format!(
+                "its parent and it could not be locked within --lock-timeout {:?}, tried for --retry-for {:?}",
+                t.lock_timeout, t.retry_for
+            )));
+        }
+        Err(e) => return Err(e),
     }
     let same: bool = txn
         .query_one(
