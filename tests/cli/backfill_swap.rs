@@ -341,6 +341,9 @@ async fn a_partition_that_cannot_be_swapped_safely_takes_the_normal_path_and_bac
         "CREATE TABLE swr_seen (n int8);
          CREATE FUNCTION swr_count() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN INSERT INTO swr_seen VALUES (1); RETURN NULL; END$$;
          CREATE TRIGGER seen AFTER INSERT ON swr_p20210601_0100 FOR EACH ROW EXECUTE FUNCTION swr_count();
+         CREATE TABLE swr_statements (n int8);
+         CREATE FUNCTION swr_statement() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN INSERT INTO swr_statements VALUES (1); RETURN NULL; END$$;
+         CREATE TRIGGER once AFTER INSERT ON swr_p20210601_0000 FOR EACH STATEMENT EXECUTE FUNCTION swr_statement();
          CREATE TABLE swr_refs (dev_id int, time timestamptz, FOREIGN KEY (dev_id, time) REFERENCES swr_p20210601_0200);",
     )
     .await
@@ -349,11 +352,15 @@ async fn a_partition_that_cannot_be_swapped_safely_takes_the_normal_path_and_bac
     let file = dir.path().join("c.csv");
     write_rows(&file, 100, 108_000); // three hours
     let (out, err) = run_expect(chute().args(["--url", &url, "load", "swr", "--backfill", "on"]).arg(&file), 0);
-    assert!(out.contains("swapped in        1 "), "{out}");
-    assert!(err.contains("swr_p20210601_0100 is not swapped (a row-level INSERT trigger on it must see every row)"), "{err}");
+    assert!(out.contains("backfilled          0 "), "no partition was swapped: {out}");
+    assert!(err.contains("swr_p20210601_0100 is not swapped (an INSERT trigger on it must fire for these rows)"), "{err}");
+    // A statement-level trigger too: the swap's successor is filled before its triggers exist.
+    assert!(err.contains("swr_p20210601_0000 is not swapped (an INSERT trigger on it must fire for these rows)"), "{err}");
     assert!(err.contains("swr_p20210601_0200 is not swapped (a foreign key points at it or its parent)"), "{err}");
     let seen: i64 = c.query_one("SELECT count(*) FROM swr_seen", &[]).await.unwrap().get(0);
     assert_eq!(seen, 36_000, "the trigger saw every row of its hour");
+    let statements: i64 = c.query_one("SELECT count(*) FROM swr_statements", &[]).await.unwrap().get(0);
+    assert!(statements >= 1, "the statement-level trigger fired for the COPYs into its partition");
     let rows: i64 = c.query_one("SELECT count(*) FROM swr", &[]).await.unwrap().get(0);
     assert_eq!(rows, 108_000);
 }

@@ -133,7 +133,7 @@ async fn read_choice(
                     EXISTS (SELECT 1 FROM pg_constraint WHERE contype = 'x' AND conrelid = l.oid),
                     EXISTS (SELECT 1 FROM pg_constraint WHERE contype = 'c' AND conrelid = l.oid AND NOT convalidated),
                     EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = l.oid AND NOT tgisinternal AND tgenabled <> 'D'
-                                                       AND (tgtype & 1) = 1 AND (tgtype & 4) = 4),
+                                                       AND (tgtype & 4) = 4),
                     EXISTS (SELECT 1 FROM pg_publication WHERE puballtables)
                       OR EXISTS (SELECT 1 FROM pg_publication_rel WHERE prrelid IN (SELECT relid FROM anc))
                       OR EXISTS (SELECT 1 FROM pg_publication_namespace pn JOIN pg_class a ON a.relnamespace = pn.pnnspid
@@ -163,7 +163,8 @@ async fn read_choice(
             .or_else(|| why(6, "it has a foreign key, which each row must pass as it goes in"))
             .or_else(|| why(7, "it has an exclusion constraint"))
             .or_else(|| why(8, "it has a CHECK constraint marked NOT VALID"))
-            .or_else(|| why(9, "a row-level INSERT trigger on it must see every row"))
+            // Row-level or statement-level: the successor is filled before its triggers exist, so neither would fire.
+            .or_else(|| why(9, "an INSERT trigger on it must fire for these rows"))
             .or_else(|| why(10, "it is published for logical replication"))
             .or_else(|| why(11, "a view or rule depends on it"))
             .or_else(|| why(12, "a sequence belongs to one of its columns"))
