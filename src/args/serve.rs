@@ -129,6 +129,26 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_create_partitions: bool,
 
+    /// At most this many new partitions for the rows of one request: a
+    /// request whose rows need more (old or scattered data) has those rows
+    /// refused (400, nothing made for them); send such data with chute load.
+    #[arg(long, default_value_t = 16, value_name = "N", value_parser = values::at_least_one)]
+    pub max_new_partitions: usize,
+
+    /// At most this many new partitions a minute, over all requests to a table.
+    #[arg(long, default_value_t = 120, value_name = "N", value_parser = values::at_least_one)]
+    pub max_new_partitions_per_minute: usize,
+
+    /// No partition is made for a row older than this (its partition must
+    /// exist already, or the row is refused); `off`: any age.
+    #[arg(long, default_value = "off", value_name = "DURATION", value_parser = values::duration_or_off)]
+    pub max_age: values::OrOff,
+
+    /// No partition is made for a row further ahead of this server's clock
+    /// than this; `off`: any time.
+    #[arg(long, default_value = "1d", value_name = "DURATION", value_parser = values::duration_or_off)]
+    pub max_future: values::OrOff,
+
     /// Also write to tables matching PATTERN (`schema.table`, `*` and `?`
     /// wildcards; without a dot, a table name in any schema). Without it
     /// serve writes only to tables with a chute policy (chute partition

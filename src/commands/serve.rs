@@ -62,6 +62,12 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.retry_for = a.retry_for;
     config.idempotency_window = a.idempotency_window;
     config.no_create_partitions = a.no_create_partitions;
+    config.new_partitions = chute_engine::load::NewPartitions {
+        per_chunk: a.max_new_partitions,
+        per_minute: a.max_new_partitions_per_minute,
+        max_age: a.max_age.duration(),
+        max_future: a.max_future.duration(),
+    };
     config.tls = a.tls_cert.clone().zip(a.tls_key.clone());
     config.create_tables = a.create_tables;
     config.interval = a.interval;

@@ -83,6 +83,8 @@ pub fn flag(setting: chute_engine::setting::Setting, value: Option<&str>) -> Str
         S::BackfillAfter => "--backfill-after",
         S::FlushEvery => "--flush-every",
         S::IgnoreUnknown => "--ignore-unknown",
+        S::MaxNewPartitions => "--max-new-partitions",
+        S::MaxAge => "--max-age",
     };
     match value {
         Some(v) => format!("{flag} {v}"),

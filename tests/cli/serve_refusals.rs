@@ -156,3 +156,54 @@ async fn a_nul_in_a_label_and_a_regex_too_large_are_400_with_a_short_answer() {
     let n: i64 = c.query_one("SELECT count(*) FROM prometheus.samples", &[]).await.unwrap().get(0);
     assert_eq!(n, 1);
 }
+
+/// `n` lines of measurement `m`, one a day for `n` days from `first_day` days since 1970.
+fn days(m: &str, first_day: i64, n: i64) -> String {
+    (0..n).map(|d| format!("{m},host=a usage={d} {}\n", (first_day + d) * 86_400 * 1_000_000_000)).collect()
+}
+
+#[tokio::test]
+async fn a_request_cannot_make_thousands_of_partitions_and_rows_too_old_or_too_far_ahead_make_none() {
+    let db = shared().fresh_db("serve_new_parts").await;
+    let url = db.url();
+    let s = Server::start(&url, &["--create-tables", "--max-new-partitions-per-minute", "30", "--max-age", "400d"]);
+    let write = format!("{}/write?db=public", s.base);
+    let today = (now_ms() / 86_400_000) as i64;
+    let c = db.client().await;
+    // One request of 200 scattered old days (within --max-age): refused, none of its partitions made.
+    let (status, body) = post(&write, &[], days("m", today - 300, 200).as_bytes());
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("new partitions, more than the 16 one request may make (--max-new-partitions)"), "{body}");
+    let made = partitions(&c).await;
+    assert!(made <= 16, "a request whose rows need 200 partitions made {made}");
+    // Ten days in one request: made.
+    let (status, body) = post(&write, &[], days("m", today - 20, 10).as_bytes());
+    assert_eq!(status, 204, "{body}");
+    // Then over the minute's 30: refused, to be sent again later.
+    for first in [today - 40, today - 60] {
+        let _ = post(&write, &[], days("m", first, 10).as_bytes());
+    }
+    let (status, body) = post(&write, &[], days("m", today - 80, 10).as_bytes());
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("new partitions a minute the service makes") && body.contains("send it again in a minute"), "{body}");
+    assert!(partitions(&c).await <= 30 + 16 + 8, "the minute's limit (and the premade partitions ahead) hold");
+    // Too old for --max-age, and further ahead than --max-future (1d by default): no partition for either.
+    let before = partitions(&c).await;
+    let old = format!("m,host=old usage=1 {}\n", (today - 500) * 86_400 * 1_000_000_000);
+    let (status, body) = post(&write, &[], old.as_bytes());
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("older than 400d (--max-age)"), "{body}");
+    let ahead = format!("m,host=ahead usage=1 {}\n", (today + 10) * 86_400 * 1_000_000_000);
+    let (status, body) = post(&write, &[], ahead.as_bytes());
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("further ahead than 1d of this server's clock (--max-future)"), "{body}");
+    assert_eq!(partitions(&c).await, before, "no partition was made for the refused rows");
+    // The table is still cheap to ask about.
+    let n: i64 = c.query_one("SELECT count(*) FROM m", &[]).await.unwrap().get(0);
+    assert!(n >= 10, "{n}");
+}
+
+/// The partitions of table m.
+async fn partitions(c: &tokio_postgres::Client) -> i64 {
+    c.query_one("SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass('public.m')", &[]).await.unwrap().get::<_, i64>(0)
+}

@@ -65,6 +65,10 @@ pub enum Setting {
     FlushEvery,
     /// `LoadSpec::ignore_unknown`.
     IgnoreUnknown,
+    /// `LoadSpec::new_partitions` (its counts).
+    MaxNewPartitions,
+    /// `LoadSpec::new_partitions.max_age`.
+    MaxAge,
 }
 
 impl Setting {
@@ -96,6 +100,8 @@ impl Setting {
             Setting::BackfillAfter => "backfill_after",
             Setting::FlushEvery => "flush_every",
             Setting::IgnoreUnknown => "ignore_unknown",
+            Setting::MaxNewPartitions => "new_partitions",
+            Setting::MaxAge => "new_partitions.max_age",
         }
     }
 

@@ -403,6 +403,7 @@ impl Lanes {
             .flush_when_idle(true)
             .retry_for(c.retry_for)
             .no_create_partitions(c.no_create_partitions)
+            .new_partitions(Some(c.new_partitions))
             .on_conflict(on_conflict);
         let spec = match shape {
             Shape::Lines => spec.columns(Some(columns.iter().map(|c| c.name.clone()).collect())).epoch(Some(EpochUnit::Nanos)),

@@ -77,6 +77,8 @@ pub struct ServeConfig {
     /// Chunks queued per table before requests wait.
     pub queue_depth: usize,
     pub no_create_partitions: bool,
+    /// Which partitions a table's load may make for requests (see `NewPartitions`).
+    pub new_partitions: chute_engine::load::NewPartitions,
     /// How long an `Idempotency-Key` is remembered (and the lanes' journal kept).
     pub idempotency_window: Duration,
     /// Bearer tokens accepted; empty: no authentication.
@@ -120,6 +122,12 @@ impl ServeConfig {
             retry_for: Duration::from_secs(300),
             queue_depth: 64,
             no_create_partitions: false,
+            new_partitions: chute_engine::load::NewPartitions {
+                per_chunk: 16,
+                per_minute: 120,
+                max_age: None,
+                max_future: Some(Duration::from_secs(86_400)),
+            },
             idempotency_window: Duration::from_secs(24 * 3600),
             tokens: Vec::new(),
             tls: None,

@@ -59,7 +59,7 @@ pub mod kinds {
 pub use pipeline::run;
 pub use reading::{GeneratedInput, InputSpec};
 pub use source::Feed;
-pub use spec::{LoadBuilder, LoadSpec, SettingError};
+pub use spec::{LoadBuilder, LoadSpec, NewPartitions, SettingError};
 
 /// Whether partitions a load creates, and empty ones it fills, take the
 /// backfill path.

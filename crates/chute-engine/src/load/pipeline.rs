@@ -72,6 +72,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         batching: batching(&spec),
         batch_prefix: nonce.clone(),
         bytes_total: opened.total_bytes,
+        new_partitions: spec.new_partitions,
     });
     let wiring = Wiring {
         rows: stages.rows,

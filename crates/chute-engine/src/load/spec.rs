@@ -108,6 +108,21 @@ pub struct Settings {
     /// (`None`: it is refused, as COPY refuses it). Each leaf's batch is
     /// staged and merged (see `sink::merge`).
     pub(crate) on_conflict: Option<chute_core::upsert::OnConflict>,
+    /// Limits on the partitions made just in time (a service's).
+    pub(crate) new_partitions: Option<NewPartitions>,
+}
+
+/// Which partitions a load may make just in time: so many for the rows of
+/// one chunk (a service's request), so many a minute, and (time keys) none
+/// for a row older than `max_age` or further ahead than `max_future`. Rows
+/// that would need more are refused with why, nothing made for them; rows
+/// whose partition exists are written as they come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewPartitions {
+    pub per_chunk: usize,
+    pub per_minute: usize,
+    pub max_age: Option<Duration>,
+    pub max_future: Option<Duration>,
 }
 
 /// A setting refused, and why.
@@ -242,6 +257,7 @@ impl Default for Settings {
             lock_timeout: Duration::from_secs(1),
             shared_budget: None,
             on_conflict: None,
+            new_partitions: None,
         }
     }
 }
@@ -329,6 +345,8 @@ impl LoadBuilder {
         lock_timeout: Duration;
         /// Upsert: what a row whose key is in the table already does (default: refused).
         on_conflict: Option<chute_core::upsert::OnConflict>;
+        /// Limits on the partitions made just in time (default: none).
+        new_partitions: Option<NewPartitions>;
     }
 
     /// The flag that stops the load when set (default: a flag of its own).
@@ -420,6 +438,9 @@ impl LoadBuilder {
                     Setting::Backfill.with("off")
                 ),
             ));
+        }
+        if s.new_partitions.is_some_and(|n| n.per_chunk == 0 || n.per_minute == 0) {
+            return Err(refuse(Setting::MaxNewPartitions, "at least 1 (or no limit)"));
         }
         if s.flush_every.is_some_and(|f| f.is_zero()) {
             return Err(refuse(Setting::FlushEvery, "must be more than 0"));

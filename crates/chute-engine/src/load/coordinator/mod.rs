@@ -21,6 +21,7 @@ use super::sink::{Batch, BatchPart, CopyOutcome};
 use super::{LoadError, LoadStats};
 
 pub(crate) mod backfill;
+mod creations;
 mod recover;
 mod run;
 #[cfg(test)]
@@ -124,6 +125,8 @@ pub(crate) struct Coordinator {
     backfill: backfill::Backfills,
     /// Ordered writers (upserts): numbers the batches of each leaf (see `write::merge::Turns`).
     turns: super::write::merge::TurnCounter,
+    /// How many partitions the load may create, and how many it did lately.
+    creations: creations::Creations,
 }
 
 /// How rows are gathered into batches and when they leave.
@@ -159,6 +162,8 @@ pub(crate) struct Parts {
     pub batching: Batching,
     pub batch_prefix: String,
     pub bytes_total: Option<u64>,
+    /// Limits on the partitions made just in time (`None`: as many as rows need).
+    pub new_partitions: Option<super::NewPartitions>,
 }
 
 impl Coordinator {
@@ -201,6 +206,7 @@ impl Coordinator {
             delivery: p.delivery,
             backfill,
             turns: Default::default(),
+            creations: creations::Creations::new(p.new_partitions),
         }
     }
 }
@@ -307,6 +313,11 @@ impl Coordinator {
         }
         // Rows waiting for a partition carry their own share of the budget.
         let waiting_bytes: usize = out.pending_parts.iter().map(PendingPart::bytes).sum();
+        let before = self.stats.rows_rejected;
+        self.limit_new_partitions(&mut out.pending_parts);
+        if self.stats.rows_rejected > before {
+            self.rejects.lock().expect("reject file lock").flush_pending()?;
+        }
         self.waiting.extend(std::mem::take(&mut out.pending_parts));
         let segment_budget = out.budget.saturating_sub(waiting_bytes + out.reject_bytes);
         self.accumulate(combine(out.segments), segment_budget).await;
@@ -480,6 +491,7 @@ impl Coordinator {
             }
         };
         self.stats.partitions_created += created;
+        self.creations.created(created);
         self.plan_ahead(&asked);
         self.ahead_leaves.extend(ahead.into_iter().map(|(name, table, start)| (name, (table, start))));
         self.route_waiting(&asked).await;
