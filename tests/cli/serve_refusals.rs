@@ -168,7 +168,7 @@ async fn a_request_cannot_make_thousands_of_partitions_and_rows_too_old_or_too_f
     let url = db.url();
     let s = Server::start(&url, &["--create-tables", "--max-new-partitions-per-minute", "30", "--max-age", "400d"]);
     let write = format!("{}/write?db=public", s.base);
-    let today = (now_ms() / 86_400_000) as i64;
+    let today = now_ms() / 86_400_000;
     let c = db.client().await;
     // One request of 200 scattered old days (within --max-age): refused, none of its partitions made.
     let (status, body) = post(&write, &[], days("m", today - 300, 200).as_bytes());
