@@ -12,7 +12,7 @@ use chute_serve::prom::wire::{ReadRequest, TimeSeries, WriteRequest};
 use chute_testkit::shared;
 use prost::Message;
 
-use super::serve::{Server, gzip, post};
+use super::serve::{Server, agent, gzip, post};
 use super::serve_hostile::connect;
 use super::serve_prometheus::{matcher, now_ms, post_snappy, query, series, write};
 use crate::common::{chute, create_time_partitioned, run_expect};
@@ -206,4 +206,58 @@ async fn a_request_cannot_make_thousands_of_partitions_and_rows_too_old_or_too_f
 /// The partitions of table m.
 async fn partitions(c: &tokio_postgres::Client) -> i64 {
     c.query_one("SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass('public.m')", &[]).await.unwrap().get::<_, i64>(0)
+}
+
+/// A keyed request retried after its table gained a column between the
+/// attempts (issue 46 #4): its rows encode to other bytes now, but each is
+/// found at its place in the journal, so none is written twice.
+#[tokio::test]
+async fn a_key_holds_when_the_table_gained_a_column_between_attempts() {
+    let db = shared().fresh_db("serve_key_shape").await;
+    let url = db.url();
+    create_time_partitioned(&url, "kone", CPU, "1 day", &[]);
+    create_time_partitioned(&url, "ktwo", CPU, "1 day", &[]);
+    let c = db.client().await;
+    // ktwo is locked: the first attempt commits kone's rows and waits for ktwo's.
+    let mut locker = db.client().await;
+    let lock = locker.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE ktwo IN ACCESS EXCLUSIVE MODE").await.unwrap();
+    let body: String = (0..100)
+        .flat_map(|i| {
+            [
+                format!("kone,host=h{i} usage={i} {}\n", 1_700_000_000_000_000_000u64 + i),
+                format!("ktwo,host=h{i} usage={i} {}\n", 1_700_000_000_000_000_000u64 + i),
+            ]
+        })
+        .collect();
+    let mut s = Server::start(&url, &["--request-timeout", "120s"]);
+    let write = format!("{}/write?db=public", s.base);
+    let first = {
+        let (write, body) = (write.clone(), body.clone());
+        std::thread::spawn(move || {
+            // The answer is lost with the server: what this attempt did is unknown to its client.
+            let _ = agent().post(&write).header("Idempotency-Key", "shape-1").send(body.as_bytes());
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let n: i64 = c.query_one("SELECT count(*) FROM kone", &[]).await.unwrap().get(0);
+        if n == 100 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "kone's rows were not committed within 60 s:\n{}", s.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    s.child.kill();
+    let _ = first.join();
+    lock.rollback().await.unwrap();
+    c.batch_execute("ALTER TABLE kone ADD COLUMN site text").await.unwrap();
+    // The retry, to a new serve: the same key, the same request.
+    let s = Server::start(&url, &[]);
+    let (status, text) = post(&format!("{}/write?db=public", s.base), &[("Idempotency-Key", "shape-1")], body.as_bytes());
+    assert_eq!(status, 204, "{text}\n{}", s.log());
+    for table in ["kone", "ktwo"] {
+        let r = c.query_one(&format!("SELECT count(*), count(DISTINCT host) FROM {table}"), &[]).await.unwrap();
+        assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (100, 100), "{table}: every row once");
+    }
 }

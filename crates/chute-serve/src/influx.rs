@@ -259,7 +259,8 @@ impl Request<'_> {
                 continue;
             }
             s.metrics.received(&t.table.to_string(), t.lines.len() as u64, t.rows.len() as u64);
-            parts.push(Part { lane, data: t.rows.into_bytes(), first_line: ((parts.len() as u64) << PART_BITS) + 1, cuts: t.cuts });
+            let rows = Some(t.lines.len() as u64);
+            parts.push(Part { lane, data: t.rows.into_bytes(), first_line: ((parts.len() as u64) << PART_BITS) + 1, cuts: t.cuts, rows });
             line_of.push(t.lines);
         }
         Ok(Parsed::Done(Body { parts, rejects, line_of, total }))

@@ -18,7 +18,9 @@
 //! request gets 422 and writes nothing (as the IETF draft on the
 //! `Idempotency-Key` header asks), instead of being answered for rows it
 //! never wrote. A retry's rows are matched by position, so a retry must be
-//! the same request. Keys and journal entries older than
+//! the same request: by byte for a request's own records (CSV, JSON lines,
+//! samples), by row for line protocol's parsed values (`Part::rows`), whose
+//! bytes change when the table gains a column between attempts. Keys and journal entries older than
 //! `--idempotency-window` are forgotten when a lane starts and every ten
 //! minutes after.
 //!

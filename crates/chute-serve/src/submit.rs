@@ -19,7 +19,7 @@ use super::keys::KeyState;
 use super::lanes::Lane;
 use super::memory::Reservation;
 use chute_engine::load::ack::{AckId, AckRef, AckStatus};
-use chute_engine::load::model::Chunk;
+use chute_engine::load::model::{Chunk, Payload};
 
 /// Rows for one lane: whole records, numbered from `first_line`, cut into
 /// chunks at `cuts` (byte offset in `data`, lines before it in the part;
@@ -28,7 +28,20 @@ pub(crate) struct Part {
     pub lane: Arc<Lane>,
     pub data: Vec<u8>,
     pub first_line: u64,
+    /// Where the part is cut into chunks: (byte, rows before it).
     pub cuts: Vec<(usize, u64)>,
+    /// Rows the service parsed itself (line protocol's values): how many.
+    /// They are journaled by index, so a retry finds each row at its place
+    /// whatever bytes it encodes to now (the table gained a column between
+    /// attempts); `None`: the request's own records, journaled by byte.
+    pub rows: Option<u64>,
+}
+
+impl Part {
+    /// The positions the part takes in its lane's journal: rows or bytes.
+    fn span(&self) -> u64 {
+        self.rows.unwrap_or(self.data.len() as u64)
+    }
 }
 
 /// Chunks are cut at the first record boundary past this many bytes.
@@ -128,7 +141,7 @@ pub(crate) async fn submit_and_answer(
     };
     let keying = std::time::Instant::now();
     let plans = match &key {
-        None => parts.iter().map(|p| Plan::Send { start: p.lane.offsets(p.data.len() as u64).0 }).collect(),
+        None => parts.iter().map(|p| Plan::Send { start: p.lane.offsets(p.span()).0 }).collect(),
         Some(k) => match plan_keyed(s, &parts, k, deadline).await {
             Ok(plans) => plans,
             Err(r) => return r,
@@ -231,13 +244,22 @@ pub(crate) async fn submit_and_answer(
 
 /// Sends a part's chunks, each with its offsets and first line.
 async fn send_part(p: Part, start: u64, ack: &AckRef) {
-    let bounds: Vec<(usize, u64)> = p.cuts.iter().copied().chain(std::iter::once((p.data.len(), 0))).collect();
+    let bounds: Vec<(usize, u64)> = p.cuts.iter().copied().chain(std::iter::once((p.data.len(), p.rows.unwrap_or(0)))).collect();
     let whole = bounds.len() == 2;
     let mut data = Some(p.data);
     for w in bounds.windows(2) {
-        let ((from, lines), (to, _)) = (w[0], w[1]);
+        let ((from, lines), (to, next)) = (w[0], w[1]);
         let bytes = if whole { data.take().unwrap_or_default() } else { data.as_ref().map_or_else(Vec::new, |d| d[from..to].to_vec()) };
-        let chunk = Chunk::records(0, bytes, p.first_line + lines, start + from as u64, Some(ack.share()));
+        let chunk = match p.rows {
+            Some(_) => Chunk {
+                input: 0,
+                first_line: p.first_line + lines,
+                base_offset: start + lines,
+                ack: Some(ack.share()),
+                payload: Payload::Rows { data: bytes, rows: next - lines },
+            },
+            None => Chunk::records(0, bytes, p.first_line + lines, start + from as u64, Some(ack.share())),
+        };
         // A lane that is closing drops the chunk: its share fails the request (503).
         let _ = p.lane.send(chunk).await;
     }
@@ -255,7 +277,7 @@ async fn plan_keyed(s: &Shared, parts: &[Part], k: &Keyed<'_>, deadline: tokio::
     let mut plans = Vec::new();
     let mut recorded = Vec::new();
     for p in parts {
-        let len = p.data.len() as u64;
+        let len = p.span();
         let (start, _) = p.lane.offsets(len);
         let at = (p.lane.id.as_str(), &p.lane.table, p.lane.generation());
         let looked =

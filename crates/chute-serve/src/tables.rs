@@ -131,7 +131,7 @@ async fn write(s: &Shared, table: &str, q: &HashMap<String, String>, headers: &H
     let lines = chute_core::parse::count_lines(&data) as usize;
     s.metrics.received(&table.to_string(), lines as u64, data.len() as u64);
     let cuts = record_cuts(&data, format, super::submit::CHUNK_BYTES);
-    let part = Part { lane, data, first_line, cuts };
+    let part = Part { lane, data, first_line, cuts, rows: None };
     submit_and_answer(s, vec![part], Default::default(), |l| l, lines, key, reserved).await
 }
 

@@ -54,6 +54,11 @@ pub enum Payload {
     Messages { data: Vec<u8>, marks: Marks },
     /// Rows a workload makes: the sequence numbers `from..to`.
     Numbered { from: u64, to: u64 },
+    /// `rows` rows one after another in a form of the input's own (a
+    /// service's parsed values), journaled by their index from the chunk's
+    /// offset, not by their bytes: a retry whose rows encode to other bytes
+    /// (the table gained a column) still finds each row at its place.
+    Rows { data: Vec<u8>, rows: u64 },
     /// A record too large for the memory budget, skipped by the reader: it
     /// becomes a reject, never rows.
     Oversized(Oversized),
@@ -77,7 +82,7 @@ impl Chunk {
     /// The chunk's records as bytes (records or messages; empty for the other payloads).
     pub fn data(&self) -> &[u8] {
         match &self.payload {
-            Payload::Records(data) | Payload::Messages { data, .. } => data,
+            Payload::Records(data) | Payload::Messages { data, .. } | Payload::Rows { data, .. } => data,
             _ => &[],
         }
     }
@@ -88,6 +93,7 @@ impl Chunk {
         match &self.payload {
             Payload::Messages { marks, .. } => (self.input as u32, marks.range.0, marks.range.1),
             Payload::Numbered { from, to } => (self.input as u32, *from, *to),
+            Payload::Rows { rows, .. } => (self.input as u32, self.base_offset, self.base_offset + rows),
             _ => (self.input as u32, self.base_offset, self.base_offset + self.data().len() as u64),
         }
     }

@@ -195,7 +195,7 @@ async fn write_request(s: &Shared, headers: &HeaderMap, body: axum::body::Body) 
     drop(raw);
     let key = format!("prometheus {digest}");
     let keyed = Keyed { key: &key, digest };
-    let parts = vec![Part { lane, data, first_line: 1, cuts }];
+    let parts = vec![Part { lane, data, first_line: 1, cuts, rows: None }];
     let answer = submit_and_answer(s, parts, Rejects::default(), |n| n, total, Some(keyed), reserved).await;
     if answer.status().is_success() {
         s.metrics.prom_committed(total as u64);

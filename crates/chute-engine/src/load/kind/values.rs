@@ -25,7 +25,7 @@ use chute_core::parse::Fields;
 use chute_core::rowenc::{RowEncoder, RowOutcome, write_text_row};
 use chute_core::value::PgType;
 
-use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
+use super::super::model::{Chunk, ChunkOut, Filed, Payload, Reject, RowPos};
 use super::super::routing::{RouteCtx, Routing};
 use super::super::{LoadError, LoadProgress, LoadSpec};
 use super::{Kind, Prepared};
@@ -307,7 +307,9 @@ pub(crate) fn next_row<'a>(data: &'a [u8], at: &mut usize, columns: usize, value
 impl Kind for ValuesProcessor {
     fn process(&self, chunk: &Chunk) -> ChunkOut {
         let data = chunk.data();
-        let range = (chunk.input as u32, chunk.base_offset, chunk.base_offset + data.len() as u64);
+        let range = chunk.journal_range();
+        // Journaled by row index (`Payload::Rows`), else by byte.
+        let by_index = matches!(chunk.payload, Payload::Rows { .. });
         let columns = self.encoder.columns.len();
         let mut filed = Filed::default();
         let mut rc = self.routing.ctx();
@@ -322,7 +324,8 @@ impl Kind for ValuesProcessor {
                 filed.rejects.push(Reject::new(chunk.input, line, Vec::new(), reason));
                 break;
             }
-            let pos = RowPos { input: chunk.input, line, offset: chunk.base_offset + start as u64, range };
+            let place = if by_index { line - chunk.first_line } else { start as u64 };
+            let pos = RowPos { input: chunk.input, line, offset: chunk.base_offset + place, range };
             line += 1;
             self.file_row(&values, pos, &[], &mut rc, &mut bufs, &mut filed);
         }
