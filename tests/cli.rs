@@ -97,6 +97,8 @@ mod serve_prometheus;
 mod serve_prometheus_real;
 #[path = "cli/serve_refusals.rs"]
 mod serve_refusals;
+#[path = "cli/serve_soak.rs"]
+mod serve_soak;
 #[path = "cli/serve_values.rs"]
 mod serve_values;
 #[path = "cli/settings.rs"]
