@@ -22,7 +22,7 @@ fn request(format: usize, client: usize, n: usize) -> (String, &'static str, Vec
     let mut body = String::new();
     for i in 0..10 {
         let host = format!("c{client}-r{n}-{i}");
-        let poison = (client + n + i) % 5 == 0;
+        let poison = (client + n + i).is_multiple_of(5);
         match (format, poison) {
             (0, false) => body.push_str(&format!("soak,host={host} usage={i} {}\n", t(i) * 1_000_000_000)),
             (0, true) => body.push_str(&match i % 3 {
@@ -73,7 +73,7 @@ async fn bad_records_among_good_ones_from_many_clients_each_good_row_once_each_b
                     let key = format!("soak-{client}-{n}");
                     let headers = [("Content-Type", content_type), ("Idempotency-Key", key.as_str())];
                     // Keyed, and every other request sent twice: the second answer is the first's.
-                    let tries = if n % 2 == 0 { 2 } else { 1 };
+                    let tries = if n.is_multiple_of(2) { 2 } else { 1 };
                     let mut answers = Vec::new();
                     for _ in 0..tries {
                         answers.push(post(&url, &headers, body.as_bytes()));
