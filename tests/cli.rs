@@ -27,6 +27,8 @@ mod consume;
 mod consume_replicated;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/disk_full.rs"]
+mod disk_full;
 #[path = "cli/docs_links.rs"]
 mod docs_links;
 #[path = "cli/doctor.rs"]
@@ -59,6 +61,8 @@ mod migrate_live;
 mod migrate_status;
 #[path = "cli/partition.rs"]
 mod partition;
+#[path = "cli/pooler.rs"]
+mod pooler;
 #[path = "cli/privileges.rs"]
 mod privileges;
 #[path = "cli/python.rs"]
@@ -73,6 +77,8 @@ mod rejects_exact;
 mod reliability;
 #[path = "cli/retry_everywhere.rs"]
 mod retry_everywhere;
+#[path = "cli/role_timeouts.rs"]
+mod role_timeouts;
 #[path = "cli/route_values.rs"]
 mod route_values;
 #[path = "cli/routing.rs"]

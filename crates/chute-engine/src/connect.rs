@@ -45,6 +45,7 @@ use tokio_postgres::{Client, Socket};
 
 pub mod conninfo;
 mod env;
+mod own_settings;
 mod params;
 mod pgpass;
 #[cfg(test)]
@@ -531,7 +532,13 @@ impl ConnectOptions {
                 Endpoint::Tcp(_) => self.connect_tcp(host).await,
             };
             match attempt {
-                Ok(client) => return Ok(client),
+                Ok(client) => {
+                    // A session lost at once is reported like one that could not be opened.
+                    return match own_settings::apply(&client).await {
+                        Ok(()) => Ok(client),
+                        Err(e) => Err(ConnectError::Unavailable { endpoint: self.label(host), message: e.to_string() }),
+                    };
+                }
                 Err(e) => failure = e,
             }
         }

@@ -102,6 +102,12 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
             if let Some(h) = db.hint() {
                 s.push_str(&format!("; hint: {h}"));
             }
+            if db.code() == &SqlState::DISK_FULL {
+                s.push_str(
+                    "; the server's disk is full: free space there (or grow the volume) and try again: the failed transaction \
+                     left nothing, what was committed stays, and the same chute load run again loads only the rest",
+                );
+            }
             s
         }
         None => e.to_string(),

@@ -24,6 +24,7 @@ pub mod metrics_text;
 pub mod migrate;
 mod node_conn;
 pub mod partman;
+pub mod pooler;
 mod privilege;
 pub mod retention;
 pub mod retry;

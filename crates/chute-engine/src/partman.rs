@@ -43,6 +43,16 @@ pub enum PartmanError {
     Refused(String),
 }
 
+impl From<crate::pooler::PoolerError> for PartmanError {
+    fn from(e: crate::pooler::PoolerError) -> Self {
+        match e {
+            crate::pooler::PoolerError::Connect(e) => PartmanError::Connect(e),
+            crate::pooler::PoolerError::Sql(e) => e.into(),
+            refused @ crate::pooler::PoolerError::Pooled(_) => PartmanError::Refused(refused.to_string()),
+        }
+    }
+}
+
 impl From<tokio_postgres::Error> for PartmanError {
     fn from(e: tokio_postgres::Error) -> Self {
         PartmanError::Sql(e.into())
@@ -75,6 +85,7 @@ pub type StepReporter<'a> = &'a mut (dyn FnMut(usize, &Step, StepEvent) + Send);
 impl PartitionManager {
     pub async fn connect(opts: &ConnectOptions, settings: ExecSettings) -> Result<Self, PartmanError> {
         let client = opts.connect().await?;
+        crate::pooler::check(opts, &client).await?;
         catalog::prepare_session(&client).await?;
         Ok(PartitionManager { client, settings, cancel: Arc::default() })
     }

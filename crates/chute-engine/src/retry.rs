@@ -98,9 +98,10 @@ pub const SQLSTATES: &[(&str, Fault)] = &[
     // swap, a column added by `chute serve`) or one set for the role, gave
     // way to the sessions queued behind this one: wait, then try again.
     ("55P03", Fault::LockWait),
-    // query_canceled: chute never cancels its own statements nor sets
-    // `statement_timeout`, so this is an operator's pg_cancel_backend or the
-    // role's statement_timeout: trying again would redo what was stopped.
+    // query_canceled: chute never cancels its own statements and turns
+    // `statement_timeout` off in its sessions (`connect/own_settings.rs`), so
+    // this is an operator's pg_cancel_backend: trying again would redo what
+    // was stopped.
     ("57014", Fault::Fatal),
 ];
 

@@ -169,6 +169,9 @@ pub enum ServeError {
     Http(std::io::Error),
     #[error("{0}")]
     Tls(String),
+    /// The target is behind a pooler that shares sessions (see `chute_engine::pooler`).
+    #[error("{0}")]
+    Pooled(String),
 }
 
 /// The state every handler shares.
@@ -194,6 +197,20 @@ pub(crate) struct Shared {
 /// still waiting after `--shutdown-timeout` get 503), and returns. `bound`
 /// is told the address listened on (port 0 picks one) and whether it speaks
 /// TLS.
+/// Refuses, before it listens, a target behind a pool in transaction or
+/// statement mode. A server that cannot be reached now is not an error
+/// here (serve starts without PostgreSQL and says so on `/ready`): each
+/// lane's load checks again before it moves a row.
+async fn refuse_pooled_sessions(config: &ServeConfig) -> Result<(), ServeError> {
+    let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(3), config.target.connect()).await else {
+        return Ok(());
+    };
+    match chute_engine::pooler::check(&config.target, &client).await {
+        Err(refused @ chute_engine::pooler::PoolerError::Pooled(_)) => Err(ServeError::Pooled(refused.to_string())),
+        _ => Ok(()),
+    }
+}
+
 pub async fn serve(
     config: ServeConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -201,6 +218,7 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     http::raise_open_files();
     memory::tune_allocator();
+    refuse_pooled_sessions(&config).await?;
     let config = Arc::new(config);
     let metrics = Arc::new(metrics::Metrics::new());
     let (stage_tx, stage) = tokio::sync::watch::channel(http::Stage::Running);

@@ -26,6 +26,10 @@ pub mod kafka;
 
 pub mod process;
 
+pub mod pgbouncer;
+
+pub mod small_disk;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -206,6 +206,16 @@ pub enum LoadError {
     RejectFile { path: String, message: String },
 }
 
+impl From<crate::pooler::PoolerError> for LoadError {
+    fn from(e: crate::pooler::PoolerError) -> Self {
+        match e {
+            crate::pooler::PoolerError::Connect(e) => LoadError::Connect(e),
+            crate::pooler::PoolerError::Sql(e) => LoadError::sql("checking whether a pooler shares chute's sessions", e),
+            refused @ crate::pooler::PoolerError::Pooled(_) => LoadError::Setup(refused.to_string()),
+        }
+    }
+}
+
 impl LoadError {
     /// A statement's failure, with what it was for.
     pub fn sql(context: impl Into<String>, e: tokio_postgres::Error) -> Self {

@@ -28,6 +28,7 @@ pub(crate) async fn prepare(spec: &LoadSpec, progress: &mut dyn LoadProgress) ->
         &Policy::reconnect(spec.retry_for),
         |_| async {
             let control = spec.target.connect().await?;
+            crate::pooler::check(&spec.target, &control).await?;
             let prepared = spec.input.prepare(spec, &control, progress).await?;
             Ok((control, prepared))
         },

@@ -60,6 +60,16 @@ pub enum MigrateError {
     Preconditions { table: String, problems: Vec<Problem> },
 }
 
+impl From<crate::pooler::PoolerError> for MigrateError {
+    fn from(e: crate::pooler::PoolerError) -> Self {
+        match e {
+            crate::pooler::PoolerError::Connect(e) => MigrateError::Connect(e),
+            crate::pooler::PoolerError::Sql(e) => e.into(),
+            refused @ crate::pooler::PoolerError::Pooled(_) => MigrateError::Refused(refused.to_string()),
+        }
+    }
+}
+
 impl From<tokio_postgres::Error> for MigrateError {
     fn from(e: tokio_postgres::Error) -> Self {
         MigrateError::Sql(e.into())
@@ -147,6 +157,7 @@ fn lock_key(table: &QualifiedName) -> String {
 impl Migrator {
     pub async fn connect(opts: &ConnectOptions, settings: ExecSettings) -> Result<Self, MigrateError> {
         let client = opts.connect().await?;
+        crate::pooler::check(opts, &client).await?;
         catalog::prepare_session(&client).await?;
         Ok(Migrator { client, settings })
     }

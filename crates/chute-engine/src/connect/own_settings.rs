@@ -1,0 +1,25 @@
+//! What chute's own sessions need from the server, whatever a DBA set for
+//! the role or the database.
+//!
+//! A role's `statement_timeout` of a second cancels a COPY of a large batch
+//! or a backfill's `INSERT … SELECT`; `idle_in_transaction_session_timeout`
+//! ends a session whose transaction waits between statements for the next
+//! piece of input; `default_transaction_read_only` makes every write fail
+//! with 25006 as on a standby. chute bounds its own work (retries for
+//! `--retry-for`, DDL with its own `lock_timeout`, statements of bounded
+//! size), so it turns these three off in each session it opens. A role's
+//! `lock_timeout` is kept: chute's DDL sets its own, and a COPY that waits
+//! past it for a lock is retried (55P03 is a lock wait). `SET` is per
+//! session and a session-mode pooler resets it (`DISCARD ALL`) when chute's
+//! session ends; it is never sent as a start-up `options` (which PgBouncer
+//! refuses).
+
+use tokio_postgres::Client;
+
+/// The settings, as one statement.
+const SETTINGS: &str = "SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0; SET default_transaction_read_only = off";
+
+/// Applies chute's session settings to a new connection.
+pub(crate) async fn apply(client: &Client) -> Result<(), tokio_postgres::Error> {
+    client.batch_execute(SETTINGS).await
+}
