@@ -99,6 +99,8 @@ mod serve_limits;
 mod serve_once;
 #[path = "cli/serve_prometheus.rs"]
 mod serve_prometheus;
+#[path = "cli/serve_prometheus_holes.rs"]
+mod serve_prometheus_holes;
 #[path = "cli/serve_prometheus_real.rs"]
 mod serve_prometheus_real;
 #[path = "cli/serve_refusals.rs"]

@@ -39,7 +39,8 @@ pub fn post_raw(url: &str, body: &[u8], headers: &[(&str, &str)], extra: &[(&str
     let mut resp = req.send(body).unwrap_or_else(|e| panic!("POST {url}: {e}"));
     let status = resp.status().as_u16();
     let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    (status, resp.body_mut().read_to_vec().unwrap_or_default(), content_type)
+    // No limit of the client's own: a streamed read of years is hundreds of MiB.
+    (status, resp.body_mut().with_config().limit(u64::MAX).read_to_vec().unwrap_or_default(), content_type)
 }
 
 pub fn write(base: &str, req: &WriteRequest) -> (u16, String) {

@@ -107,9 +107,9 @@ pub struct MergeSql {
     /// The loaded columns, in COPY order.
     pub columns: Vec<String>,
     pub key: Vec<String>,
-    /// `Update`: each overwritten column, and whether its type has an
-    /// equality (values of the others are compared as text).
-    pub update: Vec<(String, bool)>,
+    /// `Update`: each overwritten column, and how a new value is told from
+    /// the one in the table.
+    pub update: Vec<(String, Compare)>,
     pub update_if: Option<String>,
     /// The key's unique index is `NULLS NOT DISTINCT` (PostgreSQL 15): keys
     /// with a NULL conflict like any other. Otherwise they never conflict.
@@ -311,10 +311,26 @@ impl MergeSql {
     }
 }
 
-/// `a IS DISTINCT FROM b`, compared as text where the column's type has no
-/// equality operator (`eq` false).
-fn distinct(a: &str, b: &str, eq: bool) -> String {
-    if eq { format!("{a} IS DISTINCT FROM {b}") } else { format!("({a})::text IS DISTINCT FROM ({b})::text") }
+/// How an update tells a column's new value from the one in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    /// The type's own equality.
+    Eq,
+    /// As text: the type has no equality operator (json, point, …).
+    Text,
+    /// By the bits of the binary form (`float8send`, `float4send`): for
+    /// floats, whose `=` holds -0 equal to +0 and every NaN equal to every
+    /// other, so that an update from one to the other would be lost.
+    Bits(&'static str),
+}
+
+/// `a IS DISTINCT FROM b`, compared as `cmp` says.
+fn distinct(a: &str, b: &str, cmp: Compare) -> String {
+    match cmp {
+        Compare::Eq => format!("{a} IS DISTINCT FROM {b}"),
+        Compare::Text => format!("({a})::text IS DISTINCT FROM ({b})::text"),
+        Compare::Bits(send) => format!("{send}({a}) IS DISTINCT FROM {send}({b})"),
+    }
 }
 
 /// The most rows among `rows` (binary COPY rows: a field count, then each
@@ -412,7 +428,7 @@ mod tests {
             stage: "pg_temp.\"chute_stage_0\"".into(),
             columns: vec!["\"time\"".into(), "\"dev\"".into(), "\"v\"".into(), "\"doc\"".into()],
             key: vec!["\"dev\"".into(), "\"time\"".into()],
-            update: vec![("\"v\"".into(), true), ("\"doc\"".into(), false)],
+            update: vec![("\"v\"".into(), Compare::Eq), ("\"doc\"".into(), Compare::Text)],
             update_if: update_if.map(str::to_owned),
             nulls_conflict: false,
             key_exact: true,

@@ -19,7 +19,7 @@
 //! no `--on-conflict` of its own.
 
 use chute_core::ident::{QualifiedName, quote_ident};
-use chute_core::upsert::{ConflictAction, MergeSql, OnConflict, Source};
+use chute_core::upsert::{Compare, ConflictAction, MergeSql, OnConflict, Source};
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
@@ -56,8 +56,8 @@ impl crate::retry::Classify for ConflictError {
 pub struct Resolved {
     /// `Nothing` or `Update`, with the key and the overwritten columns filled in.
     pub setting: OnConflict,
-    /// `Update`: each overwritten column, and whether its type has an equality.
-    pub update: Vec<(String, bool)>,
+    /// `Update`: each overwritten column, and how its values are compared.
+    pub update: Vec<(String, Compare)>,
     /// Where each key column is among the loaded columns.
     pub key_fields: Vec<usize>,
     /// Byte equality of the key's binary values is the server's equality
@@ -79,7 +79,7 @@ impl Resolved {
             stage: stage.to_owned(),
             columns: loaded.iter().map(|c| quote_ident(c)).collect(),
             key: self.key().iter().map(|c| quote_ident(c)).collect(),
-            update: self.update.iter().map(|(c, eq)| (quote_ident(c), *eq)).collect(),
+            update: self.update.iter().map(|(c, cmp)| (quote_ident(c), *cmp)).collect(),
             update_if: self.setting.update_if.clone(),
             nulls_conflict: self.nulls_conflict,
             key_exact: self.exact,
@@ -354,7 +354,7 @@ async fn update_columns(
     loaded: &[String],
     key: &[String],
     want: &OnConflict,
-) -> Result<Vec<(String, bool)>, ConflictError> {
+) -> Result<Vec<(String, Compare)>, ConflictError> {
     let names: Vec<String> = match &want.update_columns {
         Some(given) => {
             for c in given {
@@ -386,14 +386,20 @@ async fn update_columns(
     }
     let mut out = Vec::with_capacity(names.len());
     for n in names {
-        let ty = &columns.iter().find(|c| c.name == n).expect("a loaded column is a column").type_name;
-        // A type without an equality (json, point, …) is compared as text.
-        let eq = client.prepare(&format!("SELECT NULL::{ty} IS DISTINCT FROM NULL::{ty}")).await;
-        match eq {
-            Ok(_) => out.push((n, true)),
-            Err(e) if e.code().is_some_and(|c| c.code().starts_with("42")) => out.push((n, false)),
-            Err(e) => return Err(ConflictError::sql("checking the column types", e)),
-        }
+        let column = columns.iter().find(|c| c.name == n).expect("a loaded column is a column");
+        let ty = &column.type_name;
+        let cmp = match column.type_oid {
+            // Floats by their bits: -0 becomes +0, one NaN another (Prometheus's staleness marker).
+            701 => Compare::Bits("float8send"),
+            700 => Compare::Bits("float4send"),
+            // A type without an equality (json, point, …) is compared as text.
+            _ => match client.prepare(&format!("SELECT NULL::{ty} IS DISTINCT FROM NULL::{ty}")).await {
+                Ok(_) => Compare::Eq,
+                Err(e) if e.code().is_some_and(|c| c.code().starts_with("42")) => Compare::Text,
+                Err(e) => return Err(ConflictError::sql("checking the column types", e)),
+            },
+        };
+        out.push((n, cmp));
     }
     Ok(out)
 }

@@ -339,6 +339,14 @@ impl Lanes {
     /// allows one.
     async fn upsert(&self, table: &QualifiedName, shape: &Shape) -> Result<Option<chute_core::upsert::OnConflict>, LaneError> {
         use chute_core::upsert::{ConflictAction, OnConflict};
+        if *shape == Shape::Samples {
+            // One sample per series and time, the last written winning, as in Prometheus's own storage.
+            return Ok(Some(OnConflict {
+                key: Some(vec!["series_id".into(), "time".into()]),
+                update_columns: Some(vec!["value".into()]),
+                ..OnConflict::new(ConflictAction::Update)
+            }));
+        }
         let setting = {
             let client = super::catalog::connect(&self.config).await?;
             chute_engine::conflict::table_setting(&client, table).await.map_err(|e| match e {

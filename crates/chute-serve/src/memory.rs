@@ -100,6 +100,11 @@ impl Reservation {
         self.bytes
     }
 
+    /// The most a request may hold (the pool's size).
+    pub(crate) fn limit(&self) -> usize {
+        self.pool.limit
+    }
+
     /// `resize`, or the answer that refuses the request.
     pub(crate) fn need(&mut self, total: usize) -> Result<(), Response> {
         self.resize(total).map_err(|why| refusal(why, total, self.pool.limit))

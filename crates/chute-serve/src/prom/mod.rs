@@ -67,7 +67,13 @@ pub(crate) struct Prom {
     pub writers: store::Conns,
     /// Connections for remote read.
     pub readers: store::Conns,
+    /// The samples table's policy as last read, and when.
+    policy: std::sync::Mutex<Option<(std::time::Instant, Option<Arc<chute_core::partman::Policy>>)>>,
 }
+
+/// How long a policy read is used before it is read again (`chute
+/// partition set` may change the retention meanwhile).
+const POLICY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Prom {
     pub(crate) fn new(c: &PromConfig) -> Arc<Prom> {
@@ -78,12 +84,30 @@ impl Prom {
             cache: store::SeriesCache::new(c.cache_bytes),
             writers: store::Conns::new(2),
             readers: store::Conns::new(2),
+            policy: std::sync::Mutex::new(None),
         })
     }
 
     /// Makes the schema, once per process.
     pub(crate) async fn ready(&self, config: &ServeConfig) -> Result<(), LaneError> {
         self.made.get_or_try_init(|| store::ensure_schema(config, &self.tables, self.retention)).await.map(|_| ())
+    }
+}
+
+impl Prom {
+    /// The samples table's policy, read again when older than [`POLICY_FOR`];
+    /// `None` when it cannot be read (the load engine checks every row
+    /// against the policy anyway).
+    pub(crate) async fn policy(&self, config: &ServeConfig) -> Option<Arc<chute_core::partman::Policy>> {
+        if let Some((at, p)) = self.policy.lock().expect("policy").as_ref()
+            && at.elapsed() < POLICY_FOR
+        {
+            return p.clone();
+        }
+        let c = self.writers.get(config).await.ok()?;
+        let p = store::samples_policy(&c, &self.tables).await.ok()?.map(Arc::new);
+        *self.policy.lock().expect("policy") = Some((std::time::Instant::now(), p.clone()));
+        p
     }
 }
 

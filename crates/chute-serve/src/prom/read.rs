@@ -5,20 +5,24 @@
 //! `metric` btree and its `labels` GIN index: `metric = $1 AND labels @>
 //! $2`; a query with no such matcher reads every series), and every
 //! matcher is then applied to their labels here (see `matchers`). The
-//! samples: for the series in label order, a few hundred at a time,
-//! `series_id = ANY($1) AND time BETWEEN $2 AND $3`, which the `(series_id,
-//! time)` index answers in the partitions the time range prunes to (the
-//! bounds are parameters of a prepared statement: PostgreSQL prunes at
-//! run time).
+//! samples: for each series in label order, one statement, `series_id = $1
+//! AND time BETWEEN $2 AND $3 ORDER BY time`, which the unique `(series_id,
+//! time)` index answers in time order in the partitions the time range
+//! prunes to (the bounds are parameters: PostgreSQL prunes at run time).
+//! Rows are read as they are used: the connection stops reading from
+//! PostgreSQL while they wait, so a read of any range holds a few of its
+//! messages, never the range.
 //!
 //! The answer is the first response type of `accepted_response_types` that
 //! chute speaks, SAMPLES when the request names none (Prometheus 2.42
-//! names none): SAMPLES is one snappy `ReadResponse`, held in memory (and
-//! in the request's share of the memory budget) until it is sent;
+//! names none). SAMPLES is one snappy `ReadResponse`, built whole in memory
+//! (and in the request's share of the memory budget) before it is sent: a
+//! read that would pass [`SAMPLE_LIMIT`] samples or that share is refused
+//! (400) as soon as it does, before the rest is read, saying to stream.
 //! STREAMED_XOR_CHUNKS sends each series as it is read, in XOR chunks of
-//! up to 120 samples and frames of up to 1 MiB, so its memory is one frame.
-//! A series' samples with the same time (a sample written twice) are
-//! answered once.
+//! up to 120 samples and frames of up to 1 MiB, over a connection of its
+//! own: a read holds the frame being filled and four waiting to be sent,
+//! whatever the range.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -28,6 +32,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes};
+use futures_util::TryStreamExt;
 use prost::Message;
 use tokio_postgres::Client;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
@@ -37,8 +42,6 @@ use super::super::catalog::{LaneError, sql_error};
 use super::matchers::Matcher;
 use super::wire::{self, ChunkedReadResponse, ChunkedSeries, Label, QueryResult, ReadRequest, ReadResponse, Sample, TimeSeries};
 
-/// Series whose samples are read by one statement.
-const GROUP: usize = 256;
 /// The most samples one request is answered (Prometheus's own default limit).
 const SAMPLE_LIMIT: u64 = 50_000_000;
 /// Bytes of chunks a streamed frame holds at most.
@@ -132,33 +135,63 @@ async fn read_request(s: &Arc<Shared>, headers: &HeaderMap, body: axum::body::Bo
         found.push((*start, *end, series));
     }
     if streamed {
-        return Ok(stream(s.clone(), prom, client, found, started));
+        // A connection of its own: a slow reader holds it while the answer streams, and no other read waits behind it.
+        let own = super::super::patiently(deadline, || async { Ok::<_, LaneError>(Arc::new(config.target.connect().await?)) })
+            .await
+            .map_err(|e| super::super::lane_error(&e))?;
+        return Ok(stream(s.clone(), prom, own, found, started));
     }
+    samples_answer(s, &prom, &client, found, reserved, started).await
+}
+
+/// The SAMPLES answer: one `ReadResponse`, built whole in memory before it
+/// is sent; refused (400) as soon as it would pass [`SAMPLE_LIMIT`] samples
+/// or what the memory budget leaves a request, before the rest is read.
+async fn samples_answer(
+    s: &Shared,
+    prom: &super::Prom,
+    client: &Client,
+    found: Vec<(i64, i64, Series)>,
+    mut reserved: super::super::memory::Reservation,
+    started: Instant,
+) -> Result<Response, Response> {
+    let max = SAMPLE_LIMIT.min((reserved.limit() / SAMPLE_BYTES) as u64);
+    let too_large = |n: u64| {
+        s.metrics.prom_read("error", started.elapsed().as_secs_f64(), 0, 0);
+        bad(format!(
+            "the answer would hold more than {max} samples (read {n} so far; a SAMPLES answer is built whole in memory, \
+             {SAMPLE_BYTES} bytes a sample, within what --memory-mb leaves a request): ask for STREAMED_XOR_CHUNKS \
+             (accepted_response_types), which streams any range, or for a shorter time range or fewer series"
+        ))
+    };
     let mut results = Vec::with_capacity(found.len());
     let (mut n_series, mut n_samples) = (0u64, 0u64);
     for (start, end, series) in found {
         let mut timeseries = Vec::with_capacity(series.len());
-        let mut fetch = Fetch { client: &client, tables: &prom.tables, from: PgTime::from_ms(start), to: PgTime::from_ms(end) };
-        for group in series.chunks(GROUP) {
-            let mut samples = fetch.group(group).await.map_err(|e| read_failed(s, &e, started))?;
-            for (id, labels) in group {
-                let samples: Vec<Sample> = samples
-                    .remove(id)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(t, bits)| Sample { timestamp: t, value: f64::from_bits(bits) })
-                    .collect();
-                n_samples += samples.len() as u64;
-                if n_samples > SAMPLE_LIMIT {
-                    return Err(bad(format!(
-                        "the queries select more than {SAMPLE_LIMIT} samples: ask for a shorter time range or fewer series"
-                    )));
+        let fetch = Fetch::new(client, &prom.tables, (start, end)).await.map_err(|e| read_failed(s, &e, started))?;
+        for (id, labels) in series {
+            let rows = fetch.stream(id).await.map_err(|e| read_failed(s, &e, started))?;
+            futures_util::pin_mut!(rows);
+            let mut samples = Vec::new();
+            let mut last = None;
+            while let Some(row) = rows.try_next().await.map_err(|e| read_failed(s, &fetch.failed(e), started))? {
+                let Some((t, bits)) = sample(&row, &mut last) else { continue };
+                samples.push(Sample { timestamp: t, value: f64::from_bits(bits) });
+                n_samples += 1;
+                if n_samples > max {
+                    return Err(too_large(n_samples));
                 }
-                reserved.need(reserved.bytes() + samples.len() * SAMPLE_BYTES + 256)?;
-                if !samples.is_empty() {
-                    n_series += 1;
-                    timeseries.push(TimeSeries { labels: labels.clone(), samples, exemplars: vec![] });
+                if n_samples % 4096 == 0 {
+                    match reserved.resize(reserved.bytes() + 4096 * SAMPLE_BYTES) {
+                        Ok(()) => {}
+                        Err(super::super::memory::Refused::Never) => return Err(too_large(n_samples)),
+                        Err(why) => return Err(super::super::memory::refusal(why, reserved.bytes(), reserved.limit())),
+                    }
                 }
+            }
+            if !samples.is_empty() {
+                n_series += 1;
+                timeseries.push(TimeSeries { labels, samples, exemplars: vec![] });
             }
         }
         results.push(QueryResult { timeseries });
@@ -200,82 +233,110 @@ async fn select_series(client: &Client, t: &super::store::Tables, matchers: &[Ma
     Ok(out)
 }
 
-/// Reads the samples of series in a time range, a group at a time.
+/// Reads the samples of series in a time range.
 struct Fetch<'a> {
     client: &'a Client,
     tables: &'a super::store::Tables,
+    statement: tokio_postgres::Statement,
     from: PgTime,
     to: PgTime,
 }
 
-impl Fetch<'_> {
-    /// The samples (ms, bits) of each series of `group`, in time order, one per time.
-    async fn group(&mut self, group: &[(i64, Vec<Label>)]) -> Result<HashMap<i64, Vec<(i64, u64)>>, LaneError> {
-        let ids: Vec<i64> = group.iter().map(|(id, _)| *id).collect();
-        let rows = self
-            .client
-            .query(
-                &format!(
-                    "SELECT series_id, time, value FROM {} WHERE series_id = ANY($1) AND time >= $2 AND time <= $3 ORDER BY series_id, time",
-                    self.tables.samples.quoted()
-                ),
-                &[&ids, &self.from, &self.to],
-            )
-            .await
-            .map_err(sql_error(format!("reading samples of {}", self.tables.samples)))?;
-        let mut out: HashMap<i64, Vec<(i64, u64)>> = HashMap::with_capacity(ids.len());
-        for r in rows {
-            let (id, t, v): (i64, PgTime, f64) = (r.get(0), r.get(1), r.get(2));
-            let samples = out.entry(id).or_default();
-            let ms = t.ms();
-            if samples.last().is_none_or(|(last, _)| *last != ms) {
-                samples.push((ms, v.to_bits()));
-            }
-        }
-        Ok(out)
+impl<'a> Fetch<'a> {
+    async fn new(client: &'a Client, tables: &'a super::store::Tables, (start, end): (i64, i64)) -> Result<Fetch<'a>, LaneError> {
+        let sql =
+            format!("SELECT time, value FROM {} WHERE series_id = $1 AND time >= $2 AND time <= $3 ORDER BY time", tables.samples.quoted());
+        let statement = client.prepare(&sql).await.map_err(sql_error(format!("reading samples of {}", tables.samples)))?;
+        Ok(Fetch { client, tables, statement, from: PgTime::from_ms(start), to: PgTime::from_ms(end) })
+    }
+
+    /// The samples of series `id` in time order, as PostgreSQL sends them:
+    /// the rows are read as they are used (the connection stops reading
+    /// while they wait), so no more than a few of its messages are held
+    /// whatever the range. One series a statement, so that series come in
+    /// label order (what Prometheus's merge of series sets needs) with the
+    /// `(series_id, time)` index giving the time order.
+    async fn stream(&self, id: i64) -> Result<tokio_postgres::RowStream, LaneError> {
+        let params: [&(dyn ToSql + Sync); 3] = [&id, &self.from, &self.to];
+        self.client.query_raw(&self.statement, params).await.map_err(|e| self.failed(e))
+    }
+
+    fn failed(&self, e: tokio_postgres::Error) -> LaneError {
+        sql_error(format!("reading samples of {}", self.tables.samples))(e)
     }
 }
 
-/// The STREAMED_XOR_CHUNKS answer: frames sent as series are read.
+/// A row's sample (ms, bits), unless it has the time of the one before
+/// (`last`: a table made by an older chute may hold a sample twice).
+fn sample(row: &tokio_postgres::Row, last: &mut Option<i64>) -> Option<(i64, u64)> {
+    let (t, v): (PgTime, f64) = (row.get(0), row.get(1));
+    let ms = t.ms();
+    if *last == Some(ms) {
+        return None;
+    }
+    *last = Some(ms);
+    Some((ms, v.to_bits()))
+}
+
+/// The STREAMED_XOR_CHUNKS answer: frames sent as samples are read. What a
+/// request holds is one frame being filled ([`FRAME_BYTES`]), the frames
+/// waiting to be sent (4) and the rows the connection has read ahead.
 fn stream(s: Arc<Shared>, prom: Arc<super::Prom>, client: Arc<Client>, found: Vec<(i64, i64, Series)>, started: Instant) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     tokio::spawn(async move {
-        let (mut n_series, mut n_samples) = (0u64, 0u64);
-        for (index, (start, end, series)) in found.into_iter().enumerate() {
-            let mut fetch = Fetch { client: &client, tables: &prom.tables, from: PgTime::from_ms(start), to: PgTime::from_ms(end) };
-            for group in series.chunks(GROUP) {
-                let mut samples = match fetch.group(group).await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        // The status is sent: a cut stream (no more frames) is how the reader learns it.
-                        eprintln!("chute serve: a remote read stopped: {e}");
-                        s.metrics.prom_read("error", started.elapsed().as_secs_f64(), n_series, n_samples);
-                        let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-                        return;
-                    }
-                };
-                for (id, labels) in group {
-                    let samples = samples.remove(id).unwrap_or_default();
-                    if samples.is_empty() {
-                        continue;
-                    }
-                    n_series += 1;
-                    n_samples += samples.len() as u64;
-                    for f in frames(labels, &samples, index as i64) {
-                        if tx.send(Ok(f.into())).await.is_err() {
-                            return;
-                        }
-                    }
-                }
+        let mut n = (0u64, 0u64);
+        match send_frames(&prom, &client, found, &tx, &mut n).await {
+            Ok(()) => s.metrics.prom_read("ok", started.elapsed().as_secs_f64(), n.0, n.1),
+            Err(Some(e)) => {
+                // The status is sent: a cut stream (no more frames) is how the reader learns it.
+                eprintln!("chute serve: a remote read stopped: {e}");
+                s.metrics.prom_read("error", started.elapsed().as_secs_f64(), n.0, n.1);
+                let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
             }
+            // The reader went away.
+            Err(None) => {}
         }
-        s.metrics.prom_read("ok", started.elapsed().as_secs_f64(), n_series, n_samples);
     });
     let body = axum::body::Body::from_stream(tokio_stream_of(rx));
     let mut r = (StatusCode::OK, body).into_response();
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse"));
     r
+}
+
+/// Reads and sends every query's series as frames; counts (series,
+/// samples) in `n`. `Err(None)`: the reader went away.
+async fn send_frames(
+    prom: &super::Prom,
+    client: &Client,
+    found: Vec<(i64, i64, Series)>,
+    tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    n: &mut (u64, u64),
+) -> Result<(), Option<LaneError>> {
+    let send = |f: Vec<u8>| async move { tx.send(Ok(f.into())).await.map_err(|_| None::<LaneError>) };
+    for (index, (start, end, series)) in found.into_iter().enumerate() {
+        let fetch = Fetch::new(client, &prom.tables, (start, end)).await.map_err(Some)?;
+        for (id, labels) in &series {
+            let rows = fetch.stream(*id).await.map_err(Some)?;
+            futures_util::pin_mut!(rows);
+            let mut framer = Framer::new(labels, index as i64);
+            let mut last = None;
+            while let Some(row) = rows.try_next().await.map_err(|e| Some(fetch.failed(e)))? {
+                let Some((t, bits)) = sample(&row, &mut last) else { continue };
+                n.1 += 1;
+                if let Some(frame) = framer.push(t, bits) {
+                    send(frame).await?;
+                }
+            }
+            if last.is_some() {
+                n.0 += 1;
+            }
+            if let Some(frame) = framer.finish() {
+                send(frame).await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A stream of what `rx` receives.
@@ -285,32 +346,66 @@ fn tokio_stream_of(
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-/// One series' samples as framed `ChunkedReadResponse`s: XOR chunks of up
-/// to 120 samples, as many per frame as fit in about 1 MiB.
-pub(crate) fn frames(labels: &[Label], samples: &[(i64, u64)], query_index: i64) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut chunks = Vec::new();
-    let mut bytes = 0;
-    let flush = |chunks: &mut Vec<wire::Chunk>, out: &mut Vec<Vec<u8>>| {
-        let series = ChunkedSeries { labels: labels.to_vec(), chunks: std::mem::take(chunks) };
-        out.push(super::xor::frame(&ChunkedReadResponse { chunked_series: vec![series], query_index }.encode_to_vec()));
-    };
-    for piece in samples.chunks(super::xor::SAMPLES_PER_CHUNK) {
-        let mut w = super::xor::XorWriter::new();
-        for (t, bits) in piece {
-            w.append(*t, *bits);
-        }
-        let data = w.finish();
-        bytes += data.len();
-        chunks.push(wire::Chunk { min_time_ms: piece[0].0, max_time_ms: piece[piece.len() - 1].0, r#type: wire::CHUNK_XOR, data });
-        if bytes >= FRAME_BYTES {
-            flush(&mut chunks, &mut out);
-            bytes = 0;
-        }
+/// One series' samples as framed `ChunkedReadResponse`s, made as they
+/// come: XOR chunks of up to 120 samples, as many per frame as fit in
+/// about [`FRAME_BYTES`] (a long series spans several frames, each with
+/// its labels, as Prometheus streams it).
+struct Framer<'a> {
+    labels: &'a [Label],
+    query_index: i64,
+    writer: super::xor::XorWriter,
+    first: i64,
+    last: i64,
+    chunks: Vec<wire::Chunk>,
+    bytes: usize,
+}
+
+impl<'a> Framer<'a> {
+    fn new(labels: &'a [Label], query_index: i64) -> Framer<'a> {
+        Framer { labels, query_index, writer: super::xor::XorWriter::new(), first: 0, last: 0, chunks: Vec::new(), bytes: 0 }
     }
-    if !chunks.is_empty() {
-        flush(&mut chunks, &mut out);
+
+    /// Adds a sample (times in order); a frame when one is full.
+    fn push(&mut self, t: i64, bits: u64) -> Option<Vec<u8>> {
+        if self.writer.is_empty() {
+            self.first = t;
+        }
+        self.writer.append(t, bits);
+        self.last = t;
+        if self.writer.len() < super::xor::SAMPLES_PER_CHUNK {
+            return None;
+        }
+        self.cut();
+        (self.bytes >= FRAME_BYTES).then(|| self.frame())
     }
+
+    fn cut(&mut self) {
+        let data = std::mem::take(&mut self.writer).finish();
+        self.bytes += data.len();
+        self.chunks.push(wire::Chunk { min_time_ms: self.first, max_time_ms: self.last, r#type: wire::CHUNK_XOR, data });
+    }
+
+    fn frame(&mut self) -> Vec<u8> {
+        self.bytes = 0;
+        let series = ChunkedSeries { labels: self.labels.to_vec(), chunks: std::mem::take(&mut self.chunks) };
+        super::xor::frame(&ChunkedReadResponse { chunked_series: vec![series], query_index: self.query_index }.encode_to_vec())
+    }
+
+    /// The last frame of the series, if it holds anything.
+    fn finish(mut self) -> Option<Vec<u8>> {
+        if !self.writer.is_empty() {
+            self.cut();
+        }
+        (!self.chunks.is_empty()).then(|| self.frame())
+    }
+}
+
+/// One series' samples as framed `ChunkedReadResponse`s (see [`Framer`]).
+#[cfg(test)]
+fn frames(labels: &[Label], samples: &[(i64, u64)], query_index: i64) -> Vec<Vec<u8>> {
+    let mut framer = Framer::new(labels, query_index);
+    let mut out: Vec<Vec<u8>> = samples.iter().filter_map(|(t, bits)| framer.push(*t, *bits)).collect();
+    out.extend(framer.finish());
     out
 }
 

@@ -15,8 +15,10 @@
 //!   sample, range-partitioned by time under a chute policy (`--interval`;
 //!   retention with `--prometheus-retention` or `chute partition`), so
 //!   `chute partition maintain` ages samples out and serve makes partitions
-//!   just in time. One btree on `(series_id, time)`: a read is a range scan
-//!   of each series it names, in the partitions its time range prunes to.
+//!   just in time. One unique btree on `(series_id, time)`: a read is a
+//!   range scan of each series it names, in the partitions its time range
+//!   prunes to, and a sample written again (an HA pair, a resend) replaces
+//!   the one stored: the last written wins.
 //!   A value is stored as its bits (binary COPY), so Prometheus's staleness
 //!   marker stays the NaN it is.
 //! - `metadata (metric, type, help, unit, updated_at)`: what Prometheus sends
@@ -146,11 +148,11 @@ pub(crate) async fn ensure_schema(config: &ServeConfig, t: &Tables, retention: O
             Err(e) => return Err(LaneError::Create { table: t.samples.to_string(), source: Box::new(e) }),
         }
     }
+    unique_samples(&client, t).await?;
     let samples = t.samples.quoted();
     client
         .batch_execute(&format!(
-            "CREATE INDEX IF NOT EXISTS samples_series_time ON {samples} (series_id, time);
-             CREATE OR REPLACE VIEW {schema}.samples_labeled AS
+            "CREATE OR REPLACE VIEW {schema}.samples_labeled AS
                  SELECT s.time, s.value, r.metric, r.labels, s.series_id
                  FROM {samples} s JOIN {series} r ON r.id = s.series_id
                  WHERE float8send(s.value) <> '\\x7ff0000000000002'::bytea;",
@@ -159,6 +161,69 @@ pub(crate) async fn ensure_schema(config: &ServeConfig, t: &Tables, retention: O
         .await
         .map_err(lost("creating the samples index and view"))?;
     Ok(())
+}
+
+/// Makes `samples_series_time` the unique index of `(series_id, time)`
+/// that remote write's upsert merges on. A samples table made by a chute
+/// before 0.46 has it as a plain index, and may hold a sample twice (the
+/// same series and time in two requests): those are deleted but for the
+/// copy stored last, and the index made unique again, in one transaction
+/// that holds writers off meanwhile.
+async fn unique_samples(client: &Client, t: &Tables) -> Result<(), LaneError> {
+    let samples = t.samples.quoted();
+    let lost = |what: &str| sql_error(format!("{what} (Prometheus schema {})", t.schema));
+    let unique: Option<bool> = client
+        .query_opt(
+            "SELECT i.indisunique FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'samples_series_time'",
+            &[&t.schema],
+        )
+        .await
+        .map_err(lost("reading the samples index"))?
+        .map(|r| r.get(0));
+    match unique {
+        Some(true) => Ok(()),
+        None => client
+            .batch_execute(&format!("CREATE UNIQUE INDEX IF NOT EXISTS samples_series_time ON {samples} (series_id, time)"))
+            .await
+            .map_err(lost("creating the samples index")),
+        Some(false) => {
+            eprintln!(
+                "chute serve: {samples} may hold samples twice (made by an older chute): keeping the last of each, then indexing (series_id, time) as unique"
+            );
+            let done = client
+                .batch_execute(&format!(
+                    "BEGIN;
+                     LOCK TABLE {samples} IN SHARE ROW EXCLUSIVE MODE;
+                     DELETE FROM {samples} a USING (
+                         SELECT tableoid, series_id, time, max(ctid) AS keep FROM {samples}
+                         GROUP BY tableoid, series_id, time HAVING count(*) > 1) d
+                     WHERE a.tableoid = d.tableoid AND a.series_id = d.series_id AND a.time = d.time AND a.ctid <> d.keep;
+                     DROP INDEX {schema}.samples_series_time;
+                     CREATE UNIQUE INDEX samples_series_time ON {samples} (series_id, time);
+                     COMMIT;",
+                    schema = quote_ident(&t.schema)
+                ))
+                .await;
+            if done.is_err() {
+                let _ = client.batch_execute("ROLLBACK").await;
+            }
+            done.map_err(lost("de-duplicating the samples and making (series_id, time) unique"))
+        }
+    }
+}
+
+/// The chute policy of the samples table (its retention, above all), or
+/// `None` when it has none.
+pub(crate) async fn samples_policy(client: &Client, t: &Tables) -> Result<Option<chute_core::partman::Policy>, LaneError> {
+    let row = client
+        .query_opt(
+            "SELECT policy::text FROM chute.partition_config WHERE parent_schema = $1 AND parent_table = $2",
+            &[&t.schema, &t.samples.name],
+        )
+        .await
+        .map_err(sql_error(format!("reading the policy of {}", t.samples)))?;
+    Ok(row.and_then(|r| serde_json::from_str(r.get(0)).ok()))
 }
 
 /// Label sets already resolved to their series ids, by their canonical

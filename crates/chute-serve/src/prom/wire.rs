@@ -23,9 +23,13 @@ pub struct Label {
 }
 
 /// `prometheus.Sample`: a value and its time in milliseconds since the epoch.
+///
+/// The value is always written (`required`): proto3 leaves out a field
+/// equal to its default, and `prost` tests that with `!=`, so -0.0 (equal
+/// to 0.0) would be left out and read back as +0.0.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Sample {
-    #[prost(double, tag = "1")]
+    #[prost(double, required, tag = "1")]
     pub value: f64,
     #[prost(int64, tag = "2")]
     pub timestamp: i64,

@@ -24,7 +24,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::super::Shared;
-use super::super::submit::{CHUNK_BYTES, Keyed, Part, Rejects, submit_and_answer};
+use super::super::submit::{CHUNK_BYTES, Keyed, Part, Rejected, Rejects, submit_and_answer};
 use super::store::NewSeries;
 use super::wire::{self, MetricMetadata, SeriesRef};
 
@@ -155,6 +155,13 @@ async fn write_request(s: &Shared, headers: &HeaderMap, body: axum::body::Body) 
             "remote write 2.0 (io.prometheus.write.v2.Request) is not taken yet: send remote write 1.0 (prometheus.WriteRequest)",
         ));
     }
+    if !content_type.is_empty() && !content_type.starts_with("application/x-protobuf") {
+        return Err(super::super::error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid",
+            &format!("Content-Type {content_type:?}: remote write sends a snappy protobuf (Content-Type: application/x-protobuf)"),
+        ));
+    }
     let mut reserved = s.memory.reservation();
     let (raw, body) = snappy_body(s, headers, body, &mut reserved).await?;
     let mut metadata = Vec::new();
@@ -171,6 +178,11 @@ async fn write_request(s: &Shared, headers: &HeaderMap, body: axum::body::Body) 
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let config = &s.config;
     super::super::patiently(deadline, || prom.ready(config)).await.map_err(|e| super::super::lane_error(&e))?;
+    // Samples past the retention are refused before their series are made.
+    let (batch, old) = match prom.policy(config).await {
+        Some(policy) => past_retention(batch, &policy, chute_engine::clock::now_micros()),
+        None => (batch, Old::default()),
+    };
     let ids = series_ids(s, &prom, &batch, deadline).await?;
     if !metadata.is_empty() {
         let stored = super::super::patiently(deadline, || async {
@@ -180,40 +192,131 @@ async fn write_request(s: &Shared, headers: &HeaderMap, body: axum::body::Body) 
         .await;
         stored.map_err(|e| super::super::lane_error(&e))?;
     }
-    if batch.samples.is_empty() {
-        return Ok(StatusCode::NO_CONTENT.into_response());
+    let total = batch.samples.len() + old.count;
+    if total == 0 {
+        return Ok(written(StatusCode::NO_CONTENT.into_response(), 0));
     }
-    let lane = super::super::patiently(deadline, || s.lanes.get(&prom.tables.samples, &super::super::lanes::Shape::Samples))
-        .await
-        .map_err(|e| super::super::lane_error(&e))?;
     let (data, cuts) = rows(&batch, &ids);
-    let total = batch.samples.len();
     drop(batch);
     // What the request holds from here on: its rows (the body and the batch are gone).
-    let _ = reserved.resize(data.capacity() + cuts.capacity() * 16);
-    let digest = super::super::keys::digest(&[b"prometheus remote write", prom.tables.schema.as_bytes(), &raw]);
+    let _ = reserved.resize(data.capacity() + cuts.capacity() * 16 + old.kept.as_ref().map_or(0, |k| k.capacity() * 8));
+    // The samples refused here are part of the key: a retry that refuses others (the
+    // retention moved on meanwhile) sends other rows, so it is another request.
+    let refused: Vec<u8> = old.refused.iter().flat_map(|n| n.to_le_bytes()).collect();
+    let digest = super::super::keys::digest(&[b"prometheus remote write", prom.tables.schema.as_bytes(), &raw, &refused]);
     drop(raw);
     let key = format!("prometheus {digest}");
     let keyed = Keyed { key: &key, digest };
-    let parts = vec![Part { lane, data, first_line: 1, cuts, rows: None }];
-    let answer = submit_and_answer(s, parts, Rejects::default(), |n| n, total, Some(keyed), reserved).await;
+    let parts = if data.is_empty() {
+        vec![]
+    } else {
+        let lane = super::super::patiently(deadline, || s.lanes.get(&prom.tables.samples, &super::super::lanes::Shape::Samples))
+            .await
+            .map_err(|e| super::super::lane_error(&e))?;
+        vec![Part { lane, data, first_line: 1, cuts, rows: None }]
+    };
+    let kept = old.kept;
+    let line_of = |n: u64| kept.as_ref().and_then(|k| k.get(n.saturating_sub(1) as usize).copied()).unwrap_or(n);
+    let answer = submit_and_answer(s, parts, old.rejects, line_of, total, Some(keyed), reserved).await;
     if answer.status().is_success() {
         s.metrics.prom_committed(total as u64);
+        return Ok(written(answer, total as u64));
     } else if answer.status() == StatusCode::BAD_REQUEST {
-        return Ok(count_rejected(s, answer, total as u64).await);
+        return Ok(partial(s, answer, total as u64).await);
     }
     Ok(answer)
 }
 
-/// Counts the samples a partial write committed and rejected (from its
-/// answer's `rows_committed`), and gives the answer back as it was.
-async fn count_rejected(s: &Shared, answer: Response, total: u64) -> Response {
+/// Adds remote write's count of what was written to an answer (the
+/// `X-Prometheus-Remote-Write-*-Written` headers of remote write 2.0, which
+/// 1.0 senders ignore): exemplars and histograms are never stored.
+fn written(mut r: Response, samples: u64) -> Response {
+    let h = r.headers_mut();
+    h.insert("x-prometheus-remote-write-samples-written", HeaderValue::from(samples));
+    h.insert("x-prometheus-remote-write-histograms-written", HeaderValue::from_static("0"));
+    h.insert("x-prometheus-remote-write-exemplars-written", HeaderValue::from_static("0"));
+    r
+}
+
+/// A partial write's answer in remote write's terms: 400 (Prometheus drops
+/// the batch rather than retry what would be refused again), saying how many
+/// samples were written and why the others were not, with the written
+/// headers; counts them.
+async fn partial(s: &Shared, answer: Response, total: u64) -> Response {
     let (parts, body) = answer.into_parts();
     let bytes = axum::body::to_bytes(body, 16 << 20).await.unwrap_or_default();
-    let committed = serde_json::from_slice::<serde_json::Value>(&bytes).ok().and_then(|v| v["rows_committed"].as_u64()).unwrap_or(0);
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    let committed = v["rows_committed"].as_u64().unwrap_or(0);
     s.metrics.prom_committed(committed);
     s.metrics.prom_rejected(total.saturating_sub(committed));
-    Response::from_parts(parts, axum::body::Body::from(bytes))
+    let first = v["rejected"][0]["reason"].as_str().unwrap_or("").to_owned();
+    let message = format!(
+        "{} of {total} samples written, {} refused and dropped (not worth a retry: they would be refused again); the first: {first}",
+        committed,
+        total.saturating_sub(committed)
+    );
+    let message = if committed == 0 { format!("nothing was written: {message}") } else { format!("partial write: {message}") };
+    v["message"] = message.clone().into();
+    v["error"] = message.into();
+    written(Response::from_parts(parts, axum::body::Body::from(v.to_string())), committed)
+}
+
+/// Samples refused for being past the samples table's retention.
+#[derive(Default)]
+struct Old {
+    count: usize,
+    rejects: Rejects,
+    /// Their places in the request (from 1).
+    refused: Vec<u64>,
+    /// When some were refused: the place in the request of each sample kept.
+    kept: Option<Vec<u64>>,
+}
+
+/// Takes out of `b` the samples whose partition retention would drop (as
+/// the load engine would refuse them), and the series left with none, so
+/// that no series row is made for them.
+fn past_retention(b: Batch, policy: &chute_core::partman::Policy, now: i64) -> (Batch, Old) {
+    use chute_core::partman::planner::{KeyLimits, check_key, key_limits};
+    let Ok(KeyLimits { retention_cutoff: Some(cutoff), .. }) = key_limits(policy, None, now) else { return (b, Old::default()) };
+    let limits = KeyLimits { retention_cutoff: Some(cutoff), max_key: None };
+    let refuse = |t: i64| check_key(policy, &limits, t.saturating_mul(1000)).err();
+    if !b.samples.iter().any(|(t, _)| refuse(*t).is_some()) {
+        return (b, Old::default());
+    }
+    let mut out = Batch::default();
+    let mut old = Old { kept: Some(Vec::with_capacity(b.samples.len())), ..Old::default() };
+    let mut from = 0;
+    for (i, end) in b.sample_ends.iter().enumerate() {
+        let before = out.samples.len();
+        for (at, (t, bits)) in b.samples[from..*end].iter().enumerate() {
+            let n = (from + at + 1) as u64;
+            match refuse(*t) {
+                Some(why) => {
+                    let metric = String::from_utf8_lossy(&b.keys[b.metrics[i].0..b.metrics[i].1]).into_owned();
+                    old.rejects.push(Rejected { line: n, reason: format!("sample {n} ({metric}, at {t} ms): {why}") });
+                    old.refused.push(n);
+                    old.count += 1;
+                }
+                None => {
+                    out.samples.push((*t, *bits));
+                    old.kept.as_mut().expect("kept").push(n);
+                }
+            }
+        }
+        from = *end;
+        if out.samples.len() > before {
+            let at = out.keys.len();
+            out.keys.extend_from_slice(b.key(i));
+            out.key_ends.push(out.keys.len());
+            let (m0, m1) = b.metrics[i];
+            let start = m0 - if i == 0 { 0 } else { b.key_ends[i - 1] };
+            out.metrics.push((at + start, at + start + (m1 - m0)));
+            out.sample_ends.push(out.samples.len());
+        }
+    }
+    (out, old)
 }
 
 /// The series id of each of the batch's label sets: from the cache, and
