@@ -102,6 +102,11 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
             if let Some(h) = db.hint() {
                 s.push_str(&format!("; hint: {h}"));
             }
+            if db.code() == &SqlState::READ_ONLY_SQL_TRANSACTION {
+                s.push_str(
+                    "; the server is a standby (in recovery) or read-only: point chute at the primary, or list every host with target_session_attrs=read-write",
+                );
+            }
             s
         }
         None => e.to_string(),

@@ -26,6 +26,8 @@ pub mod kafka;
 
 pub mod process;
 
+pub mod replicated;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
