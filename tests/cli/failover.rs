@@ -47,7 +47,7 @@ async fn journaled(c: &tokio_postgres::Client) -> i64 {
 /// hosts, fails over when the primary's journal holds a random share of
 /// them, and checks the new primary holds exactly the rows of a load
 /// without a failover. Returns the load's stderr.
-async fn load_through_a_failover(test: &str, setup: PairSetup, backfill: &str) -> String {
+async fn load_through_a_failover(test: &str, setup: PairSetup, backfill: &str, extra: &[&str]) -> String {
     let mut rng = SplitMix64::new(seed(test));
     let point = 20_000 + (rng.next_u64() % (ROWS * 3 / 4)) as i64;
     eprintln!("{test}: the primary stops once its journal holds {point} rows");
@@ -68,6 +68,7 @@ async fn load_through_a_failover(test: &str, setup: PairSetup, backfill: &str) -
         chute()
             .args(["--url", &both, "load", "fo", "--gen", "conditions", "--devices", "100", "--rows", &ROWS.to_string()])
             .args(["--batch-mb", "1", "--backfill", backfill, "--retry-for", "60s"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped()),
     );
@@ -98,17 +99,22 @@ async fn load_through_a_failover(test: &str, setup: PairSetup, backfill: &str) -
 
 #[tokio::test]
 async fn a_failover_mid_load_with_backfill_loses_nothing_and_doubles_nothing() {
-    load_through_a_failover("failover_backfill", PairSetup::default(), "auto").await;
+    load_through_a_failover("failover_backfill", PairSetup::default(), "auto", &[]).await;
+}
+
+#[tokio::test]
+async fn a_failover_mid_upsert_loses_nothing_and_doubles_nothing() {
+    load_through_a_failover("failover_upsert", PairSetup::default(), "off", &["--on-conflict", "update"]).await;
 }
 
 #[tokio::test]
 async fn a_failover_mid_load_without_backfill_loses_nothing_and_doubles_nothing() {
-    load_through_a_failover("failover_plain", PairSetup::default(), "off").await;
+    load_through_a_failover("failover_plain", PairSetup::default(), "off", &[]).await;
 }
 
 #[tokio::test]
 async fn with_synchronous_replication_no_second_pass_is_needed() {
-    let stderr = load_through_a_failover("failover_sync", PairSetup { synchronous: true }, "auto").await;
+    let stderr = load_through_a_failover("failover_sync", PairSetup { synchronous: true }, "auto", &[]).await;
     assert!(!stderr.contains("loading them again"), "{stderr}");
 }
 
