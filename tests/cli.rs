@@ -35,6 +35,8 @@ mod docs_links;
 mod doctor;
 #[path = "cli/exactly_once.rs"]
 mod exactly_once;
+#[path = "cli/failover.rs"]
+mod failover;
 #[path = "cli/first_use.rs"]
 mod first_use;
 #[path = "cli/gen.rs"]

@@ -198,8 +198,11 @@ async fn parameters_chute_cannot_honour_are_refused_by_name() {
     db.client().await.batch_execute("CREATE TABLE t (time timestamptz, v text)").await.unwrap();
     let dir = open_tempdir();
     let file = one_row(dir.path());
+    let (_, err) = run_expect(chute().env("PGTARGETSESSIONATTRS", "standbys").args(["--url", &db.url(), "load", "t", &file]), 2);
+    assert!(err.contains("PGTARGETSESSIONATTRS") && err.contains("prefer-standby"), "{err}");
+    // A value libpq knows is honoured: this server is no standby.
     let (_, err) = run_expect(chute().env("PGTARGETSESSIONATTRS", "standby").args(["--url", &db.url(), "load", "t", &file]), 2);
-    assert!(err.contains("PGTARGETSESSIONATTRS"), "{err}");
+    assert!(err.contains("target_session_attrs=standby") && err.contains("is a primary"), "{err}");
     let (_, err) = run_expect(chute().env("PGSSLCRL", "/etc/crl.pem").args(["--url", &db.url(), "load", "t", &file]), 2);
     assert!(err.contains("PGSSLCRL"), "{err}");
     // channel_binding=require is kept: a socket has no TLS to bind to.

@@ -514,6 +514,7 @@ pages! {
     book_cluster => "docs/cluster.md",
     book_exactly_once => "docs/exactly-once.md",
     book_operating => "docs/operating.md",
+    book_production => "docs/production.md",
     book_benchmark_logs => "docs/benchmarks/history.md",
 }
 

@@ -48,6 +48,7 @@ mod env;
 mod own_settings;
 mod params;
 mod pgpass;
+mod target;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -57,6 +58,7 @@ use env::home_dir;
 pub use env::{Env, ProcessEnv, env_names_a_server, os_user_name};
 pub use pgpass::pgpass_lookup;
 use pgpass::pgpass_read;
+pub use target::{LoadBalance, ServerState, SessionAttrs};
 pub use wording::ConnectError;
 use wording::{Failure, Stage};
 
@@ -240,86 +242,13 @@ impl ConnectOptions {
     /// against the environment and the password file, as libpq does.
     pub fn resolve(url: Option<&str>, env: &dyn Env) -> Result<Self, ConnectError> {
         let p = params::Params::gather(url, env)?;
-        let invalid = |msg: String| ConnectError::Invalid(msg);
-        let list = |key: &str| p.value(key).map(|v| v.split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>());
-        let hostaddr_list = list("hostaddr").unwrap_or_default();
-        let mut hosts: Vec<Endpoint> = match list("host") {
-            Some(hs) => hs.iter().enumerate().map(|(i, h)| default_host(h, hostaddr_list.get(i))).collect(),
-            None if !hostaddr_list.is_empty() => hostaddr_list.iter().map(|a| Endpoint::Tcp(a.clone())).collect(),
-            None => vec![default_host("", None)],
-        };
-        if hosts.is_empty() {
-            hosts.push(default_host("", None));
-        }
-        let n = hosts.len();
-        let per_host = |key: &str, values: Vec<String>| -> Result<Vec<String>, ConnectError> {
-            match values.len() {
-                1 => Ok(vec![values[0].clone(); n]),
-                m if m == n => Ok(values),
-                m => Err(invalid(format!(
-                    "{} has {m} entries for {n} hosts: give one, or one per host",
-                    p.get(key).map_or(key.to_owned(), |(_, o)| o.name(key))
-                ))),
-            }
-        };
-        let ports = per_host("port", list("port").unwrap_or_else(|| vec![String::new()]))?
-            .iter()
-            .map(|s| match s.as_str() {
-                "" => Ok(DEFAULT_PORT),
-                s => s.parse::<u16>().map_err(|_| {
-                    invalid(format!("{}={s:?} is not a port number", p.get("port").map_or("port".into(), |(_, o)| o.name("port"))))
-                }),
-            })
-            .collect::<Result<Vec<u16>, _>>()?;
-        let hostaddrs = if hostaddr_list.is_empty() {
-            vec![None; n]
-        } else {
-            per_host("hostaddr", hostaddr_list)?
-                .iter()
-                .map(|a| match a.as_str() {
-                    "" => Ok(None),
-                    a => a
-                        .parse::<IpAddr>()
-                        .map(Some)
-                        .map_err(|_| invalid(format!("hostaddr {a:?} is not an IP address (host names go in host=)"))),
-                })
-                .collect::<Result<Vec<_>, _>>()?
-        };
+        let Endpoints { hosts, ports, hostaddrs } = Endpoints::from_params(&p)?;
         let user = p.value("user").unwrap_or_else(os_user_name);
         let dbname = p.value("dbname").unwrap_or_else(|| user.clone());
-        let sslrootcert = p.value("sslrootcert").map(PathBuf::from);
-        // libpq: the system's roots are trusted for verify-full only, which
-        // is then the default; a weaker mode, even from PGSSLMODE, is an error.
-        let system_roots = sslrootcert.as_deref() == Some(Path::new(SYSTEM_ROOTS));
-        let sslmode = match p.value("sslmode") {
-            Some(m) => match m.parse()? {
-                SslMode::VerifyFull => SslMode::VerifyFull,
-                mode if system_roots => return Err(ConnectError::WeakModeWithSystemRoots { mode }),
-                mode => mode,
-            },
-            None if system_roots => SslMode::VerifyFull,
-            None => SslMode::Prefer,
-        };
-        let sslcert = p.value("sslcert").map(PathBuf::from);
-        let sslkey = p.value("sslkey").map(PathBuf::from);
-        let ssl_cert_file = env.var("SSL_CERT_FILE").map(PathBuf::from);
+        let (sslmode, sslrootcert) = tls_mode(&p)?;
         let application_name =
             p.value("application_name").or_else(|| p.value("fallback_application_name")).unwrap_or_else(|| "chute".into());
         let connect_timeout = p.seconds("connect_timeout")?.filter(|s| *s > 0).map(|s| Duration::from_secs(s.max(2)));
-        // libpq sends PGDATESTYLE, PGTZ and PGGEQO as session settings at
-        // start-up; the options parameter carries them here.
-        let mut options = p.value("options");
-        for (var, setting) in params::SESSION_ENV {
-            if let Some(v) = env.var(var) {
-                let set = format!("-c {setting}={}", params::options_escape(&v));
-                options = Some(match options {
-                    Some(o) => format!("{set} {o}"),
-                    None => set,
-                });
-            }
-        }
-        let session = Session::from_params(&p)?;
-        let home = env.var("HOME").map(PathBuf::from);
         let mut opts = ConnectOptions {
             hosts,
             port: ports[0],
@@ -330,33 +259,34 @@ impl ConnectOptions {
             password: None,
             sslmode,
             sslrootcert,
-            sslcert,
-            sslkey,
-            ssl_cert_file,
-            home,
+            sslcert: p.value("sslcert").map(PathBuf::from),
+            sslkey: p.value("sslkey").map(PathBuf::from),
+            ssl_cert_file: env.var("SSL_CERT_FILE").map(PathBuf::from),
+            home: env.var("HOME").map(PathBuf::from),
             application_name,
             connect_timeout,
-            options,
-            session,
+            options: startup_options(&p, env),
+            session: Session::from_params(&p)?,
             pgpass_note: None,
         };
         opts.password = match p.value("password") {
             Some(pw) => Some(pw),
-            None => {
-                let file = p.value("passfile").map(PathBuf::from).or_else(|| home_dir().map(|h| h.join(".pgpass")));
-                match file {
-                    Some(file) => match pgpass_read(&file, &opts) {
-                        Ok(pw) => pw,
-                        Err(note) => {
-                            opts.pgpass_note = Some(note);
-                            None
-                        }
-                    },
-                    None => None,
-                }
-            }
+            None => opts.password_from_file(&p),
         };
         Ok(opts)
+    }
+
+    /// The password `~/.pgpass` (or `passfile`) has for these options; why
+    /// none was taken from it is kept for the message of a refusal.
+    fn password_from_file(&mut self, p: &params::Params) -> Option<String> {
+        let file = p.value("passfile").map(PathBuf::from).or_else(|| home_dir().map(|h| h.join(".pgpass")))?;
+        match pgpass_read(&file, self) {
+            Ok(pw) => pw,
+            Err(note) => {
+                self.pgpass_note = Some(note);
+                None
+            }
+        }
     }
 
     /// Options for a server on a unix socket with trust authentication (the
@@ -382,6 +312,14 @@ impl ConnectOptions {
             session: Session::default(),
             pgpass_note: None,
         }
+    }
+
+    /// The same hosts, chosen by `attrs` (a standby is reached with
+    /// [`SessionAttrs::Any`] or [`SessionAttrs::Standby`]).
+    pub fn with_session_attrs(&self, attrs: SessionAttrs) -> Self {
+        let mut o = self.clone();
+        o.session.target_session_attrs = attrs;
+        o
     }
 
     /// The same server, another database.
@@ -522,27 +460,54 @@ impl ConnectOptions {
 
     /// Opens a connection; its driver task runs on the current tokio runtime
     /// and ends when the returned client is dropped. Hosts are tried in
-    /// order and the last one's failure is reported, as libpq does.
+    /// order (shuffled with `load_balance_hosts=random`) and the first that
+    /// is what `target_session_attrs` asks for is taken (see `target`);
+    /// when none answers, the last one's failure is reported, as libpq does.
     pub async fn connect(&self) -> Result<Client, ConnectError> {
+        let attrs = self.session.target_session_attrs;
         let mut failure = ConnectError::Invalid("no host to connect to: name one with --url or PGHOST".into());
-        for (host, endpoint) in self.hosts.iter().enumerate() {
-            let attempt = match endpoint {
-                // The server never offers TLS on a socket; libpq does not ask.
-                Endpoint::Unix(_) => self.plain(host).await.map_err(|f| self.explain_failure(host, f)),
-                Endpoint::Tcp(_) => self.connect_tcp(host).await,
+        let (mut seen, mut failures, mut fallback) = (Vec::new(), Vec::new(), None);
+        for host in self.session.load_balance.order(self.hosts.len()) {
+            let attempt = match self.connect_host(host).await {
+                Ok(client) if !attrs.asks() => return Ok(client),
+                Ok(client) => ServerState::of(&client).await.map(|state| (client, state)).map_err(|e| self.explain_at(self.label(host), e)),
+                Err(e) => Err(e),
             };
             match attempt {
-                Ok(client) => {
-                    // A session lost at once is reported like one that could not be opened.
-                    return match own_settings::apply(&client).await {
-                        Ok(()) => Ok(client),
-                        Err(e) => Err(ConnectError::Unavailable { endpoint: self.label(host), message: e.to_string() }),
-                    };
+                Ok((client, state)) if attrs.accepts(state) => return Ok(client),
+                Ok((client, state)) => {
+                    // prefer-standby: the first server that answered, when no standby does.
+                    if attrs == SessionAttrs::PreferStandby && fallback.is_none() {
+                        fallback = Some(client);
+                    }
+                    seen.push((self.label(host), state));
                 }
-                Err(e) => failure = e,
+                Err(e) => {
+                    failures.push(e.to_string());
+                    failure = e;
+                }
             }
         }
-        Err(failure)
+        match fallback {
+            Some(client) => Ok(client),
+            None if seen.is_empty() => Err(failure),
+            None => Err(target::no_host_matched(attrs, &seen, &failures)),
+        }
+    }
+
+    /// One host, TLS as its kind and the sslmode say, with chute's own
+    /// session settings (see `own_settings`).
+    async fn connect_host(&self, host: usize) -> Result<Client, ConnectError> {
+        let client = match &self.hosts[host] {
+            // The server never offers TLS on a socket; libpq does not ask.
+            Endpoint::Unix(_) => self.plain(host).await.map_err(|f| self.explain_failure(host, f))?,
+            Endpoint::Tcp(_) => self.connect_tcp(host).await?,
+        };
+        // A session lost at once is reported like one that could not be opened.
+        match own_settings::apply(&client).await {
+            Ok(()) => Ok(client),
+            Err(e) => Err(ConnectError::Unavailable { endpoint: self.label(host), message: e.to_string() }),
+        }
     }
 
     /// One TCP host, with libpq's order of attempts for the sslmode. When a
@@ -584,7 +549,8 @@ struct Session {
     keepalives_interval: Option<Duration>,
     keepalives_count: Option<u32>,
     tcp_user_timeout: Option<Duration>,
-    target_session_attrs: TargetSessionAttrs,
+    target_session_attrs: SessionAttrs,
+    load_balance: LoadBalance,
     channel_binding: ChannelBinding,
 }
 
@@ -596,7 +562,8 @@ impl Default for Session {
             keepalives_interval: None,
             keepalives_count: None,
             tcp_user_timeout: None,
-            target_session_attrs: TargetSessionAttrs::Any,
+            target_session_attrs: SessionAttrs::default(),
+            load_balance: LoadBalance::default(),
             channel_binding: ChannelBinding::Prefer,
         }
     }
@@ -613,11 +580,8 @@ impl Session {
             keepalives_count: p.number::<u32>("keepalives_count")?.filter(|c| *c > 0),
             // libpq's tcp_user_timeout is in milliseconds.
             tcp_user_timeout: p.number::<u64>("tcp_user_timeout")?.filter(|t| *t > 0).map(Duration::from_millis),
-            target_session_attrs: match p.value("target_session_attrs").map(|v| v.to_ascii_lowercase()).as_deref() {
-                Some("read-write") => TargetSessionAttrs::ReadWrite,
-                Some("read-only") => TargetSessionAttrs::ReadOnly,
-                _ => TargetSessionAttrs::Any,
-            },
+            target_session_attrs: SessionAttrs::parse(p.value("target_session_attrs").as_deref()),
+            load_balance: LoadBalance::parse(p.value("load_balance_hosts").as_deref()),
             channel_binding: match p.value("channel_binding").map(|v| v.to_ascii_lowercase()).as_deref() {
                 Some("disable") => ChannelBinding::Disable,
                 Some("require") => ChannelBinding::Require,
@@ -627,7 +591,15 @@ impl Session {
     }
 
     fn apply(&self, c: &mut tokio_postgres::Config) {
-        c.keepalives(self.keepalives).target_session_attrs(self.target_session_attrs).channel_binding(self.channel_binding);
+        // Hosts are tried one at a time and checked by `connect` itself;
+        // a configuration with all of them (`to_config`) says what
+        // tokio-postgres can check.
+        let attrs = match self.target_session_attrs {
+            SessionAttrs::ReadWrite => TargetSessionAttrs::ReadWrite,
+            SessionAttrs::ReadOnly => TargetSessionAttrs::ReadOnly,
+            _ => TargetSessionAttrs::Any,
+        };
+        c.keepalives(self.keepalives).target_session_attrs(attrs).channel_binding(self.channel_binding);
         if let Some(d) = self.keepalives_idle {
             c.keepalives_idle(d);
         }
@@ -641,6 +613,99 @@ impl Session {
             c.tcp_user_timeout(d);
         }
     }
+}
+
+/// The hosts of a connection string, each with its port and `hostaddr`
+/// (libpq pairs the lists by position; one value serves every host).
+struct Endpoints {
+    hosts: Vec<Endpoint>,
+    ports: Vec<u16>,
+    hostaddrs: Vec<Option<IpAddr>>,
+}
+
+impl Endpoints {
+    fn from_params(p: &params::Params) -> Result<Endpoints, ConnectError> {
+        let invalid = |msg: String| ConnectError::Invalid(msg);
+        let list = |key: &str| p.value(key).map(|v| v.split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>());
+        let hostaddr_list = list("hostaddr").unwrap_or_default();
+        let mut hosts: Vec<Endpoint> = match list("host") {
+            Some(hs) => hs.iter().enumerate().map(|(i, h)| default_host(h, hostaddr_list.get(i))).collect(),
+            None if !hostaddr_list.is_empty() => hostaddr_list.iter().map(|a| Endpoint::Tcp(a.clone())).collect(),
+            None => vec![default_host("", None)],
+        };
+        if hosts.is_empty() {
+            hosts.push(default_host("", None));
+        }
+        let n = hosts.len();
+        let per_host = |key: &str, values: Vec<String>| -> Result<Vec<String>, ConnectError> {
+            match values.len() {
+                1 => Ok(vec![values[0].clone(); n]),
+                m if m == n => Ok(values),
+                m => Err(invalid(format!(
+                    "{} has {m} entries for {n} hosts: give one, or one per host",
+                    p.get(key).map_or(key.to_owned(), |(_, o)| o.name(key))
+                ))),
+            }
+        };
+        let ports = per_host("port", list("port").unwrap_or_else(|| vec![String::new()]))?
+            .iter()
+            .map(|s| match s.as_str() {
+                "" => Ok(DEFAULT_PORT),
+                s => s.parse::<u16>().map_err(|_| {
+                    invalid(format!("{}={s:?} is not a port number", p.get("port").map_or("port".into(), |(_, o)| o.name("port"))))
+                }),
+            })
+            .collect::<Result<Vec<u16>, _>>()?;
+        let hostaddrs = if hostaddr_list.is_empty() {
+            vec![None; n]
+        } else {
+            per_host("hostaddr", hostaddr_list)?
+                .iter()
+                .map(|a| match a.as_str() {
+                    "" => Ok(None),
+                    a => a
+                        .parse::<IpAddr>()
+                        .map(Some)
+                        .map_err(|_| invalid(format!("hostaddr {a:?} is not an IP address (host names go in host=)"))),
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        Ok(Endpoints { hosts, ports, hostaddrs })
+    }
+}
+
+/// The sslmode and root certificate file. libpq: the system's roots are
+/// trusted for verify-full only, which is then the default; a weaker mode,
+/// even from PGSSLMODE, is an error.
+fn tls_mode(p: &params::Params) -> Result<(SslMode, Option<PathBuf>), ConnectError> {
+    let sslrootcert = p.value("sslrootcert").map(PathBuf::from);
+    let system_roots = sslrootcert.as_deref() == Some(Path::new(SYSTEM_ROOTS));
+    let sslmode = match p.value("sslmode") {
+        Some(m) => match m.parse()? {
+            SslMode::VerifyFull => SslMode::VerifyFull,
+            mode if system_roots => return Err(ConnectError::WeakModeWithSystemRoots { mode }),
+            mode => mode,
+        },
+        None if system_roots => SslMode::VerifyFull,
+        None => SslMode::Prefer,
+    };
+    Ok((sslmode, sslrootcert))
+}
+
+/// The server settings sent at start-up: `options`, and PGDATESTYLE, PGTZ
+/// and PGGEQO as libpq sends them.
+fn startup_options(p: &params::Params, env: &dyn Env) -> Option<String> {
+    let mut options = p.value("options");
+    for (var, setting) in params::SESSION_ENV {
+        if let Some(v) = env.var(var) {
+            let set = format!("-c {setting}={}", params::options_escape(&v));
+            options = Some(match options {
+                Some(o) => format!("{set} {o}"),
+                None => set,
+            });
+        }
+    }
+    options
 }
 
 /// libpq's host for an empty `host` entry: the `hostaddr` if there is one,

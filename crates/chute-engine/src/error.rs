@@ -108,6 +108,11 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
                      left nothing, what was committed stays, and the same chute load run again loads only the rest",
                 );
             }
+            if db.code() == &SqlState::READ_ONLY_SQL_TRANSACTION {
+                s.push_str(
+                    "; the server is a standby (in recovery) or read-only: point chute at the primary, or list every host with target_session_attrs=read-write",
+                );
+            }
             s
         }
         None => e.to_string(),

@@ -74,9 +74,10 @@ pub const SQLSTATES: &[(&str, Fault)] = &[
     // (which the server rolled back): redone whole on a new connection.
     ("25P03", Fault::Reconnect),
     // read_only_sql_transaction: this server is a standby now (a failover
-    // promoted another): find the primary again. Round 4's failover plugs in
-    // here (libpq's target_session_attrs, a `pg_is_in_recovery()` answer);
-    // today a new connection to the same address is what a retry gets.
+    // promoted another, or the connection reached one): find the primary
+    // again. A new connection asks each host what it is (see
+    // `connect::target`) and never writes to one in recovery; the retries
+    // last as long as the policy's budget (`--retry-for`), no longer.
     ("25006", Fault::Reconnect),
     // serialization_failure: the transaction lost a race; PostgreSQL's own
     // advice is to run it again.
@@ -169,6 +170,8 @@ impl Classify for crate::ConnectError {
     fn fault(&self) -> Fault {
         match self {
             crate::ConnectError::Unreachable { .. } | crate::ConnectError::Unavailable { .. } => Fault::Reconnect,
+            // A failover under way: one host is gone, another not promoted yet.
+            crate::ConnectError::NoMatchingHost { in_flux: true, .. } => Fault::Reconnect,
             _ => Fault::Fatal,
         }
     }

@@ -28,6 +28,8 @@ pub mod process;
 
 pub mod pgbouncer;
 
+pub mod replicated;
+
 pub mod small_disk;
 
 use std::path::{Path, PathBuf};

@@ -74,15 +74,11 @@ const PARAMS: &[(&str, Option<&str>, Support)] = &[
         "target_session_attrs",
         Some("PGTARGETSESSIONATTRS"),
         Support::Values(
-            &["any", "read-write", "read-only"],
-            "chute knows any, read-write and read-only (not primary, standby or prefer-standby)",
+            &["any", "read-write", "primary", "read-only", "standby", "prefer-standby"],
+            "it must be any, read-write, primary, read-only, standby or prefer-standby",
         ),
     ),
-    (
-        "load_balance_hosts",
-        Some("PGLOADBALANCEHOSTS"),
-        Support::Values(&["disable"], "chute tries hosts in order (random is not supported)"),
-    ),
+    ("load_balance_hosts", Some("PGLOADBALANCEHOSTS"), Support::Values(&["disable", "random"], "it must be disable or random")),
     ("sslmode", Some("PGSSLMODE"), Support::Honoured),
     ("sslrootcert", Some("PGSSLROOTCERT"), Support::Honoured),
     ("sslcert", Some("PGSSLCERT"), Support::Honoured),
@@ -290,8 +286,13 @@ mod tests {
         assert!(e.contains("\"hots\": did you mean \"host\"?"), "{e}");
         let e = Params::gather(Some("host=h sslcrl=/x"), &none).unwrap_err().to_string();
         assert!(e.contains("sslcrl"), "{e}");
-        let e = Params::gather(None, &[("PGTARGETSESSIONATTRS", "standby")]).unwrap_err().to_string();
-        assert!(e.contains("PGTARGETSESSIONATTRS"), "{e}");
+        let e = Params::gather(None, &[("PGTARGETSESSIONATTRS", "standbys")]).unwrap_err().to_string();
+        assert!(e.contains("PGTARGETSESSIONATTRS") && e.contains("prefer-standby"), "{e}");
+        let e = Params::gather(Some("load_balance_hosts=round-robin"), &none).unwrap_err().to_string();
+        assert!(e.contains("disable or random"), "{e}");
+        for v in ["primary", "standby", "prefer-standby"] {
+            assert!(Params::gather(None, &[("PGTARGETSESSIONATTRS", v), ("PGLOADBALANCEHOSTS", "random")]).is_ok(), "{v}");
+        }
         assert!(Params::gather(Some("target_session_attrs=read-write channel_binding=require keepalives=0"), &none).is_ok());
     }
 

@@ -89,6 +89,13 @@ pub enum ConnectError {
         "the server at {endpoint} requires a client certificate from user {user:?} and none was sent ({looked}): name the certificate and its key with sslcert=FILE and sslkey=FILE (in --url, or PGSSLCERT and PGSSLKEY), or put them at ~/.postgresql/postgresql.crt and ~/.postgresql/postgresql.key"
     )]
     NoClientCert { user: String, endpoint: String, looked: String },
+    /// Every host answered, and none is what `target_session_attrs` asks
+    /// for (a standby named alone, say); `found` says what each was.
+    /// `in_flux`: some host did not answer (a failover under way: the old
+    /// primary is gone, the standby not promoted yet), so trying again may
+    /// find one.
+    #[error("no host is {wanted}: {found}: {advice}")]
+    NoMatchingHost { wanted: &'static str, found: String, advice: &'static str, in_flux: bool },
     #[error("the server at {endpoint} refused the client certificate {path}: {reason}; {advice}")]
     ClientCertRefused { endpoint: String, path: String, reason: String, advice: &'static str },
 }

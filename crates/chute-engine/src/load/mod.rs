@@ -25,6 +25,7 @@ pub mod kind;
 pub use sink::atomic::{Resolved, recover as recover_prepared};
 pub mod model;
 mod oversized;
+mod passes;
 mod pipeline;
 pub mod reading;
 pub mod rejects;
@@ -56,7 +57,7 @@ pub fn file_identity(canonical: &std::path::Path, len: u64, mtime_nanos: u128) -
 pub mod kinds {
     pub use super::kind::delimited::prepare as delimited;
 }
-pub use pipeline::run;
+pub use passes::run;
 pub use reading::{GeneratedInput, InputSpec};
 pub use source::Feed;
 pub use spec::{LoadBuilder, LoadSpec, NewPartitions, SettingError};
@@ -146,6 +147,9 @@ pub struct LoadReport {
     pub interrupted: bool,
     /// Per input: every row before this line is committed or rejected.
     pub committed_through: Vec<CommittedThrough>,
+    /// For `passes`: what to check of this pass on the server it ends on.
+    #[serde(skip)]
+    pub(crate) check: Option<passes::PassCheck>,
 }
 
 /// How far an input is committed: every row before `line` (and before byte

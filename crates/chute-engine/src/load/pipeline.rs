@@ -21,8 +21,10 @@ use super::sink::nodes::{Distributed, NodeSink};
 use super::sink::{Batch, CopyOutcome, CopySink, Sink, Started, WorkerCtx};
 use super::{Backfill, LoadError, LoadProgress, LoadReport, LoadSpec};
 
-/// Runs a load to the end (or to the reject limit, or a stop).
-pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<LoadReport, LoadError> {
+/// Runs one pass of a load to the end (or to the reject limit, or a stop);
+/// `passes::run` checks what it committed and runs another when a failover
+/// lost some.
+pub(super) async fn run_pass(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<LoadReport, LoadError> {
     let began = Instant::now();
     let (mut control, prepared) = setup::prepare(&spec, progress).await?;
     let opened = spec.input.open(&spec, &prepared)?;
@@ -33,6 +35,7 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
     // This run's token in the journal, and the prefix of its batch ids.
     let nonce =
         format!("{:x}", super::journal::stable_hash(&[&std::process::id().to_string(), &format!("{:?}", std::time::SystemTime::now())]));
+    let check = PassCheck::of(&opened, load_id.is_some() && distributed.is_none(), &nonce);
     let resumed = match &load_id {
         Some(id) => {
             open_journals(&spec, &mut control, &prepared, (&opened.names, opened.shared.as_ref()), &mut distributed, id, &nonce, progress)
@@ -118,7 +121,26 @@ pub async fn run(spec: LoadSpec, progress: &mut dyn LoadProgress) -> Result<Load
         interrupted,
         committed_through,
         stats,
+        check,
     })
+}
+
+/// What the pass checker needs of a pass: the prefix of its batch ids and
+/// whether its input can be read again. Only a journaled load on one
+/// server, of an input the user reruns, is checked.
+#[derive(Debug, Clone)]
+pub(crate) struct PassCheck {
+    pub token: String,
+    pub rereadable: bool,
+}
+
+impl PassCheck {
+    /// The check of a pass with token `token` (its batch ids' prefix), if
+    /// it is one: `on_one_server` when journaled and not distributed.
+    fn of(opened: &super::input::Opened, on_one_server: bool, token: &str) -> Option<PassCheck> {
+        (on_one_server && opened.shared.is_none() && opened.delivery == Delivery::Rerun)
+            .then(|| PassCheck { token: token.to_owned(), rereadable: opened.identity.is_some() })
+    }
 }
 
 /// A load with no id is not journaled: says so when the user would expect
