@@ -23,6 +23,8 @@ mod columnar;
 mod conninfo;
 #[path = "cli/consume.rs"]
 mod consume;
+#[path = "cli/consume_edges.rs"]
+mod consume_edges;
 #[path = "cli/consume_replicated.rs"]
 mod consume_replicated;
 #[path = "cli/demo.rs"]

@@ -184,9 +184,9 @@ async fn a_journal_from_schema_version_2_keeps_working() {
     // 5 chute serve's idempotency keys, 6 the table each key belongs to,
     // 7 chute doctor's record of indexes, 8 the digest of each key's request,
     // 9 a table's upsert setting, 10 the positions of inputs several runs
-    // share: Kafka partitions).
+    // share: Kafka partitions, 11 the topic and table each position is kept for).
     let v: String = c.query_one("SELECT value FROM chute.meta WHERE key = 'schema_version'", &[]).await.unwrap().get(0);
-    assert_eq!(v, "10");
+    assert_eq!(v, "11");
     let upsert: i64 = c
         .query_one("SELECT count(*) FROM pg_attribute WHERE attrelid = 'chute.partition_config'::regclass AND attname = 'on_conflict'", &[])
         .await

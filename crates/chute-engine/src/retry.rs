@@ -471,6 +471,16 @@ pub async fn connect(
     run!(&Policy::reconnect(retry_for), |_| opts.connect(), on_retry = |r| on_retry(r.error))
 }
 
+/// [`connect`] that gives up as soon as `stop` is set (a stopped load
+/// whose server is gone exits at once instead of after `retry_for`).
+pub async fn connect_unless_stopped(
+    opts: &crate::ConnectOptions,
+    retry_for: Duration,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<tokio_postgres::Client, crate::ConnectError> {
+    run!(&Policy::reconnect(retry_for), |_| opts.connect(), stop = stop)
+}
+
 /// Starts something again after it failed as a whole (a service's lane
 /// whose load gave up), within a stated budget: at most `most` restarts in
 /// any `within`. Pauses grow with the restarts in the window, from 0.5 s up

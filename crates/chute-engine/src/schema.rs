@@ -7,7 +7,7 @@
 use tokio_postgres::Client;
 
 /// The schema version this chute writes and understands.
-pub const SCHEMA_VERSION: i32 = 10;
+pub const SCHEMA_VERSION: i32 = 11;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -140,7 +140,22 @@ CREATE TABLE IF NOT EXISTS chute.load_positions (
     PRIMARY KEY (load_id, input),
     UNIQUE (load_id, name)
 );
-INSERT INTO chute.meta VALUES ('schema_version', '10') ON CONFLICT (key) DO UPDATE SET value = '10';
+-- Version 11: what a shared input's position was kept for (see
+-- load::journal::shared_inputs): its source's id (a Kafka topic's id: a
+-- topic deleted and made again under its name has another) and the oid of
+-- the table the load writes into (a table dropped and made again has
+-- another). An input whose source or table is not that one any more starts
+-- over from its beginning. A position of version 10 is kept for whatever
+-- topic has its name now (version 10 had no id), and for the table of its
+-- load's name as it is now (what version 10 assumed); when that table is
+-- gone, for none (0: any table starts over). A load into the tables its
+-- rows name (`-`) keeps none.
+ALTER TABLE chute.load_positions ADD COLUMN IF NOT EXISTS source_id text, ADD COLUMN IF NOT EXISTS rel oid;
+UPDATE chute.load_positions p SET rel = coalesce(to_regclass(l.table_name)::oid, 0)
+FROM chute.loads l
+WHERE p.rel IS NULL AND l.load_id = p.load_id
+  AND l.table_name ~ '^(?:[a-z_][a-z0-9_]*|\"(?:[^\"]|\"\")+\")(?:[.](?:[a-z_][a-z0-9_]*|\"(?:[^\"]|\"\")+\"))?$';
+INSERT INTO chute.meta VALUES ('schema_version', '11') ON CONFLICT (key) DO UPDATE SET value = '11';
 ";
 
 /// Creates the schema when missing or older (every statement is idempotent,

@@ -89,7 +89,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         Some(addr) => Some(serve_metrics(addr).await?),
         None => None,
     };
-    let consumer = Arc::new(connect(&spec)?);
+    let consumer = Arc::new(consumer(&spec)?);
     let dead_letter = match &spec.dead_letter_topic {
         Some(topic) => Some(dead_letter(&spec, topic)?),
         None => None,
@@ -101,10 +101,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
     let table = spec.load.table().to_string();
     let id = spec.load.given_load_id().map(str::to_owned).unwrap_or_else(|| load_id(&spec.group, &spec.topics, &table));
     let names: Vec<String> = parts.iter().map(|(t, p)| format!("{t}/{p}")).collect();
-    let numbers = {
-        let mut client = chute_engine::retry::connect(spec.load.target(), spec.load.retries_for(), |_| {}).await?;
-        journal::shared_inputs(&mut client, &id, &table, &spec.topics.join(", "), &names).await?
-    };
+    let numbers = number_partitions(&spec, (&id, &table), &consumer, (&parts, &names), progress).await?;
     let mut by_number = vec![String::new(); numbers.iter().max().map_or(0, |m| *m as usize + 1)];
     for (n, name) in numbers.iter().zip(&names) {
         by_number[*n as usize] = name.clone();
@@ -126,7 +123,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
     // The consumer's progress over all its runs.
     let mut before = chute_engine::load::LoadStats::default();
     loop {
-        let Some((generation, assigned)) = wait_for_assignment(&consumer, &spec).await else { break };
+        let Some((generation, assigned)) = wait_for_assignment(&consumer, &spec, progress).await else { break };
         let parts: Vec<KafkaPart> = assigned
             .iter()
             .filter_map(|(t, p)| {
@@ -146,7 +143,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         let load = spec.load.clone().load_id(Some(id.clone())).build(input)?;
         report.runs += 1;
         let keeper = tokio::spawn(keep_positions(run.clone(), spec.load.target().clone(), id.clone(), parts.clone()));
-        let mut counting = Counting { inner: &mut *progress, last: Default::default(), before: &before, began };
+        let mut counting = Counting { inner: &mut *progress, last: Default::default(), before: &before, began, run: &run, told: None };
         let outcome = chute_engine::load::run(load, &mut counting).await;
         // What this run did, added to what the consumer did before it: its
         // progress counts on across runs (each run's own stats start at 0).
@@ -162,7 +159,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         let through = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(owner) = run.owner.get() {
             let at: Vec<(u32, u64)> = through.iter().map(|(i, o)| (*i, *o)).collect();
-            if let Ok(client) = chute_engine::retry::connect(spec.load.target(), Duration::from_secs(10), |_| {}).await {
+            if let Ok(client) = connect(&spec, Duration::from_secs(10)).await {
                 let _ = journal::advance(&client, &id, owner, &at).await;
             }
         }
@@ -209,11 +206,64 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         m.abort();
     }
     close(consumer).await;
-    let client = chute_engine::retry::connect(spec.load.target(), spec.load.retries_for(), |_| {}).await?;
-    report.positions =
-        journal::positions(&client, &id).await?.into_iter().map(|(partition, offset)| Position { partition, offset }).collect();
+    match connect(&spec, spec.load.retries_for()).await {
+        Ok(client) => {
+            report.positions =
+                journal::positions(&client, &id).await?.into_iter().map(|(partition, offset)| Position { partition, offset }).collect();
+        }
+        // Stopped while the server is gone: what was committed stays committed; only the summary lacks it.
+        Err(e) if report.interrupted => progress.notice(&format!("stopped; the committed positions cannot be shown: {e}")),
+        Err(e) => return Err(e.into()),
+    }
     report.seconds = began.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The journal's number of each partition (`names`, of `parts`), whose
+/// positions are kept for the topic's id and the table's oid: a partition
+/// of a topic deleted and made again, or into a table dropped and made
+/// again, is read from its start (and the consumer says so).
+async fn number_partitions(
+    spec: &ConsumeSpec,
+    (id, table): (&str, &str),
+    consumer: &Arc<KafkaConsumer>,
+    (parts, names): (&[(String, i32)], &[String]),
+    progress: &mut dyn LoadProgress,
+) -> Result<Vec<u32>, LoadError> {
+    let ids = {
+        let (c, topics) = (consumer.clone(), spec.topics.clone());
+        tokio::task::spawn_blocking(move || crate::topic_id::topic_ids(&c, &topics, Duration::from_secs(30)))
+            .await
+            .map_err(|e| setup(format!("reading the topics' ids: {e}")))?
+    };
+    let ids = ids.unwrap_or_else(|e| {
+        progress.notice(&format!(
+            "the brokers did not give the topics' ids ({e}): a topic deleted and made again under its name will not be noticed"
+        ));
+        HashMap::new()
+    });
+    let source_ids: Vec<Option<String>> = parts.iter().map(|(t, _)| ids.get(t).cloned()).collect();
+    let quoted = spec.load.table().quoted();
+    let origin = journal::SharedOrigin { source_ids: &source_ids, table: (spec.load.table().name != "-").then_some(quoted.as_str()) };
+    let mut client = connect(spec, spec.load.retries_for()).await?;
+    let (numbers, restarted) = journal::shared_inputs(&mut client, (id, table, &spec.topics.join(", ")), names, origin).await?;
+    let what = |new_topic: bool| -> Vec<&str> {
+        restarted.iter().filter(|r| if new_topic { r.new_source } else { r.new_table }).map(|r| r.name.as_str()).collect()
+    };
+    let (topic, table_too) = (what(true), what(false));
+    if !topic.is_empty() {
+        progress.notice(&format!(
+            "{} belong to a topic deleted and made again since this group last read it (its id changed): read from their start",
+            topic.join(", ")
+        ));
+    }
+    if !table_too.is_empty() {
+        progress.notice(&format!(
+            "{table} was dropped and made again since this group last loaded it: {} are read from their start",
+            table_too.join(", ")
+        ));
+    }
+    Ok(numbers)
 }
 
 /// Leaves the group now, even while a lag reading still holds the consumer
@@ -231,12 +281,17 @@ async fn close(consumer: Arc<KafkaConsumer>) {
     .await;
 }
 
+/// A connection to the server, retried for up to `retry_for` unless the consumer is stopped.
+async fn connect(spec: &ConsumeSpec, retry_for: Duration) -> Result<tokio_postgres::Client, chute_engine::ConnectError> {
+    chute_engine::retry::connect_unless_stopped(spec.load.target(), retry_for, &spec.load.stop_flag()).await
+}
+
 fn setup(message: String) -> LoadError {
     LoadError::Setup(message)
 }
 
 /// The consumer, with chute's settings and then the user's.
-fn connect(spec: &ConsumeSpec) -> Result<KafkaConsumer, LoadError> {
+fn consumer(spec: &ConsumeSpec) -> Result<KafkaConsumer, LoadError> {
     let queue = (spec.load.memory() / 4).clamp(1 << 20, 1 << 30);
     let mut config = ClientConfig::new();
     config
@@ -323,28 +378,60 @@ fn high_watermarks(consumer: &KafkaConsumer, parts: &[(String, i32)]) -> Result<
     Ok(out)
 }
 
-/// Polls the group until it gives this consumer partitions (the messages
-/// polled meanwhile are read again by the run). `None`: stopped.
-async fn wait_for_assignment(consumer: &Arc<KafkaConsumer>, spec: &ConsumeSpec) -> Option<(u64, Vec<(String, i32)>)> {
+/// Waits until the group gives this consumer partitions, saying what it
+/// waits for every little while (a killed member's partitions are given out
+/// only once its session timed out; a broker may be down). `None`: stopped.
+async fn wait_for_assignment(
+    consumer: &Arc<KafkaConsumer>,
+    spec: &ConsumeSpec,
+    progress: &mut dyn LoadProgress,
+) -> Option<(u64, Vec<(String, i32)>)> {
+    let began = Instant::now();
+    let mut period = Duration::from_secs(5);
+    loop {
+        match poll_for_assignment(consumer, spec, period).await {
+            Waited::Assigned(generation, assigned) => return Some((generation, assigned)),
+            Waited::Stopped => return None,
+            Waited::Still => progress.notice(&waiting_line(consumer, spec, began.elapsed())),
+        }
+        period = Duration::from_secs(15);
+    }
+}
+
+/// What polling the group for an assignment came to.
+enum Waited {
+    Assigned(u64, Vec<(String, i32)>),
+    Stopped,
+    /// Nothing assigned within the time given.
+    Still,
+}
+
+/// Polls the group for up to `period` until it gives this consumer
+/// partitions (the messages polled meanwhile are read again by the run).
+async fn poll_for_assignment(consumer: &Arc<KafkaConsumer>, spec: &ConsumeSpec, period: Duration) -> Waited {
     let cancel = spec.load.stop_flag();
     let c = consumer.clone();
     tokio::task::spawn_blocking(move || {
+        let until = Instant::now() + period;
         let mut settled: Option<(u64, Instant)> = None;
         loop {
             if cancel.load(Ordering::SeqCst) {
-                return None;
+                return Waited::Stopped;
             }
             let _ = c.poll(Duration::from_millis(100));
             let generation = c.context().generation.load(Ordering::SeqCst);
             let assigned = c.context().assigned.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if assigned.is_empty() {
+                if Instant::now() >= until {
+                    return Waited::Still;
+                }
                 settled = None;
                 continue;
             }
             // The same assignment for a moment: the rebalance is over.
             match settled {
                 Some((g, since)) if g == generation && since.elapsed() >= Duration::from_millis(200) => {
-                    return Some((generation, assigned));
+                    return Waited::Assigned(generation, assigned);
                 }
                 Some((g, _)) if g == generation => {}
                 _ => settled = Some((generation, Instant::now())),
@@ -352,8 +439,26 @@ async fn wait_for_assignment(consumer: &Arc<KafkaConsumer>, spec: &ConsumeSpec) 
         }
     })
     .await
-    .ok()
-    .flatten()
+    .unwrap_or(Waited::Stopped)
+}
+
+/// What a consumer without partitions is waiting for, in a line.
+fn waiting_line(consumer: &KafkaConsumer, spec: &ConsumeSpec, waited: Duration) -> String {
+    let secs = waited.as_secs();
+    if let Some(why) = consumer.context().unreachable() {
+        return format!("broker unreachable ({why}): retrying; no partition is read until it answers ({secs}s so far)");
+    }
+    if consumer.context().given_none.load(Ordering::SeqCst) {
+        return format!(
+            "waiting for the group's partitions ({secs}s so far): the group gave this consumer none, as it has more members \
+             than the topics have partitions; it gets some when a member leaves"
+        );
+    }
+    let session = spec.kafka_options.iter().rev().find(|(k, _)| k == "session.timeout.ms").map_or("45000", |(_, v)| v.as_str());
+    format!(
+        "waiting for the group's partitions ({secs}s so far): the broker has assigned none yet; members of a killed consumer are \
+         dropped after session.timeout.ms={session} (a consumer with its own group.instance.id takes its old place at once)"
+    )
 }
 
 /// Tells the group how far the run's partitions are committed (for lag
@@ -379,11 +484,13 @@ fn commit_to_group(consumer: &KafkaConsumer, parts: &[KafkaPart], through: &Hash
 async fn keep_positions(run: KafkaRun, target: chute_engine::ConnectOptions, id: String, parts: Vec<KafkaPart>) {
     let mut last: HashMap<u32, u64> = HashMap::new();
     let mut client: Option<tokio_postgres::Client> = None;
+    let mut quiet = Quiet { received: 0, since: Instant::now(), told: None };
     for tick in 0u64.. {
         // Pacing, not a retry: a lost connection is made again on the next tick.
         tokio::time::sleep(Duration::from_millis(200)).await;
         if tick % 5 == 0 {
-            lag(&run, &parts).await;
+            let behind = lag(&run, &parts).await;
+            quiet.look(&run, behind);
         }
         let Some(owner) = run.owner.get() else { continue };
         let now = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -403,31 +510,74 @@ async fn keep_positions(run: KafkaRun, target: chute_engine::ConnectOptions, id:
 }
 
 /// The lag of each partition of the run (its end offset minus where it is
-/// committed through), as the gauge `chute_consume_lag{partition}`.
-async fn lag(run: &KafkaRun, parts: &[KafkaPart]) {
+/// committed through), as the gauge `chute_consume_lag{partition}`; their sum.
+async fn lag(run: &KafkaRun, parts: &[KafkaPart]) -> u64 {
     let (consumer, parts) = (run.consumer.clone(), parts.to_vec());
     let through = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let _ = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
+        let mut total = 0;
         for p in &parts {
             if let Ok((_, high)) = consumer.fetch_watermarks(&p.topic, p.partition, Duration::from_secs(1)) {
                 let at = through.get(&p.input).copied().unwrap_or(0) as i64;
-                ::metrics::gauge!("chute_consume_lag", "partition" => format!("{}/{}", p.topic, p.partition))
-                    .set((high - at).max(0) as f64);
+                let behind = (high - at).max(0);
+                ::metrics::gauge!("chute_consume_lag", "partition" => format!("{}/{}", p.topic, p.partition)).set(behind as f64);
+                total += behind as u64;
             }
         }
+        total
     })
-    .await;
+    .await
+    .unwrap_or(0)
+}
+
+/// A run that lags and has received nothing for a while: the broker is not
+/// sending (a restart's partition leaders not elected yet, a fetch stuck).
+/// Said every 30 s while it lasts, unless the broker cannot be reached at all
+/// (which `Counting` says).
+struct Quiet {
+    /// Messages received when last looked.
+    received: u64,
+    /// Since when nothing was received while the run lagged.
+    since: Instant,
+    told: Option<Instant>,
+}
+
+impl Quiet {
+    fn look(&mut self, run: &KafkaRun, behind: u64) {
+        let received = run.received.load(Ordering::Relaxed);
+        if received != self.received || behind == 0 {
+            (self.received, self.since) = (received, Instant::now());
+            return;
+        }
+        let quiet = self.since.elapsed();
+        if quiet >= Duration::from_secs(30)
+            && self.told.is_none_or(|t| t.elapsed() >= Duration::from_secs(30))
+            && run.consumer.context().unreachable().is_none()
+        {
+            run.notices.lock().unwrap_or_else(|p| p.into_inner()).push(format!(
+                "the broker sent nothing for {}s though the partitions are {behind} messages behind their end: waiting for it \
+                 (after a broker restart it may still be electing partition leaders)",
+                quiet.as_secs()
+            ));
+            self.told = Some(Instant::now());
+        }
+    }
 }
 
 /// A load's progress, passed on, counted into `chute_consume_rows_total`,
 /// `chute_consume_bytes_total` and `chute_consume_rejects_total`.
 /// The reporter is told the consumer's totals: the runs before this one
 /// (`before`) plus this run's, over the time since the consumer started.
+/// It also says what the run waits for: the notices of `run`, and a
+/// broker that cannot be reached (every 10 s while it cannot).
 struct Counting<'a> {
     inner: &'a mut dyn LoadProgress,
     last: chute_engine::load::LoadStats,
     before: &'a chute_engine::load::LoadStats,
     began: Instant,
+    run: &'a KafkaRun,
+    /// When the user was last told the broker cannot be reached.
+    told: Option<Instant>,
 }
 
 impl LoadProgress for Counting<'_> {
@@ -441,6 +591,18 @@ impl LoadProgress for Counting<'_> {
         total.seconds = self.began.elapsed().as_secs_f64();
         total.bytes_total = None;
         self.inner.update(&total);
+        let notices = std::mem::take(&mut *self.run.notices.lock().unwrap_or_else(|p| p.into_inner()));
+        for n in notices {
+            self.inner.notice(&n);
+        }
+        if let Some(why) = self.run.consumer.context().unreachable()
+            && self.told.is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
+            self.inner.notice(&format!(
+                "broker unreachable ({why}): retrying; the partitions are read on from where they are committed once it answers"
+            ));
+            self.told = Some(Instant::now());
+        }
     }
 
     fn notice(&mut self, message: &str) {

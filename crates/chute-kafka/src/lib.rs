@@ -7,5 +7,6 @@
 
 pub mod consume;
 mod source;
+mod topic_id;
 
 pub use source::{DeadLetterTopic, KafkaConsumer, KafkaInput, KafkaPart, KafkaRun, MessageFields, MessageFormat, Watch, kafka_error};

@@ -36,6 +36,11 @@ pub struct Watch {
     /// librdkafka's last error (it never quotes a setting's value): why the
     /// brokers could not be reached, for the message that says so.
     pub last_error: Mutex<Option<String>>,
+    /// When librdkafka last said every broker is down (it says so again
+    /// after each failed reconnection while they are).
+    pub all_down_at: Mutex<Option<Instant>>,
+    /// The group's last rebalance gave this consumer no partition.
+    pub given_none: AtomicBool,
 }
 
 impl ClientContext for Watch {
@@ -52,11 +57,21 @@ impl ClientContext for Watch {
         // "All brokers are down" follows the error that says why: it would hide it.
         if error.rdkafka_error_code() != Some(RDKafkaErrorCode::AllBrokersDown) {
             *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_owned());
+        } else {
+            *self.all_down_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         }
     }
 }
 
 impl Watch {
+    /// Why the brokers cannot be reached, while librdkafka says every one
+    /// is down (it last said so less than a reconnection backoff ago).
+    pub fn unreachable(&self) -> Option<String> {
+        let at = (*self.all_down_at.lock().unwrap_or_else(|p| p.into_inner()))?;
+        (at.elapsed() < Duration::from_secs(12))
+            .then(|| self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_else(|| "every broker is down".to_owned()))
+    }
+
     /// librdkafka's last error. Its log and error events wait in the
     /// consumer's queue until a poll serves them, so the queue is served
     /// first (nothing is assigned yet when this is asked: no message is taken).
@@ -72,7 +87,10 @@ impl ConsumerContext for Watch {
     fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let mut assigned = self.assigned.lock().unwrap_or_else(|p| p.into_inner());
         match rebalance {
-            Rebalance::Assign(tpl) => *assigned = tpl.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect(),
+            Rebalance::Assign(tpl) => {
+                *assigned = tpl.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect();
+                self.given_none.store(assigned.is_empty(), Ordering::SeqCst);
+            }
             Rebalance::Revoke(_) => assigned.clear(),
             Rebalance::Error(_) => return,
         }
@@ -116,6 +134,10 @@ pub struct KafkaRun {
     pub fields: Arc<MessageFields>,
     /// Rejected messages go to this topic instead of the reject file.
     pub dead_letter: Option<Arc<dyn chute_engine::load::rejects::DeadLetter>>,
+    /// Messages received so far (a run that lags and receives none is waiting for the broker).
+    pub received: Arc<AtomicU64>,
+    /// What the run is waiting for, to be said to the user (by the load's progress).
+    pub notices: Arc<Mutex<Vec<String>>>,
 }
 
 /// A dead-letter topic: each rejected record is a message with the
@@ -256,6 +278,8 @@ impl KafkaRun {
             flush_after,
             fields: Default::default(),
             dead_letter: None,
+            received: Default::default(),
+            notices: Default::default(),
         }
     }
 
@@ -279,6 +303,9 @@ pub(crate) struct KafkaSource {
     pub(crate) run: KafkaRun,
     /// JSON messages: a message that is an array holds one row an element.
     pub(crate) json_arrays: bool,
+    /// Each message's records end with a line end, chute's own when it has
+    /// none (every format but CSV and text, which parse each message on its own).
+    pub(crate) line_ends: bool,
     pub(crate) chunk_bytes: usize,
     pub(crate) bytes_read: Arc<AtomicU64>,
 }
@@ -365,6 +392,7 @@ impl Source for KafkaSource {
             }
             match run.consumer.poll(Duration::from_millis(50)) {
                 Some(Ok(m)) => {
+                    run.received.fetch_add(1, Ordering::Relaxed);
                     // (No allocation per message: a run has a few partitions.)
                     let (topic, partition) = (m.topic(), m.partition());
                     let Some(p) = pending.iter_mut().find(|((t, n), _)| *n == partition && t == topic).map(|(_, p)| p) else { continue };
@@ -386,7 +414,9 @@ impl Source for KafkaSource {
                     };
                     if run.fields.is_empty() {
                         p.data.extend_from_slice(payload);
-                        if !payload.ends_with(b"\n") {
+                        // (CSV and text are parsed message by message: a line end of
+                        // chute's own after a trailing backslash would be data.)
+                        if self.line_ends && !payload.ends_with(b"\n") {
                             p.data.push(b'\n');
                         }
                     } else {
@@ -523,6 +553,7 @@ impl Input for KafkaInput {
         let source = KafkaSource {
             run: run.clone(),
             json_arrays: self.format == MessageFormat::Text(TextFormat::Jsonl),
+            line_ends: !matches!(self.format, MessageFormat::Text(TextFormat::Csv | TextFormat::Text)),
             chunk_bytes: self.chunk_bytes,
             bytes_read: bytes_read.clone(),
         };

@@ -21,7 +21,7 @@
 
 use memchr::{memchr, memchr2, memchr3, memmem, memrchr};
 
-use super::lines::{LineFormat, LineScan, end_marker_len, parse_lines};
+use super::lines::{LineFormat, LineScan, end_marker_len, parse_lines, parse_message_lines};
 use super::{Boundary, ChunkEnd, Fields, OptionsError, RecordError, RecordParser, RecordPos, check_ascii, check_delimiter_and_null};
 
 /// `COPY … (FORMAT csv, …)` options.
@@ -250,6 +250,18 @@ impl RecordParser for CsvParser {
     ) -> ChunkEnd {
         parse_lines(self, chunk, first_line, base_offset, on_record, on_error)
     }
+
+    fn parse_messages(
+        &self,
+        chunk: &[u8],
+        starts: &[u32],
+        first_line: u64,
+        base_offset: u64,
+        on_record: &mut dyn FnMut(&Fields, RecordPos),
+        on_error: &mut dyn FnMut(RecordError),
+    ) -> ChunkEnd {
+        parse_message_lines(self, chunk, starts, first_line, base_offset, on_record, on_error)
+    }
 }
 
 impl Boundary for CsvParser {
@@ -330,7 +342,7 @@ impl Boundary for CsvParser {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::tests_support::{Event, parse_all};
+    use crate::parse::tests_support::{Event, parse_all, parse_message_events};
 
     fn csv(opts: CsvOptions) -> CsvParser {
         CsvParser::new(opts).unwrap()
@@ -342,6 +354,34 @@ mod tests {
 
     fn s(v: &str) -> Option<String> {
         Some(v.to_owned())
+    }
+
+    #[test]
+    fn a_message_is_a_record_boundary() {
+        // Issue 46 #1: an unterminated quote took the messages after it into one bad record.
+        let p = csv(CsvOptions { expected_fields: Some(3), ..CsvOptions::default() });
+        let events = parse_message_events(&p, &[b"T,a,1", b"T,\"b,2", b"T,c,3\n", b"T,d,4", b"\\.\nT,e,5", b"T,f,6\nT,g,7"]);
+        type Seen = (usize, Result<Vec<Option<String>>, String>);
+        let summary: Vec<Seen> = events
+            .into_iter()
+            .map(|(m, e)| match e {
+                Event::Record(..) => (m, Ok(e.unwrap_record().0)),
+                Event::Error(e) => (m, Err(e.reason)),
+            })
+            .collect();
+        let row = |v: [&str; 3]| Ok(v.iter().map(|f| s(f)).collect::<Vec<_>>());
+        assert_eq!(
+            summary,
+            vec![
+                (0, row(["T", "a", "1"])),
+                (1, Err("unterminated CSV quoted field".into())),
+                (2, row(["T", "c", "3"])),
+                (3, row(["T", "d", "4"])),
+                (4, Err("data after the end-of-data marker \\. in this message (the marker ends its message's data)".into())),
+                (5, row(["T", "f", "6"])),
+                (5, row(["T", "g", "7"])),
+            ]
+        );
     }
 
     #[test]

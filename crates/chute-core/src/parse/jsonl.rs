@@ -477,6 +477,24 @@ impl RecordParser for JsonlParser {
         }
         ChunkEnd::Complete
     }
+
+    /// A line ends every record, so messages that each end with one are
+    /// parsed at once (what a Kafka source hands over); otherwise each on its own.
+    fn parse_messages(
+        &self,
+        chunk: &[u8],
+        starts: &[u32],
+        first_line: u64,
+        base_offset: u64,
+        on_record: &mut dyn FnMut(&Fields, RecordPos),
+        on_error: &mut dyn FnMut(RecordError),
+    ) -> ChunkEnd {
+        let ends_lines = chunk.last().is_none_or(|b| *b == b'\n') && starts.iter().all(|s| *s == 0 || chunk[*s as usize - 1] == b'\n');
+        if ends_lines {
+            return self.parse_chunk(chunk, first_line, base_offset, on_record, on_error);
+        }
+        super::each_message(self, chunk, starts, first_line, base_offset, (on_record, on_error))
+    }
 }
 
 impl Boundary for JsonlParser {

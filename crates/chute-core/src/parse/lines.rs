@@ -80,10 +80,57 @@ pub(super) fn parse_lines<F: LineFormat>(
     on_record: &mut dyn FnMut(&Fields, RecordPos),
     on_error: &mut dyn FnMut(RecordError),
 ) -> ChunkEnd {
-    let mut cursor = Cursor::new(first_line, base_offset);
     let mut fields = Fields::new();
-    let mut header = format.header() && base_offset == 0;
-    let mut start = 0;
+    let header = format.header() && base_offset == 0;
+    parse_span(format, chunk, 0, Cursor::new(first_line, base_offset), header, &mut fields, (on_record, on_error))
+}
+
+/// The record loop over a chunk of whole messages: see
+/// [`RecordParser::parse_messages`](super::RecordParser::parse_messages).
+/// Each message is parsed as if it were all of its input (a quote or a
+/// backslash stretches a record to its message's end, never further), with
+/// one `Fields` for them all; data after an end-of-data marker in a message
+/// is that message's error, not silently dropped.
+pub(super) fn parse_message_lines<F: LineFormat>(
+    format: &F,
+    chunk: &[u8],
+    starts: &[u32],
+    first_line: u64,
+    base_offset: u64,
+    on_record: &mut dyn FnMut(&Fields, RecordPos),
+    on_error: &mut dyn FnMut(RecordError),
+) -> ChunkEnd {
+    let mut fields = Fields::new();
+    for (i, start) in starts.iter().enumerate() {
+        let (start, end) = (*start as usize, starts.get(i + 1).map_or(chunk.len(), |e| *e as usize));
+        let header = format.header() && base_offset + start as u64 == 0;
+        // The message's end is the buffer's end for its scans.
+        let message = &chunk[..end];
+        let cursor = Cursor::new(first_line, base_offset);
+        if let ChunkEnd::EndOfData { offset, .. } = parse_span(format, message, start, cursor, header, &mut fields, (on_record, on_error)) {
+            let marker = (offset - base_offset) as usize;
+            let after = marker + end_marker_len(&message[marker..]).unwrap_or(message.len() - marker);
+            if message[after..].iter().any(|b| !b.is_ascii_whitespace()) {
+                let reason = "data after the end-of-data marker \\. in this message (the marker ends its message's data)";
+                on_error(cursor.error(after, end, reason));
+            }
+        }
+    }
+    ChunkEnd::Complete
+}
+
+/// The record loop from `start` to the end of `chunk`.
+#[inline]
+fn parse_span<F: LineFormat>(
+    format: &F,
+    chunk: &[u8],
+    mut start: usize,
+    mut cursor: Cursor,
+    mut header: bool,
+    fields: &mut Fields,
+    (on_record, on_error): super::Callbacks<'_>,
+) -> ChunkEnd {
+    let base_offset = cursor.base_offset;
     while start < chunk.len() {
         let scan = format.scan(chunk, start);
         let pos = cursor.pos(start, scan.next);
@@ -100,8 +147,8 @@ pub(super) fn parse_lines<F: LineFormat>(
         } else if !(scan.end_marker && scan.content_end == start) {
             // (A marker alone on its line is no record; one after data ends
             // a last record, which PostgreSQL still loads.)
-            match fields_of(format, chunk, start, &scan, &mut fields) {
-                Ok(()) => on_record(&fields, pos),
+            match fields_of(format, chunk, start, &scan, fields) {
+                Ok(()) => on_record(fields, pos),
                 Err(reason) => on_error(RecordError { pos, reason }),
             }
         }

@@ -277,6 +277,46 @@ pub trait RecordParser: Send + Sync {
         on_record: &mut dyn FnMut(&Fields, RecordPos),
         on_error: &mut dyn FnMut(RecordError),
     ) -> ChunkEnd;
+
+    /// Parses a chunk of whole messages (Kafka's), message `i` being
+    /// `chunk[starts[i]..starts[i + 1]]` (the last one runs to the chunk's
+    /// end). A message is a record boundary: no record spans two messages
+    /// (an unterminated quote or a trailing backslash makes its own
+    /// message's record bad, never the next message's records), and an
+    /// end-of-data marker ends only its own message. Positions are as in
+    /// [`RecordParser::parse_chunk`], relative to the whole chunk; the result is
+    /// always [`ChunkEnd::Complete`]. By default each message is parsed on
+    /// its own.
+    fn parse_messages(
+        &self,
+        chunk: &[u8],
+        starts: &[u32],
+        first_line: u64,
+        base_offset: u64,
+        on_record: &mut dyn FnMut(&Fields, RecordPos),
+        on_error: &mut dyn FnMut(RecordError),
+    ) -> ChunkEnd {
+        each_message(self, chunk, starts, first_line, base_offset, (on_record, on_error))
+    }
+}
+
+/// A parser's two callbacks: for each record, and for each bad one.
+type Callbacks<'a> = (&'a mut dyn FnMut(&Fields, RecordPos), &'a mut dyn FnMut(RecordError));
+
+/// [`RecordParser::parse_messages`] by parsing each message as a chunk of its own.
+fn each_message<P: RecordParser + ?Sized>(
+    parser: &P,
+    chunk: &[u8],
+    starts: &[u32],
+    first_line: u64,
+    base_offset: u64,
+    (on_record, on_error): Callbacks<'_>,
+) -> ChunkEnd {
+    for (i, start) in starts.iter().enumerate() {
+        let (start, end) = (*start as usize, starts.get(i + 1).map_or(chunk.len(), |e| *e as usize));
+        let _ = parser.parse_chunk(&chunk[start..end], first_line, base_offset + start as u64, on_record, on_error);
+    }
+    ChunkEnd::Complete
 }
 
 /// Finds record boundaries so a reader can cut its buffer into chunks that

@@ -48,6 +48,28 @@ pub fn parse_chunk_events(p: &dyn Format, chunk: &[u8], first_line: u64, base_of
     end
 }
 
+/// Parses `messages` as one chunk of whole messages (Kafka's): each event
+/// with the index of the message its record starts in.
+pub fn parse_message_events(p: &dyn Format, messages: &[&[u8]]) -> Vec<(usize, Event)> {
+    let (mut chunk, mut starts) = (Vec::new(), Vec::new());
+    for m in messages {
+        starts.push(chunk.len() as u32);
+        chunk.extend_from_slice(m);
+    }
+    let message = |pos: &RecordPos| starts.partition_point(|s| u64::from(*s) <= pos.offset) - 1;
+    let out = RefCell::new(Vec::new());
+    let end = p.parse_messages(
+        &chunk,
+        &starts,
+        1,
+        0,
+        &mut |f, pos| out.borrow_mut().push((message(&pos), Event::Record(f.iter().map(|v| v.map(<[u8]>::to_vec)).collect(), pos))),
+        &mut |e| out.borrow_mut().push((message(&e.pos), Event::Error(e))),
+    );
+    assert_eq!(end, ChunkEnd::Complete);
+    out.into_inner()
+}
+
 /// Parses `input` as one chunk starting at line 1, offset 0.
 pub fn parse_all(p: &dyn Format, input: &[u8]) -> (Vec<Event>, ChunkEnd) {
     let mut events = Vec::new();

@@ -21,7 +21,7 @@
 
 use memchr::{memchr2, memchr3, memmem, memrchr};
 
-use super::lines::{LineFormat, LineScan, end_marker_len, parse_lines};
+use super::lines::{LineFormat, LineScan, end_marker_len, parse_lines, parse_message_lines};
 use super::{Boundary, ChunkEnd, Fields, OptionsError, RecordError, RecordParser, RecordPos, check_delimiter_and_null};
 
 /// `COPY … (FORMAT text, …)` options.
@@ -242,6 +242,18 @@ impl RecordParser for TextParser {
     ) -> ChunkEnd {
         parse_lines(self, chunk, first_line, base_offset, on_record, on_error)
     }
+
+    fn parse_messages(
+        &self,
+        chunk: &[u8],
+        starts: &[u32],
+        first_line: u64,
+        base_offset: u64,
+        on_record: &mut dyn FnMut(&Fields, RecordPos),
+        on_error: &mut dyn FnMut(RecordError),
+    ) -> ChunkEnd {
+        parse_message_lines(self, chunk, starts, first_line, base_offset, on_record, on_error)
+    }
 }
 
 impl Boundary for TextParser {
@@ -278,7 +290,7 @@ impl Boundary for TextParser {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::tests_support::{Event, parse_all};
+    use crate::parse::tests_support::{Event, parse_all, parse_message_events};
 
     fn text(opts: TextOptions) -> TextParser {
         TextParser::new(opts).unwrap()
@@ -290,6 +302,16 @@ mod tests {
 
     fn s(v: &str) -> Option<String> {
         Some(v.to_owned())
+    }
+
+    #[test]
+    fn a_message_is_a_record_boundary() {
+        // Issue 46 #1: a message ending in a backslash joined the next one.
+        let p = text(TextOptions { delimiter: b',', expected_fields: Some(2), ..TextOptions::default() });
+        let events = parse_message_events(&p, &[b"T,a", b"T,b\\", b"T,c\n", b"T,d"]);
+        let rows: Vec<(usize, Vec<Option<String>>)> = events.into_iter().map(|(m, e)| (m, e.unwrap_record().0)).collect();
+        // The backslash at its message's end escapes nothing (as at the end of a file).
+        assert_eq!(rows, vec![(0, vec![s("T"), s("a")]), (1, vec![s("T"), s("b")]), (2, vec![s("T"), s("c")]), (3, vec![s("T"), s("d")])]);
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! server drops it, it is made again on the next use and the lock taken
 //! again with it; if another run holds the lock by then, this run stops.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use tokio_postgres::Client;
@@ -21,11 +23,18 @@ pub(crate) struct Control {
     load_id: Option<String>,
     /// The load's inputs are shared by several runs: no lock (see `claim::fence`).
     shared: bool,
+    /// The load's stop: no retry starts once it is set.
+    stop: Arc<AtomicBool>,
 }
 
 impl Control {
-    pub(crate) fn new(client: Client, target: ConnectOptions, retry_for: Duration, load_id: Option<String>) -> Self {
-        Control { client, target, retry_for, load_id, shared: false }
+    pub(crate) fn new(
+        client: Client,
+        target: ConnectOptions,
+        (retry_for, stop): (Duration, Arc<AtomicBool>),
+        load_id: Option<String>,
+    ) -> Self {
+        Control { client, target, retry_for, load_id, shared: false, stop }
     }
 
     /// For a load whose inputs several runs share: it holds no lock of the load's.
@@ -37,7 +46,7 @@ impl Control {
     /// The connection, made again (with the load's lock) if the server dropped it.
     pub(crate) async fn client(&mut self) -> Result<&Client, LoadError> {
         if self.client.is_closed() {
-            self.client = retry::connect(&self.target, self.retry_for, |_| {}).await?;
+            self.client = retry::connect_unless_stopped(&self.target, self.retry_for, &self.stop).await?;
             if let Some(id) = &self.load_id
                 && !self.shared
             {
@@ -55,16 +64,22 @@ impl Control {
     /// Marks the load finished (or how it ended) in the journal, retrying a lost connection.
     pub(crate) async fn close_journal(&mut self, status: &str, through: &[super::CommittedThrough]) -> Result<(), LoadError> {
         let Some(id) = self.load_id.clone() else { return Ok(()) };
-        retry::run!(&Policy::reconnect(self.retry_for), |_| async {
-            super::journal::close(self.client().await?, &id, status, through).await
-        })
+        let stop = self.stop.clone();
+        retry::run!(
+            &Policy::reconnect(self.retry_for),
+            |_| async { super::journal::close(self.client().await?, &id, status, through).await },
+            stop = &*stop
+        )
     }
 
     /// Moves the shared inputs this run (`owner`) owns on to where they are committed through.
     pub(crate) async fn advance(&mut self, owner: &str, through: &[(u32, u64)]) -> Result<(), LoadError> {
         let Some(id) = self.load_id.clone() else { return Ok(()) };
-        retry::run!(&Policy::reconnect(self.retry_for), |_| async {
-            super::journal::advance(self.client().await?, &id, owner, through).await
-        })
+        let stop = self.stop.clone();
+        retry::run!(
+            &Policy::reconnect(self.retry_for),
+            |_| async { super::journal::advance(self.client().await?, &id, owner, through).await },
+            stop = &*stop
+        )
     }
 }

@@ -222,14 +222,49 @@ pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed
     Ok(Committed { by_target, rows: total, positions })
 }
 
+/// What the shared inputs of a load are read from now, beyond their names
+/// (see [`shared_inputs`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SharedOrigin<'a> {
+    /// Each input's source id, in the order of the names: one that changes
+    /// when the source is made again under its name (a Kafka topic's id);
+    /// `None` when the source has none to give.
+    pub source_ids: &'a [Option<String>],
+    /// The table the load writes into (its quoted name), whose oid the
+    /// positions are kept for; `None` for a load into several tables.
+    pub table: Option<&'a str>,
+}
+
+/// An input that starts over from its beginning, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restarted {
+    pub name: String,
+    /// Its source is not the one its position was kept for (a topic deleted and made again).
+    pub new_source: bool,
+    /// Its table is not the one its position was kept for (dropped and made again).
+    pub new_table: bool,
+}
+
 /// The journal's number of each shared input of a load (a Kafka topic's
 /// partition, by name), numbering the names it has not seen yet after the
 /// others: a number never changes, whatever partitions a topic gains.
 /// Registers the load in `chute.loads` if new.
-pub async fn shared_inputs(client: &mut Client, load_id: &str, table: &str, inputs: &str, names: &[String]) -> Result<Vec<u32>, LoadError> {
+///
+/// A position is kept for one source and one table (`origin`): an input
+/// whose source id or table oid is not the one it was kept for starts over
+/// from its beginning (its position goes back to 0 and its journal entries
+/// are dropped), as `chute load` loads a file again into a table made
+/// again. Those inputs are returned with why.
+pub async fn shared_inputs(
+    client: &mut Client,
+    (load_id, table, inputs): (&str, &str, &str),
+    names: &[String],
+    origin: SharedOrigin<'_>,
+) -> Result<(Vec<u32>, Vec<Restarted>), LoadError> {
     crate::schema::ensure(client).await?;
     let txn = client.transaction().await.map_err(|e| LoadError::sql("numbering the load's partitions", e))?;
     let key = stable_hash(&["chute positions", load_id]) as i64;
+    let ids: Vec<Option<&str>> = names.iter().enumerate().map(|(i, _)| origin.source_ids.get(i).and_then(|s| s.as_deref())).collect();
     let numbered = async {
         txn.execute("SELECT pg_advisory_xact_lock($1)", &[&key]).await?;
         txn.execute(
@@ -246,13 +281,56 @@ pub async fn shared_inputs(client: &mut Client, load_id: &str, table: &str, inpu
             &[&load_id, &names],
         )
         .await?;
-        txn.query("SELECT name, input FROM chute.load_positions WHERE load_id = $1 AND name = ANY($2)", &[&load_id, &names]).await
+        let restarted = restart_moved(&txn, load_id, names, &ids, origin.table).await?;
+        let numbered =
+            txn.query("SELECT name, input FROM chute.load_positions WHERE load_id = $1 AND name = ANY($2)", &[&load_id, &names]).await?;
+        Ok::<_, tokio_postgres::Error>((numbered, restarted))
     }
     .await
     .map_err(|e| LoadError::sql("numbering the load's partitions in chute.load_positions", e))?;
     txn.commit().await.map_err(|e| LoadError::sql("numbering the load's partitions", e))?;
+    let (numbered, restarted) = numbered;
     let by_name: HashMap<String, i32> = numbered.iter().map(|r| (r.get(0), r.get(1))).collect();
-    Ok(names.iter().map(|n| by_name.get(n).copied().unwrap_or_default() as u32).collect())
+    Ok((names.iter().map(|n| by_name.get(n).copied().unwrap_or_default() as u32).collect(), restarted))
+}
+
+/// In `shared_inputs`' transaction: sends the inputs whose source or table
+/// changed back to their beginning, and records what each position is now kept
+/// for. A position kept for no source id (one of schema version 10, or a
+/// source that has none) takes the current one as its own.
+async fn restart_moved(
+    txn: &tokio_postgres::Transaction<'_>,
+    load_id: &str,
+    names: &[String],
+    ids: &[Option<&str>],
+    table: Option<&str>,
+) -> Result<Vec<Restarted>, tokio_postgres::Error> {
+    let rows = txn
+        .query(
+            "WITH now AS (SELECT u.n, u.sid, CASE WHEN $4::text IS NULL THEN NULL ELSE to_regclass($4)::oid END AS rel
+                          FROM unnest($2::text[], $3::text[]) u(n, sid)),
+                  moved AS (SELECT p.input, p.name,
+                                   coalesce(p.source_id <> now.sid, false) AS new_source,
+                                   coalesce(p.rel <> now.rel, false) AS new_table
+                            FROM chute.load_positions p JOIN now ON p.name = now.n
+                            WHERE p.load_id = $1),
+                  dropped AS (DELETE FROM chute.load_journal j USING moved m
+                              WHERE j.load_id = $1 AND j.input = m.input AND (m.new_source OR m.new_table))
+             UPDATE chute.load_positions p
+             SET position = CASE WHEN m.new_source OR m.new_table THEN 0 ELSE p.position END,
+                 rows_before = CASE WHEN m.new_source OR m.new_table THEN 0 ELSE p.rows_before END,
+                 source_id = coalesce(now.sid, p.source_id), rel = coalesce(now.rel, p.rel), updated_at = now()
+             FROM moved m JOIN now ON now.n = m.name
+             WHERE p.load_id = $1 AND p.input = m.input
+             RETURNING p.name, m.new_source, m.new_table",
+            &[&load_id, &names, &ids, &table],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Restarted { name: r.get(0), new_source: r.get(1), new_table: r.get(2) })
+        .filter(|r| r.new_source || r.new_table)
+        .collect())
 }
 
 /// In a batch's transaction: how many shared inputs of the load `owner`

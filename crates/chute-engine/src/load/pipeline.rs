@@ -56,7 +56,7 @@ pub(super) async fn run_pass(spec: LoadSpec, progress: &mut dyn LoadProgress) ->
     let Prepared { tables, tags, via_parent_reason, summary_table, by_ref, .. } = prepared;
     let (numbered, names) = (opened.numbered, opened.names.clone());
     let shared = opened.shared.as_ref().map(|s| s.inputs.clone());
-    let mut control = Control::new(control, spec.target.clone(), spec.retry_for, load_id.clone());
+    let mut control = Control::new(control, spec.target.clone(), (spec.retry_for, spec.cancel.clone()), load_id.clone());
     if shared.is_some() {
         control = control.shared();
     }
@@ -185,6 +185,7 @@ fn worker_ctx(
         budget: budget.clone(),
         rejects: rejects.clone(),
         turns: Default::default(),
+        stop: spec.cancel.clone(),
     })
 }
 

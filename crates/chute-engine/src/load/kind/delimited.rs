@@ -10,7 +10,7 @@ use chute_core::parse::text::{TextOptions, TextParser};
 use chute_core::parse::{ChunkEnd, Fields, Format, RecordError, RecordPos};
 use chute_core::rowenc::{Memo, RowEncoder, RowOutcome, write_text_row};
 
-use super::super::model::{Chunk, ChunkOut, Filed, Reject, RowPos};
+use super::super::model::{Chunk, ChunkOut, Filed, Payload, Reject, RowPos};
 use super::super::routing::Routing;
 use super::super::target::{ColumnPlan, TableColumn};
 use super::super::{LoadError, LoadProgress, LoadSpec};
@@ -150,8 +150,14 @@ impl Kind for Delimited {
             let raw = e.pos.slice(chunk.data(), chunk.base_offset).to_vec();
             parse_errors.push(Reject::new(chunk.input, place(e.pos.line, e.pos.offset).0, raw, e.reason));
         };
-        // The reader already cut the input at an end-of-data marker.
-        let _: ChunkEnd = self.format.parse_chunk(chunk.data(), chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error);
+        let _: ChunkEnd = match &chunk.payload {
+            // A message is a record boundary: a bad one never takes the next ones with it.
+            Payload::Messages { marks, .. } => {
+                self.format.parse_messages(chunk.data(), &marks.starts, chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error)
+            }
+            // The reader already cut the input at an end-of-data marker.
+            _ => self.format.parse_chunk(chunk.data(), chunk.first_line, chunk.base_offset, &mut on_record, &mut on_error),
+        };
         filed.rejects.append(&mut parse_errors);
         filed.finish(range)
     }

@@ -109,6 +109,10 @@ pub(crate) struct WorkerCtx {
     pub rejects: Arc<std::sync::Mutex<super::rejects::RejectWriter>>,
     /// Upserts: batches of one leaf merge one after the other, in the order sent.
     pub turns: Arc<merge::Turns>,
+    /// The load's stop: a batch's retries end once it is set (what is not
+    /// committed then is read again by the next run), so a stopped load
+    /// whose server is gone exits at once instead of after `retry_for`.
+    pub stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Why one attempt at a batch failed.
@@ -300,10 +304,20 @@ pub(crate) async fn commit_with_retries(
         on_retry = |r| if let BatchTry::Batch(AttemptError::Pg(e)) = r.error {
             let _ =
                 tx.send(CopyOutcome::Retrying { message: format!("COPY into {}: {}; retrying", batch.label(), crate::exec::describe(e)) });
-        }
+        },
+        stop = &*ctx.stop
     );
+    let stopped = ctx.stop.load(std::sync::atomic::Ordering::Relaxed);
+    let stopped_note =
+        "; the load was stopped while this batch was being retried: nothing of it is committed, and the next run reads its rows again";
     match done {
         Ok(Attempt { rows, bytes, vanished, upsert }) => Ok(Committed { rows, bytes, vanished, rejected: written.rows, upsert }),
+        Err(BatchTry::Connect(e)) if stopped => {
+            Err(LoadError::Setup(format!("COPY into {}: the server could not be reached (last error: {e}){stopped_note}", batch.label())))
+        }
+        Err(BatchTry::Batch(AttemptError::Pg(e))) if stopped && retry::classify(&e) != Fault::Fatal => {
+            Err(LoadError::sql(format!("COPY into {}{stopped_note}; last error", batch.label()), e))
+        }
         Err(BatchTry::Connect(e)) if e.connection_lost() => Err(LoadError::Setup(format!(
             "the server could not be reached again within {} {:?} (last error: {e}): check it is up, then run the same command again to load the rest",
             crate::setting::Setting::RetryFor,

@@ -243,6 +243,7 @@ fn clone_ctx(c: &WorkerCtx) -> WorkerCtx {
         budget: c.budget.clone(),
         rejects: c.rejects.clone(),
         turns: c.turns.clone(),
+        stop: c.stop.clone(),
     }
 }
 
