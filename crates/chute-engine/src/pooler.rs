@@ -66,14 +66,16 @@ pub async fn check(target: &ConnectOptions, first: &Client) -> Result<(), Pooler
 /// backends (the second then has no such statement, or another client's).
 async fn backend_pid(client: &Client) -> Result<i32, tokio_postgres::Error> {
     let messages = client.simple_query("SELECT pg_backend_pid()").await?;
-    Ok(messages
-        .iter()
-        .find_map(|m| match m {
-            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
-            _ => None,
-        })
-        .unwrap_or(0))
+    let pid = messages.iter().find_map(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
+        _ => None,
+    });
+    // No row (a pooler that answers itself): a pid nothing else has, so it is never taken for a shared backend.
+    Ok(pid.unwrap_or_else(|| -NEXT_UNKNOWN.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
 }
+
+/// Stand-ins for pids that were not answered, each different.
+static NEXT_UNKNOWN: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
 
 /// What the pids of two sessions (two statements each) show of a pool in
 /// transaction or statement mode: the sentence that says so, or `None`.

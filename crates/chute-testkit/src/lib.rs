@@ -249,6 +249,32 @@ impl TestDb {
     }
 }
 
+/// Removes the directories `PREFIX{pid}-…` in the temp directory whose
+/// owning test process is gone (one killed outright left them), calling
+/// `release` on each first (a mount to undo, say).
+pub(crate) fn remove_dirs_of_dead_owners(prefix: &str, release: impl Fn(&Path)) {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(prefix) else { continue };
+        let owner = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
+        if owner.is_some_and(|pid| !process_alive(pid)) {
+            release(&entry.path());
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A new directory `PREFIX{pid}-{nanos}` in the temp directory, after the
+/// ones of dead test processes are removed.
+pub(crate) fn fresh_owned_dir(prefix: &str, release: impl Fn(&Path)) -> PathBuf {
+    remove_dirs_of_dead_owners(prefix, release);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("{prefix}{}-{nanos:x}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("test fixture: cannot create {}: {e}", dir.display()));
+    dir
+}
+
 /// A TCP port on 127.0.0.1 that nothing listens on right now. Another
 /// process could take it before the server binds it; the server then fails
 /// to start and says so, which beats a fixed port that collides every time.

@@ -62,10 +62,7 @@ impl PgBouncer {
     /// Starts PgBouncer in `mode` in front of every database of `cluster`,
     /// and waits until it accepts connections.
     pub fn start(cluster: &TestCluster, mode: PoolMode) -> PgBouncer {
-        remove_leftovers();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let root = std::env::temp_dir().join(format!("{PREFIX}{}-{nanos:x}", std::process::id()));
-        std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("test fixture: cannot create {}: {e}", root.display()));
+        let root = crate::fresh_owned_dir(PREFIX, |_| {});
         let port = crate::prometheus::free_port();
         let config = format!(
             "[databases]\n* = host={socket} port={pg_port} user={SUPERUSER}\n\n[pgbouncer]\n\
@@ -130,17 +127,5 @@ impl Drop for PgBouncer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-fn remove_leftovers() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-        let owner = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
-        if owner.is_some_and(|pid| !chute_engine::local::process_alive(pid)) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
     }
 }

@@ -45,9 +45,7 @@ impl Prometheus {
     /// Starts Prometheus on `port` with `config` (its YAML; `{self}` in it
     /// is replaced by its own `127.0.0.1:PORT`), and waits until it is ready.
     pub fn start(port: u16, config: &str) -> Prometheus {
-        remove_leftovers();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let root = std::env::temp_dir().join(format!("{PREFIX}{}-{nanos:x}", std::process::id()));
+        let root = crate::fresh_owned_dir(PREFIX, |_| {});
         std::fs::create_dir_all(root.join("data")).unwrap_or_else(|e| panic!("test fixture: cannot create {}: {e}", root.display()));
         let addr = format!("127.0.0.1:{port}");
         let config_path = root.join("prometheus.yml");
@@ -123,19 +121,5 @@ impl Drop for Prometheus {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-/// Removes the directories of Prometheus servers whose test process is gone
-/// (their servers died with it).
-fn remove_leftovers() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-        let owner = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
-        if owner.is_some_and(|pid| !chute_engine::local::process_alive(pid)) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
     }
 }

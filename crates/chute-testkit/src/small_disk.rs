@@ -30,10 +30,9 @@ fn mount(args: &[&str]) {
 impl SmallDisk {
     /// A tmpfs of `mb` MiB, empty, owned by the user the servers run as.
     pub fn mount(mb: u64) -> SmallDisk {
-        remove_leftovers();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!("{PREFIX}{}-{nanos:x}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("test fixture: cannot create {}: {e}", dir.display()));
+        let dir = crate::fresh_owned_dir(PREFIX, |left| {
+            let _ = Command::new("umount").arg("-l").arg(left).output();
+        });
         mount(&["-t", "tmpfs", "-o", &format!("size={mb}m,mode=0700"), "tmpfs", &dir.to_string_lossy()]);
         if let Some(r) = RunAs::for_current_user().unwrap_or_else(|e| panic!("test fixture: {e}")) {
             r.chown(&dir).expect("cannot hand the small disk to the postgres user");
@@ -55,18 +54,5 @@ impl Drop for SmallDisk {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.dir).output();
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn remove_leftovers() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-        let owner = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
-        if owner.is_some_and(|pid| !chute_engine::local::process_alive(pid)) {
-            let _ = Command::new("umount").arg("-l").arg(entry.path()).output();
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
     }
 }
