@@ -468,13 +468,8 @@ impl ConnectOptions {
         let mut failure = ConnectError::Invalid("no host to connect to: name one with --url or PGHOST".into());
         let (mut seen, mut failures, mut fallback) = (Vec::new(), Vec::new(), None);
         for host in self.session.load_balance.order(self.hosts.len()) {
-            let attempt = match self.connect_host(host).await {
-                Ok(client) if !attrs.asks() => return Ok(client),
-                Ok(client) => ServerState::of(&client).await.map(|state| (client, state)).map_err(|e| self.explain_at(self.label(host), e)),
-                Err(e) => Err(e),
-            };
-            match attempt {
-                Ok((client, state)) if attrs.accepts(state) => return Ok(client),
+            match self.connect_host(host).await {
+                Ok((client, state)) if !attrs.asks() || attrs.accepts(state) => return Ok(client),
                 Ok((client, state)) => {
                     // prefer-standby: the first server that answered, when no standby does.
                     if attrs == SessionAttrs::PreferStandby && fallback.is_none() {
@@ -497,7 +492,7 @@ impl ConnectOptions {
 
     /// One host, TLS as its kind and the sslmode say, with chute's own
     /// session settings (see `own_settings`).
-    async fn connect_host(&self, host: usize) -> Result<Client, ConnectError> {
+    async fn connect_host(&self, host: usize) -> Result<(Client, ServerState), ConnectError> {
         let client = match &self.hosts[host] {
             // The server never offers TLS on a socket; libpq does not ask.
             Endpoint::Unix(_) => self.plain(host).await.map_err(|f| self.explain_failure(host, f))?,
@@ -505,7 +500,7 @@ impl ConnectOptions {
         };
         // A session lost at once is reported like one that could not be opened.
         match own_settings::apply(&client).await {
-            Ok(()) => Ok(client),
+            Ok(state) => Ok((client, state)),
             Err(e) => Err(ConnectError::Unavailable { endpoint: self.label(host), message: e.to_string() }),
         }
     }

@@ -14,12 +14,19 @@
 //! session ends; it is never sent as a start-up `options` (which PgBouncer
 //! refuses).
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, SimpleQueryMessage};
+
+use super::target::ServerState;
 
 /// The settings, as one statement.
 const SETTINGS: &str = "SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0; SET default_transaction_read_only = off";
 
-/// Applies chute's session settings to a new connection.
-pub(crate) async fn apply(client: &Client) -> Result<(), tokio_postgres::Error> {
-    client.batch_execute(SETTINGS).await
+/// Applies chute's session settings to a new connection and says what the
+/// server is (for `target_session_attrs`), in one round trip of the simple
+/// protocol (no prepared statement: a pooler may run the next statement on
+/// another backend).
+pub(crate) async fn apply(client: &Client) -> Result<ServerState, tokio_postgres::Error> {
+    let messages = client.simple_query(&format!("{SETTINGS}; {}", ServerState::QUERY)).await?;
+    let row = messages.iter().find_map(|m| if let SimpleQueryMessage::Row(r) = m { Some(r) } else { None });
+    Ok(ServerState::from_text(row.and_then(|r| r.get(0)), row.and_then(|r| r.get(1))))
 }

@@ -15,7 +15,6 @@
 //! `read_only_sql_transaction` on its first write. An explicit `any` is
 //! libpq's: the first host that answers.
 
-use tokio_postgres::Client;
 
 use super::ConnectError;
 
@@ -135,9 +134,13 @@ pub struct ServerState {
 }
 
 impl ServerState {
-    pub(super) async fn of(client: &Client) -> Result<ServerState, tokio_postgres::Error> {
-        let row = client.query_one("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", &[]).await?;
-        Ok(ServerState { in_recovery: row.get(0), read_only: row.get(1) })
+    /// What to ask, as text columns of one row (see `own_settings::apply`,
+    /// which asks it with chute's session settings, in one round trip).
+    pub(super) const QUERY: &'static str = "SELECT pg_is_in_recovery()::text, current_setting('transaction_read_only')";
+
+    /// The answer to [`ServerState::QUERY`].
+    pub(super) fn from_text(in_recovery: Option<&str>, read_only: Option<&str>) -> ServerState {
+        ServerState { in_recovery: in_recovery == Some("true"), read_only: read_only == Some("on") }
     }
 
     pub(super) fn describe(self) -> &'static str {
