@@ -15,7 +15,6 @@
 //! `read_only_sql_transaction` on its first write. An explicit `any` is
 //! libpq's: the first host that answers.
 
-
 use super::ConnectError;
 
 /// libpq's `target_session_attrs`.
