@@ -209,7 +209,7 @@ pub(crate) async fn submit_and_answer(
     };
     s.metrics.stage("commit", waiting.elapsed().as_secs_f64());
     if done.status == AckStatus::Failed {
-        let why = failure_of(&lanes).await.map(|w| format!(" ({w})")).unwrap_or_default();
+        let why = done.failure.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
         return unknown(&format!(
             "not every row of the request could be committed{why}: PostgreSQL was unreachable for longer than --retry-for, \
              a partition was dropped while its rows were on their way, the table's load failed, or the service is stopping; \
@@ -240,23 +240,6 @@ pub(crate) async fn submit_and_answer(
         });
     }
     stored(status.as_u16(), body)
-}
-
-/// Why a lane's load failed: a request's rows are dropped (and its
-/// acknowledgement failed) a moment before the load's error reaches its
-/// lane, so it is watched for up to two seconds.
-async fn failure_of(lanes: &[Arc<Lane>]) -> Option<String> {
-    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        if let Some(why) = lanes.iter().find_map(|l| l.failure()) {
-            return Some(why);
-        }
-        if tokio::time::Instant::now() >= until {
-            return None;
-        }
-        // Watching, not a retry.
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
 }
 
 /// Sends a part's chunks, each with its offsets and first line.

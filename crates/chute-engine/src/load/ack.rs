@@ -65,6 +65,9 @@ pub struct Completion {
     /// Rejected rows, in the order they were found, when the
     /// acknowledgement was made to collect them (`AckRef::collecting`).
     pub rejects: Vec<AckReject>,
+    /// Why the piece failed, when the holder that failed it knew
+    /// ([`AckRef::fail`]): the error a batch of its rows failed with for good.
+    pub failure: Option<String>,
 }
 
 struct Inner {
@@ -76,6 +79,8 @@ struct Inner {
     /// `None`: rejects are counted, not kept (a file load's reject file
     /// has them; a million of them must not be held here).
     rejects: Option<Mutex<Vec<AckReject>>>,
+    /// The first reason a holder failed its rows for.
+    failure: Mutex<Option<String>>,
     notify: flume::Sender<Completion>,
 }
 
@@ -91,6 +96,7 @@ impl Drop for Inner {
             rows_skipped: *self.skipped.get_mut(),
             rows_rejected: *self.rejected.get_mut(),
             rejects,
+            failure: self.failure.get_mut().unwrap_or_else(|p| p.into_inner()).take(),
         });
     }
 }
@@ -129,6 +135,7 @@ impl AckRef {
             skipped: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             rejects,
+            failure: Mutex::new(None),
             notify,
         };
         AckRef { inner: Arc::new(inner), settled: false }
@@ -152,6 +159,14 @@ impl AckRef {
     pub(crate) fn committed(mut self, rows: u64) {
         self.inner.committed.fetch_add(rows, Ordering::Relaxed);
         self.settled = true;
+    }
+
+    /// This holder's rows will not be committed, for `why`: the piece fails
+    /// (as if the share were dropped), and its completion says why (the
+    /// first reason given, if several holders fail).
+    pub(crate) fn fail(self, why: &str) {
+        let mut reason = self.inner.failure.lock().unwrap_or_else(|p| p.into_inner());
+        reason.get_or_insert_with(|| why.to_owned());
     }
 
     /// This holder's rows are with other holders now, or there were none.
@@ -219,6 +234,11 @@ impl SegmentAcks {
     /// Every row has another holder now (routed again, or rejected).
     pub(crate) fn handed_on(self) {
         self.0.into_iter().for_each(|(_, a)| a.settle());
+    }
+
+    /// None of the segment's rows will be committed, for `why`.
+    pub(crate) fn fail(self, why: &str) {
+        self.0.into_iter().for_each(|(_, a)| a.fail(why));
     }
 
     /// The segment's rows are committed, except `rejected` rows (by index,
@@ -321,6 +341,21 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_share_says_why_and_the_first_reason_wins() {
+        let (a, rx) = ack(1, 0, 10);
+        let (s1, s2) = (a.share(), a.share());
+        a.committed(2);
+        s1.fail("could not extend file: No space left on device (SQLSTATE 53100)");
+        s2.fail("a later reason");
+        let c = rx.try_recv().unwrap();
+        assert_eq!(c.status, AckStatus::Failed);
+        assert_eq!(c.failure.as_deref(), Some("could not extend file: No space left on device (SQLSTATE 53100)"));
+        let (plain, rx) = ack(2, 0, 10);
+        drop(plain);
+        assert_eq!(rx.try_recv().unwrap().failure, None, "a share merely dropped gives no reason");
+    }
+
+    #[test]
     fn rejects_and_skipped_rows_are_reported() {
         let (a, rx) = ack(1, 0, 10);
         a.rejected(3, "bad value");
@@ -379,7 +414,7 @@ mod tests {
 
     fn done(input: u32, start: u64, end: u64, status: AckStatus) -> Completion {
         let id = AckId { input, start, end, first_line: start / 10 + 1, end_line: end / 10 + 1, tag: 0 };
-        Completion { id, status, rows_committed: 0, rows_skipped: 0, rows_rejected: 0, rejects: vec![] }
+        Completion { id, status, rows_committed: 0, rows_skipped: 0, rows_rejected: 0, rejects: vec![], failure: None }
     }
 
     #[test]

@@ -250,6 +250,7 @@ async fn worker(
                 let _ = tx.send(CopyOutcome::Loaded { rows: committed.rows, bytes: committed.bytes, upsert: committed.upsert });
             }
             Err(e) => {
+                batch.fail(&e.to_string());
                 let _ = tx.send(CopyOutcome::Failed(e));
                 return Ok(());
             }

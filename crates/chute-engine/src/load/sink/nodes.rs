@@ -325,6 +325,8 @@ async fn dispatch(
             shares[pool].push(part);
         }
         if let Some(e) = failure {
+            let why = e.to_string();
+            shares.into_iter().flatten().for_each(|p| p.seg.acks.fail(&why));
             budget.release(bytes);
             failed.store(true, std::sync::atomic::Ordering::Relaxed);
             let _ = outcomes.send(CopyOutcome::Failed(e));
@@ -361,7 +363,8 @@ async fn answer(
                 upsert.add(c.upsert);
                 gone.extend(super::settle(batch, &c));
             }
-            Ok((_, Err(e))) => {
+            Ok((batch, Err(e))) => {
+                batch.fail(&e.to_string());
                 error.get_or_insert(e);
             }
             Err(_) => {

@@ -149,6 +149,14 @@ pub(crate) struct Batch {
     pub batch_id: String,
 }
 
+impl Batch {
+    /// None of the batch's rows will be committed, for `why`: each piece of
+    /// input with rows in it fails, saying so.
+    pub(crate) fn fail(self, why: &str) {
+        self.parts.into_iter().for_each(|p| p.seg.acks.fail(why));
+    }
+}
+
 /// The rows of one target within a batch.
 pub(crate) struct BatchPart {
     /// The load's table these rows belong to.
