@@ -91,6 +91,8 @@ mod routing;
 mod serve;
 #[path = "cli/serve_clients.rs"]
 mod serve_clients;
+#[path = "cli/serve_failover.rs"]
+mod serve_failover;
 #[path = "cli/serve_guard.rs"]
 mod serve_guard;
 #[path = "cli/serve_hostile.rs"]
