@@ -48,6 +48,13 @@ async fn journaled(c: &tokio_postgres::Client) -> i64 {
 /// them, and checks the new primary holds exactly the rows of a load
 /// without a failover. Returns the load's stderr.
 async fn load_through_a_failover(test: &str, setup: PairSetup, backfill: &str, extra: &[&str]) -> String {
+    load_through(test, setup, (backfill, false), extra).await
+}
+
+/// [`load_through_a_failover`]; with `cut`, the standby stops receiving
+/// WAL before the load starts, so the new primary lacks everything the run
+/// did, its claim of the load included.
+async fn load_through(test: &str, setup: PairSetup, (backfill, cut): (&str, bool), extra: &[&str]) -> String {
     let mut rng = SplitMix64::new(seed(test));
     let point = 20_000 + (rng.next_u64() % (ROWS * 3 / 4)) as i64;
     eprintln!("{test}: the primary stops once its journal holds {point} rows");
@@ -58,11 +65,21 @@ async fn load_through_a_failover(test: &str, setup: PairSetup, backfill: &str, e
     primary.batch_execute("ALTER TABLE fo ADD PRIMARY KEY (dev_id, time)").await.unwrap();
     let standby = pair.standby.options(&db.name);
     let in_recovery = standby.with_session_attrs(SessionAttrs::Any);
+    if cut {
+        // chute's schema exists (an earlier load) and is on the standby.
+        primary.batch_execute(&format!("CREATE TABLE fo_warm ({COLS})")).await.unwrap();
+        run_expect(chute().args(["--url", &db.url(), "load", "fo_warm", "--gen", "conditions", "--rows", "10"]), 0);
+    }
+    let wanted =
+        if cut { "to_regclass('fo') IS NOT NULL AND to_regclass('chute.loads') IS NOT NULL" } else { "to_regclass('fo') IS NOT NULL" };
     wait_for("the standby to have the table", Duration::from_secs(30), || async {
         let c = in_recovery.connect().await.unwrap();
-        c.query_one("SELECT to_regclass('fo') IS NOT NULL", &[]).await.unwrap().get::<_, bool>(0)
+        c.query_one(&format!("SELECT {wanted}"), &[]).await.unwrap().get::<_, bool>(0)
     })
     .await;
+    if cut {
+        pair.cut_streaming().await;
+    }
     let both = pair.conninfo(&db.name, "target_session_attrs=read-write");
     let mut child = spawn(
         chute()
@@ -110,6 +127,13 @@ async fn a_failover_mid_upsert_loses_nothing_and_doubles_nothing() {
 #[tokio::test]
 async fn a_failover_mid_load_without_backfill_loses_nothing_and_doubles_nothing() {
     load_through_a_failover("failover_plain", PairSetup::default(), "off", &[]).await;
+}
+
+#[tokio::test]
+async fn a_failover_that_lost_the_runs_claim_of_the_load_claims_it_again_and_loads_everything_once() {
+    let stderr = load_through("failover_claim_lost", PairSetup::default(), ("off", true), &[]).await;
+    assert!(stderr.contains("had lost this run's claim of load"), "{stderr}");
+    assert!(stderr.contains("loading them again"), "{stderr}");
 }
 
 #[tokio::test]

@@ -137,6 +137,22 @@ impl ReplicatedPair {
         )
     }
 
+    /// Stops the standby's WAL receiver (an empty `primary_conninfo`): from
+    /// now on nothing the primary commits reaches it, as if it lagged behind
+    /// by everything. Returns once no receiver runs.
+    pub async fn cut_streaming(&self) {
+        let standby = self.standby.options("postgres").with_session_attrs(SessionAttrs::Any);
+        let c = standby.connect().await.unwrap_or_else(|e| panic!("test fixture: connecting to the standby: {e}"));
+        // Two statements: ALTER SYSTEM refuses a transaction block.
+        for sql in ["ALTER SYSTEM SET primary_conninfo = ''", "SELECT pg_reload_conf()"] {
+            c.batch_execute(sql).await.unwrap_or_else(|e| panic!("test fixture: cutting the standby's streaming ({sql}): {e:?}"));
+        }
+        wait("the standby's WAL receiver to stop", Duration::from_secs(30), || async {
+            c.query_one("SELECT count(*) FROM pg_stat_wal_receiver", &[]).await.is_ok_and(|r| r.get::<_, i64>(0) == 0)
+        })
+        .await;
+    }
+
     /// Stops the primary with `-m immediate`: every session is cut and
     /// commits not yet streamed to the standby are lost with it.
     pub fn stop_primary_immediately(&self) {

@@ -11,9 +11,19 @@
 //! is its run's. A new run's update of the token waits for the batches in
 //! flight, so the journal it reads next holds all of them, and later batches
 //! of the old run see the new token and stop.
+//!
+//! A failover can take a run's claim with it: the run wrote its token on a
+//! primary that died before the write reached the standby now promoted, so
+//! the new primary names the run before it (or no run, for a new load). No
+//! other run took the load then (a run that takes it writes a token of its
+//! own), so a batch that finds the load as it was before this run claims it
+//! again, in its own transaction, and goes on: a run that starts meanwhile
+//! writes its token after that transaction (its update waits for it) and
+//! reads a journal that holds the batch.
 
 use tokio_postgres::{Client, Transaction};
 
+use super::journal::Before;
 use super::{LoadError, LoadProgress};
 
 /// The advisory lock key (one bigint) of a load id.
@@ -77,8 +87,18 @@ async fn holder_pid(client: &Client, key: i64) -> Result<Option<i32>, LoadError>
     Ok(row.map(|r| r.get(0)))
 }
 
+/// A batch may commit: this run owned the load, or claimed it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fenced {
+    Owned,
+    /// The server had lost this run's claim (a failover); the batch's
+    /// transaction claims it again.
+    Retaken,
+}
+
 /// In a batch's transaction: whether this run (`owner`) still owns the load.
-/// Holds the load's row `FOR SHARE` until the batch commits.
+/// Holds the load's row `FOR SHARE` until the batch commits; when the row
+/// is as it was before this run (`before`), claims it again.
 ///
 /// A load whose inputs several runs share (the partitions of a Kafka topic,
 /// read by the consumers of one group: `owned` is how many this run took)
@@ -92,11 +112,12 @@ pub(crate) async fn fence(
     load_id: &str,
     owner: &str,
     owned: Option<usize>,
-) -> Result<Result<(), LoadError>, tokio_postgres::Error> {
+    before: Option<&Before>,
+) -> Result<Result<Fenced, LoadError>, tokio_postgres::Error> {
     if let Some(owned) = owned {
         let held = super::journal::hold_inputs(txn, load_id, owner).await?;
         if held == owned {
-            return Ok(Ok(()));
+            return Ok(Ok(Fenced::Owned));
         }
         return Ok(Err(LoadError::Setup(format!(
             "another consumer of load {load_id} took over some of this run's partitions (a rebalance of the group): \
@@ -104,9 +125,29 @@ pub(crate) async fn fence(
         ))));
     }
     let row = txn.query_opt("SELECT owner FROM chute.loads WHERE load_id = $1 FOR SHARE", &[&load_id]).await?;
+    let found = row.is_some();
     let now: Option<String> = row.and_then(|r| r.get(0));
     if now.as_deref() == Some(owner) {
-        return Ok(Ok(()));
+        return Ok(Ok(Fenced::Owned));
+    }
+    if let Some(b) = before
+        && (if found { now.is_some() && now == b.previous } else { b.previous.is_none() })
+    {
+        // The update waits for a run that took the row meanwhile, and then
+        // finds its token: no row comes back. Another batch of this run
+        // claiming it at the same time leaves this run's token: go on.
+        let retaken = txn
+            .query_opt(
+                "INSERT INTO chute.loads (load_id, table_name, inputs, owner) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (load_id) DO UPDATE SET owner = $4
+                   WHERE chute.loads.owner IS NOT DISTINCT FROM $5 OR chute.loads.owner = $4
+                 RETURNING owner",
+                &[&load_id, &b.table, &b.inputs, &owner, &now],
+            )
+            .await?;
+        if retaken.is_some() {
+            return Ok(Ok(Fenced::Retaken));
+        }
     }
     Ok(Err(LoadError::Setup(format!(
         "another run of load {load_id} took it over (or it was forgotten) while this run had lost its connection: \

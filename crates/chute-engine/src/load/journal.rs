@@ -86,6 +86,9 @@ pub(crate) struct Committed {
     pub rows: i64,
     /// Shared inputs this run took: where each is to be read from.
     pub positions: HashMap<u32, u64>,
+    /// What `chute.loads` said before this run took the load (see
+    /// `claim::fence`); `None` for a load whose inputs runs share.
+    pub before: Option<Before>,
 }
 
 /// What a target loaded as text (not binary) COPY is journaled under: its name and this.
@@ -94,6 +97,27 @@ const TEXT_SUFFIX: &str = " (text)";
 /// The name a batch's target is journaled under.
 pub(crate) fn target_key(name: &str, text: bool) -> String {
     if text { format!("{name}{TEXT_SUFFIX}") } else { name.to_owned() }
+}
+
+/// What `chute.loads` said of a load before this run took it: its owner
+/// then (`None`: no row, a new load) and the row's other columns, to write
+/// the claim again when a failover lost it (see `claim::fence`).
+#[derive(Debug, Clone)]
+pub(crate) struct Before {
+    pub previous: Option<String>,
+    pub table: String,
+    pub inputs: String,
+}
+
+/// Reads what `chute.loads` says of the load before `owner` takes it
+/// (under the load's lock: no other run changes it meanwhile).
+async fn before(client: &Client, load_id: &str, owner: &str, (table, inputs): (&str, &str)) -> Result<Before, LoadError> {
+    let row = client
+        .query_opt("SELECT owner FROM chute.loads WHERE load_id = $1", &[&load_id])
+        .await
+        .map_err(|e| LoadError::sql("reading chute.loads", e))?;
+    let previous = row.and_then(|r| r.get::<_, Option<String>>(0)).filter(|p| p != owner);
+    Ok(Before { previous, table: table.to_owned(), inputs: inputs.to_owned() })
 }
 
 /// A load as `chute.loads` records it.
@@ -133,6 +157,10 @@ pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed
         return Err(LoadError::Setup(missing));
     }
     crate::schema::ensure(client).await?;
+    let before = match shared {
+        Some(_) => None,
+        None => Some(before(client, load_id, owner, (table, inputs)).await?),
+    };
     client
         .execute(
             "INSERT INTO chute.loads (load_id, table_name, inputs, owner) VALUES ($1, $2, $3, $4)
@@ -219,7 +247,7 @@ pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed
         .await
         .map_err(|e| LoadError::sql("updating chute.loads", e))?;
     let by_target = raw.into_iter().map(|(k, v)| (k, v.into_iter().map(RangeSet::from_ranges).collect())).collect();
-    Ok(Committed { by_target, rows: total, positions })
+    Ok(Committed { by_target, rows: total, positions, before })
 }
 
 /// What the shared inputs of a load are read from now, beyond their names

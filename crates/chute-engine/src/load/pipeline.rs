@@ -36,16 +36,16 @@ pub(super) async fn run_pass(spec: LoadSpec, progress: &mut dyn LoadProgress) ->
     let nonce =
         format!("{:x}", super::journal::stable_hash(&[&std::process::id().to_string(), &format!("{:?}", std::time::SystemTime::now())]));
     let check = PassCheck::of(&opened, load_id.is_some() && distributed.is_none(), &nonce);
-    let resumed = match &load_id {
+    let (resumed, before) = match &load_id {
         Some(id) => {
             open_journals(&spec, &mut control, &prepared, (&opened.names, opened.shared.as_ref()), &mut distributed, id, &nonce, progress)
                 .await?
         }
-        None => unjournaled(&opened, progress),
+        None => (unjournaled(&opened, progress), None),
     };
     let budget = spec.shared_budget.clone().unwrap_or_else(|| Arc::new(Budget::new(spec.memory_budget)));
     let rejects = Arc::new(std::sync::Mutex::new(RejectWriter::new(spec.reject_file.clone(), &opened.names, &opened.rejects, resumed > 0)));
-    let ctx = worker_ctx(&spec, (&load_id, &nonce), &opened, &budget, &rejects);
+    let ctx = worker_ctx(&spec, (&load_id, &nonce, before), &opened, &budget, &rejects);
 
     let (batch_tx, batch_rx) = flume::bounded::<Batch>(spec.workers * 2);
     let (outcome_tx, outcome_rx) = flume::unbounded::<CopyOutcome>();
@@ -171,7 +171,7 @@ fn batching(spec: &LoadSpec) -> Batching {
 /// What the sink's workers share.
 fn worker_ctx(
     spec: &LoadSpec,
-    (load_id, nonce): (&Option<String>, &str),
+    (load_id, nonce, before): (&Option<String>, &str, Option<super::journal::Before>),
     opened: &super::input::Opened,
     budget: &Arc<Budget>,
     rejects: &Arc<std::sync::Mutex<RejectWriter>>,
@@ -181,6 +181,7 @@ fn worker_ctx(
         load_id: load_id.clone(),
         owner: nonce.to_owned(),
         owned: opened.shared.as_ref().map(|s| s.inputs.len()),
+        before,
         retry_for: spec.retry_for,
         budget: budget.clone(),
         rejects: rejects.clone(),
@@ -237,7 +238,9 @@ async fn close_journals(
 }
 
 /// Registers the load in the journal (on every data node too) under its
-/// lock and reads what earlier runs committed; returns how many rows that is.
+/// lock and reads what earlier runs committed; returns how many rows that
+/// is, and what the load's row said before (to claim it again after a
+/// failover: a load on one server only).
 #[allow(clippy::too_many_arguments)]
 async fn open_journals(
     spec: &LoadSpec,
@@ -248,7 +251,7 @@ async fn open_journals(
     id: &str,
     owner: &str,
     progress: &mut dyn LoadProgress,
-) -> Result<usize, LoadError> {
+) -> Result<(usize, Option<super::journal::Before>), LoadError> {
     let inputs = names.join(", ");
     let shared = shared_inputs.map(|s| s.inputs.as_slice());
     let entry =
@@ -261,7 +264,7 @@ async fn open_journals(
         let _ = s.seek.set(std::mem::take(&mut committed.positions));
         let _ = s.owner.set(owner.to_owned());
         let resumed: usize = prepared.tables.iter().map(|t| t.set_committed(&committed)).sum();
-        return Ok(resumed);
+        return Ok((resumed, None));
     }
     if let Some(d) = distributed {
         d.open_journals(control, spec, entry, &mut committed, progress).await?;
@@ -270,7 +273,7 @@ async fn open_journals(
     if committed.rows > 0 {
         progress.notice(&format!("resuming load {id}: {} rows were committed by earlier runs and are skipped", committed.rows));
     }
-    Ok(resumed)
+    Ok((resumed, if distributed.is_some() { None } else { committed.before }))
 }
 
 /// Starts the sink: COPY workers on the one server, or on every server of a

@@ -48,7 +48,10 @@ impl Coordinator {
             retry::run!(&Policy::reconnect(self.retry_for), |_| async { reread_tree(self.control.client().await?, &routing).await })?;
         }
         for part in parts {
-            self.notices.push(format!("{} no longer exists (dropped while loading?): routing its rows again", part.target_name));
+            self.notices.push(format!(
+                "{} no longer exists (dropped while loading, or made on a server lost in a failover): routing its rows again",
+                part.target_name
+            ));
             if self.batch_tx.is_none() {
                 continue; // Stopping: a resume routes them again.
             }

@@ -307,7 +307,7 @@ async fn attempt(
 ) -> Result<Ended, Failure> {
     let txn = client.transaction().await?;
     if let Some(load_id) = &ctx.load_id
-        && let Err(e) = super::super::claim::fence(&txn, load_id, &ctx.owner, ctx.owned).await?
+        && let Err(e) = super::super::claim::fence(&txn, load_id, &ctx.owner, ctx.owned, ctx.before.as_ref()).await?
     {
         return Err(Failure::Refused(e.to_string()));
     }

@@ -102,6 +102,9 @@ pub(crate) struct WorkerCtx {
     pub owner: String,
     /// A load whose inputs several runs share: how many this run owns (see `claim::fence`).
     pub owned: Option<usize>,
+    /// The load as it was before this run took it, to claim it again after
+    /// a failover lost the claim (`None`: never claimed again).
+    pub before: Option<super::journal::Before>,
     pub retry_for: Duration,
     pub budget: Arc<Budget>,
     /// Shared with the coordinator: a worker writes its rejects itself, so it
@@ -366,11 +369,19 @@ pub(crate) async fn commit_batch<C: Begin>(
     written: &mut Written,
 ) -> Result<Attempt, AttemptError> {
     let mut txn = client.begin().await?;
-    if let Some(load_id) = &ctx.load_id
-        && let Err(e) = super::claim::fence(&txn, load_id, &ctx.owner, ctx.owned).await?
-    {
-        // Another run of the load took it over: this run stops.
-        return Err(AttemptError::Stop(e));
+    if let Some(load_id) = &ctx.load_id {
+        match super::claim::fence(&txn, load_id, &ctx.owner, ctx.owned, ctx.before.as_ref()).await? {
+            Ok(super::claim::Fenced::Owned) => {}
+            Ok(super::claim::Fenced::Retaken) => {
+                let message = format!(
+                    "the server reached now had lost this run's claim of load {load_id} (a failover before it was replicated): \
+                     claiming it again; rows the old server acknowledged and this one lacks are loaded again after this pass"
+                );
+                let _ = tx.send(CopyOutcome::Retrying { message });
+            }
+            // Another run of the load took it over: this run stops.
+            Err(e) => return Err(AttemptError::Stop(e)),
+        }
     }
     if retry
         && let Some(load_id) = &ctx.load_id

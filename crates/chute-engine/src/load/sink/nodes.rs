@@ -239,6 +239,7 @@ fn clone_ctx(c: &WorkerCtx) -> WorkerCtx {
         load_id: c.load_id.clone(),
         owner: c.owner.clone(),
         owned: c.owned,
+        before: c.before.clone(),
         retry_for: c.retry_for,
         budget: c.budget.clone(),
         rejects: c.rejects.clone(),
