@@ -252,6 +252,10 @@ async fn number_partitions(
     let quoted = spec.load.table().quoted();
     let origin = journal::SharedOrigin { source_ids: &source_ids, table: (spec.load.table().name != "-").then_some(quoted.as_str()) };
     let mut client = connect(spec, spec.load.retries_for()).await?;
+    // Before the first write (the partitions' numbers and positions): a
+    // pool that shares chute's sessions is refused with its mode named, as
+    // every writer is, not left to break a transaction below.
+    chute_engine::pooler::check(spec.load.target(), &client).await?;
     let (numbers, restarted) = journal::shared_inputs(&mut client, (id, table, &spec.topics.join(", ")), names, origin).await?;
     let what = |new_topic: bool| -> Vec<&str> {
         restarted.iter().filter(|r| if new_topic { r.new_source } else { r.new_table }).map(|r| r.name.as_str()).collect()
