@@ -145,7 +145,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         // The keeper's one connection, made before the run commits anything (see `keep_positions`).
         let kept_on = connect(&spec, spec.load.retries_for()).await.ok();
         let (finish, finishing) = tokio::sync::oneshot::channel();
-        let keeper = tokio::spawn(keep_positions(run.clone(), kept_on, id.clone(), parts.clone(), finishing));
+        let keeper = tokio::spawn(keep_positions(run.clone(), (spec.load.target().clone(), kept_on), id.clone(), parts.clone(), finishing));
         let mut counting = Counting { inner: &mut *progress, last: Default::default(), before: &before, began, run: &run, told: None };
         let outcome = chute_engine::load::run(load, &mut counting).await;
         // What this run did, added to what the consumer did before it: its
@@ -162,7 +162,7 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         let _ = finish.send(());
         let _ = keeper.await;
         let reread = run.reread.load(Ordering::SeqCst);
-        if reread {
+        if reread && !spec.load.stop_flag().load(Ordering::SeqCst) {
             run_stats.rows_loaded = held_after_failover(&spec, &id, &run, run_stats.rows_loaded, progress).await;
         }
         add_run(&mut before, &run_stats);
@@ -496,13 +496,16 @@ fn commit_to_group(consumer: &KafkaConsumer, parts: &[KafkaPart], through: &Hash
 /// Only over `client`, the one connection made before the run committed
 /// anything: a position committed after the batches it covers, on the
 /// server that has them, survives a failover only if they do (its WAL comes
-/// after theirs). When that connection is lost (or was never made), the
-/// server reached next may lack commits the run counted: the keeper stops,
-/// sets `run.reread` (the run ends) and the next run reads the positions
-/// that server holds, so what the old primary took with it is read again.
+/// after theirs). Once that connection is lost (or was never made) no
+/// position moves in this run: the server reached next (a standby promoted)
+/// may lack commits the run counted. The run goes on while no server
+/// answers (its batches retry, and say so); once one answers, or when the
+/// run is over, the keeper sets `run.reread`: the run ends and the next
+/// reads the positions that server holds, so what the old primary took
+/// with it is read from Kafka again.
 async fn keep_positions(
     run: KafkaRun,
-    client: Option<tokio_postgres::Client>,
+    (target, mut client): (chute_engine::ConnectOptions, Option<tokio_postgres::Client>),
     id: String,
     parts: Vec<KafkaPart>,
     mut finish: tokio::sync::oneshot::Receiver<()>,
@@ -515,21 +518,31 @@ async fn keep_positions(
             _ = tokio::time::sleep(Duration::from_millis(200)) => false,
             _ = &mut finish => true,
         };
-        let Some(c) = client.as_ref().filter(|c| !c.is_closed()) else {
-            run.reread.store(true, Ordering::SeqCst);
-            return;
-        };
         if tick % 5 == 0 && !finishing {
             let behind = lag(&run, &parts).await;
             quiet.look(&run, behind);
         }
+        let Some(c) = client.as_ref().filter(|c| !c.is_closed()) else {
+            client = None;
+            // One try a tick, to learn when a server answers again (not to write to it).
+            if finishing || target.connect().await.is_ok() {
+                run.reread.store(true, Ordering::SeqCst);
+                return;
+            }
+            continue;
+        };
         if let Some(owner) = run.owner.get() {
             let now = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if now != last {
                 let at: Vec<(u32, u64)> = now.iter().map(|(i, o)| (*i, *o)).collect();
                 if journal::advance(c, &id, owner, &at).await.is_err() {
-                    run.reread.store(true, Ordering::SeqCst);
-                    return;
+                    // The connection is taken as lost: nothing moves over another one.
+                    client = None;
+                    if finishing {
+                        run.reread.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    continue;
                 }
                 commit_to_group(&run.consumer, &parts, &now, CommitMode::Async);
                 last = now;
