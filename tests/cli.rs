@@ -25,6 +25,8 @@ mod conninfo;
 mod consume;
 #[path = "cli/consume_edges.rs"]
 mod consume_edges;
+#[path = "cli/consume_failover.rs"]
+mod consume_failover;
 #[path = "cli/consume_replicated.rs"]
 mod consume_replicated;
 #[path = "cli/demo.rs"]

@@ -114,6 +114,11 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "ID")]
     pub load_id: Option<String>,
 
+    /// Keep retrying a lost connection, a restarted server or a failover
+    /// this long (what is not committed is read again from Kafka meanwhile).
+    #[arg(long, default_value = "5min", value_name = "DURATION", value_parser = crate::args::values::duration)]
+    pub retry_for: std::time::Duration,
+
     /// Serve GET /metrics (Prometheus text: rows, bytes, rejects, batch
     /// commit times, lag per partition) on this address.
     #[arg(long, value_name = "ADDR:PORT")]

@@ -78,6 +78,7 @@ fn spec(conn: &ConnArgs, a: &ConsumeArgs) -> anyhow::Result<ConsumeSpec> {
         .reject_file(a.reject_file.clone())
         .max_rejects(a.max_rejects)
         .load_id(a.load_id.clone())
+        .retry_for(a.retry_for)
         .ignore_unknown(a.ignore_unknown)
         .flush_every(Some(flush))
         .flush_when_idle(true);

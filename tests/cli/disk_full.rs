@@ -3,7 +3,9 @@
 //! stops with the server's disk_full (53100) and what to do, keeping what it
 //! committed; `chute serve` answers 503 with Retry-After and keeps every
 //! acknowledged row. Once space is freed, the same load finishes and the
-//! same request (its key) is written, each exactly once.
+//! same request (its key) is written, each exactly once. `chute consume`
+//! stops as the load does (exit 2, 53100 and what to do); the same command
+//! run again once space is freed loads every message once.
 
 use std::io::Write;
 use std::time::Duration;
@@ -77,6 +79,51 @@ async fn a_load_stops_on_a_full_disk_and_the_same_command_finishes_exactly_once(
     assert_eq!(counts(&c).await, (N as i64, N as i64), "{out}\n{err}");
     let loaded: i64 = summary_value(&out, "rows loaded").split_whitespace().next().unwrap().parse().unwrap();
     assert_eq!(loaded + rows, N as i64, "the second run loaded what was left: {out}");
+    drop_tablespace(&c, &space).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn consume_stops_on_a_full_disk_and_the_same_command_finishes_exactly_once() {
+    const N: u64 = 200_000;
+    const TOPIC: &str = "disk_full_consume";
+    let db = shared().fresh_db("disk_full_consume").await;
+    let (url, c) = (db.url(), db.client().await);
+    let disk = SmallDisk::mount(16);
+    let space = format!("small_{}", db.name);
+    table_on(&c, &disk, &space).await;
+    let broker = chute_testkit::kafka::shared();
+    broker.create_topic(TOPIC, 3);
+    // About 50 MB of rows for 16 MB of disk, a row a message.
+    let producer = broker.producer();
+    for k in 0..N {
+        let line = row(k);
+        let m =
+            chute_testkit::kafka::Message { partition: Some((k % 3) as i32), payload: line.trim_end().as_bytes(), ..Default::default() };
+        producer.send(TOPIC, &m);
+    }
+    producer.flush();
+    let dir = open_tempdir();
+    let consume = || {
+        let mut cmd = chute();
+        cmd.current_dir(dir.path())
+            .args(["--url", &url, "consume", "m", "--brokers", &broker.bootstrap(), "--topic", TOPIC, "--format", "csv"])
+            .args(["--until-end", "--json", "--retry-for", "5s"]);
+        cmd
+    };
+    let out = consume().output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "the consumer cannot have finished: {err}");
+    assert!(err.contains("53100") && err.contains("No space left on device"), "the server's reason: {err}");
+    assert!(err.contains("free space") && err.contains("the same chute command run again"), "what to do: {err}");
+    let (rows, distinct) = counts(&c).await;
+    assert!(rows < N as i64, "{rows}");
+    assert_eq!(rows, distinct, "nothing twice");
+
+    disk.grow(256);
+    let (out, err) = run_expect(&mut consume(), 0);
+    assert_eq!(counts(&c).await, (N as i64, N as i64), "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(report["rows_loaded"].as_i64().unwrap() + rows, N as i64, "the second run loaded what was left: {out}");
     drop_tablespace(&c, &space).await;
 }
 

@@ -105,7 +105,7 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
             if db.code() == &SqlState::DISK_FULL {
                 s.push_str(
                     "; the server's disk is full: free space there (or grow the volume) and try again: the failed transaction \
-                     left nothing, what was committed stays, and the same chute load run again loads only the rest",
+                     left nothing, what was committed stays, and the same chute command run again (load, consume) loads only the rest",
                 );
             }
             if db.code() == &SqlState::READ_ONLY_SQL_TRANSACTION {

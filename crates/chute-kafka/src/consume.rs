@@ -142,28 +142,33 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
         let input = Arc::new(KafkaInput::new(run.clone(), spec.format, spec.load.chunk_size()));
         let load = spec.load.clone().load_id(Some(id.clone())).build(input)?;
         report.runs += 1;
-        let keeper = tokio::spawn(keep_positions(run.clone(), spec.load.target().clone(), id.clone(), parts.clone()));
+        // The keeper's one connection, made before the run commits anything (see `keep_positions`).
+        let kept_on = connect(&spec, spec.load.retries_for()).await.ok();
+        let (finish, finishing) = tokio::sync::oneshot::channel();
+        let keeper = tokio::spawn(keep_positions(run.clone(), (spec.load.target().clone(), kept_on), id.clone(), parts.clone(), finishing));
         let mut counting = Counting { inner: &mut *progress, last: Default::default(), before: &before, began, run: &run, told: None };
         let outcome = chute_engine::load::run(load, &mut counting).await;
         // What this run did, added to what the consumer did before it: its
         // progress counts on across runs (each run's own stats start at 0).
-        let run_stats = match &outcome {
+        let mut run_stats = match &outcome {
             Ok(r) => r.stats.clone(),
             Err(_) => counting.last.clone(),
         };
-        add_run(&mut before, &run_stats);
-        keeper.abort();
         // Every acknowledgement has fired once the load returned: how far each partition got is final.
         let settling = run.clone();
         let _ = tokio::task::spawn_blocking(move || settling.settle()).await;
         let through = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(owner) = run.owner.get() {
-            let at: Vec<(u32, u64)> = through.iter().map(|(i, o)| (*i, *o)).collect();
-            if let Ok(client) = connect(&spec, Duration::from_secs(10)).await {
-                let _ = journal::advance(&client, &id, owner, &at).await;
-            }
+        // The keeper moves the positions on to `through` a last time, on its connection.
+        let _ = finish.send(());
+        let _ = keeper.await;
+        let reread = run.reread.load(Ordering::SeqCst);
+        if reread && !spec.load.stop_flag().load(Ordering::SeqCst) {
+            run_stats.rows_loaded = held_after_failover(&spec, &id, &run, run_stats.rows_loaded, progress).await;
         }
-        commit_to_group(&consumer, &parts, &through, CommitMode::Sync);
+        add_run(&mut before, &run_stats);
+        if !reread {
+            commit_to_group(&consumer, &parts, &through, CommitMode::Sync);
+        }
         let moved = rebalanced.load(Ordering::SeqCst) || consumer.context().generation.load(Ordering::SeqCst) != generation;
         let r = match outcome {
             Ok(r) => r,
@@ -175,7 +180,8 @@ pub async fn run(spec: ConsumeSpec, progress: &mut dyn LoadProgress) -> Result<C
             Err(e) => return Err(e),
         };
         report.reject_file = r.reject_file.clone().or(report.reject_file.take());
-        for p in &parts {
+        // After a lost connection, how far the run got is what the server holds: the next run reads it.
+        for p in parts.iter().filter(|_| !reread) {
             let at = through.get(&p.input).copied().or_else(|| r.committed_through.get(p.input as usize).map(|t| t.byte));
             if let (Some(at), Some(u)) = (at, p.until)
                 && at as i64 >= u
@@ -246,6 +252,10 @@ async fn number_partitions(
     let quoted = spec.load.table().quoted();
     let origin = journal::SharedOrigin { source_ids: &source_ids, table: (spec.load.table().name != "-").then_some(quoted.as_str()) };
     let mut client = connect(spec, spec.load.retries_for()).await?;
+    // Before the first write (the partitions' numbers and positions): a
+    // pool that shares chute's sessions is refused with its mode named, as
+    // every writer is, not left to break a transaction below.
+    chute_engine::pooler::check(spec.load.target(), &client).await?;
     let (numbers, restarted) = journal::shared_inputs(&mut client, (id, table, &spec.topics.join(", ")), names, origin).await?;
     let what = |new_topic: bool| -> Vec<&str> {
         restarted.iter().filter(|r| if new_topic { r.new_source } else { r.new_table }).map(|r| r.name.as_str()).collect()
@@ -480,33 +490,104 @@ fn commit_to_group(consumer: &KafkaConsumer, parts: &[KafkaPart], through: &Hash
 
 /// While a run goes on: five times a second, moves the journal's positions of its
 /// partitions on to where they are committed (so a restart after a kill
-/// reads little again) and commits them to the group (so lag tools see them).
-async fn keep_positions(run: KafkaRun, target: chute_engine::ConnectOptions, id: String, parts: Vec<KafkaPart>) {
+/// reads little again) and commits them to the group (so lag tools see them);
+/// once more when `finish` fires (the run's acknowledgements are final).
+///
+/// Only over `client`, the one connection made before the run committed
+/// anything: a position committed after the batches it covers, on the
+/// server that has them, survives a failover only if they do (its WAL comes
+/// after theirs). Once that connection is lost (or was never made) no
+/// position moves in this run: the server reached next (a standby promoted)
+/// may lack commits the run counted. The run goes on while no server
+/// answers (its batches retry, and say so); once one answers, or when the
+/// run is over, the keeper sets `run.reread`: the run ends and the next
+/// reads the positions that server holds, so what the old primary took
+/// with it is read from Kafka again.
+async fn keep_positions(
+    run: KafkaRun,
+    (target, mut client): (chute_engine::ConnectOptions, Option<tokio_postgres::Client>),
+    id: String,
+    parts: Vec<KafkaPart>,
+    mut finish: tokio::sync::oneshot::Receiver<()>,
+) {
     let mut last: HashMap<u32, u64> = HashMap::new();
-    let mut client: Option<tokio_postgres::Client> = None;
     let mut quiet = Quiet { received: 0, since: Instant::now(), told: None };
     for tick in 0u64.. {
-        // Pacing, not a retry: a lost connection is made again on the next tick.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        if tick % 5 == 0 {
+        let finishing = tokio::select! {
+            // Pacing, not a retry.
+            _ = tokio::time::sleep(Duration::from_millis(200)) => false,
+            _ = &mut finish => true,
+        };
+        if tick % 5 == 0 && !finishing {
             let behind = lag(&run, &parts).await;
             quiet.look(&run, behind);
         }
-        let Some(owner) = run.owner.get() else { continue };
-        let now = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if now == last {
+        let Some(c) = client.as_ref().filter(|c| !c.is_closed()) else {
+            client = None;
+            // One try a tick, to learn when a server answers again (not to write to it).
+            if finishing || target.connect().await.is_ok() {
+                run.reread.store(true, Ordering::SeqCst);
+                return;
+            }
             continue;
+        };
+        if let Some(owner) = run.owner.get() {
+            let now = run.through.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if now != last {
+                let at: Vec<(u32, u64)> = now.iter().map(|(i, o)| (*i, *o)).collect();
+                if journal::advance(c, &id, owner, &at).await.is_err() {
+                    // The connection is taken as lost: nothing moves over another one.
+                    client = None;
+                    if finishing {
+                        run.reread.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    continue;
+                }
+                commit_to_group(&run.consumer, &parts, &now, CommitMode::Async);
+                last = now;
+            }
         }
-        if client.as_ref().is_none_or(|c| c.is_closed()) {
-            client = target.connect().await.ok();
-        }
-        let Some(c) = &client else { continue };
-        let at: Vec<(u32, u64)> = now.iter().map(|(i, o)| (*i, *o)).collect();
-        if journal::advance(c, &id, owner, &at).await.is_ok() {
-            commit_to_group(&run.consumer, &parts, &now, CommitMode::Async);
-            last = now;
+        if finishing {
+            return;
         }
     }
+}
+
+/// After a run lost its connection: the rows of its batches the journal of
+/// the server reached now holds (the run counted `counted`), saying how
+/// many the old server took with it (their messages are read again).
+async fn held_after_failover(spec: &ConsumeSpec, id: &str, run: &KafkaRun, counted: u64, progress: &mut dyn LoadProgress) -> u64 {
+    let Some(token) = run.owner.get() else { return counted };
+    let held: Result<u64, String> = async {
+        let c = connect(spec, spec.load.retries_for()).await.map_err(|e| e.to_string())?;
+        c.query_one(
+            "SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal WHERE load_id = $1 AND split_part(batch_id, '-', 1) = $2",
+            &[&id, token],
+        )
+        .await
+        .map(|r| r.get::<_, i64>(0) as u64)
+        .map_err(|e| e.to_string())
+    }
+    .await;
+    let held = match held {
+        Ok(h) => h,
+        Err(e) => {
+            progress
+                .notice(&format!("the connection to the server was lost: the partitions are read on from the positions it holds ({e})"));
+            return counted;
+        }
+    };
+    let lost = counted.saturating_sub(held);
+    progress.notice(&if lost > 0 {
+        format!(
+            "{lost} rows whose commit the old server acknowledged are not on the server now (lost in a failover): their messages \
+             are read from Kafka again"
+        )
+    } else {
+        "the connection to the server was lost: the partitions are read on from the positions the server holds".to_owned()
+    });
+    held.min(counted)
 }
 
 /// The lag of each partition of the run (its end offset minus where it is

@@ -120,6 +120,11 @@ pub struct KafkaRun {
     pub generation: u64,
     /// Set once the run stopped because the group was rebalanced.
     pub rebalanced: Arc<AtomicBool>,
+    /// Set when the run's connection to the server was lost: the server
+    /// reached now (a standby promoted after a failover) may lack commits
+    /// the run counted, so the run ends and the next one reads the
+    /// positions that server holds (see `crate::consume`).
+    pub reread: Arc<AtomicBool>,
     /// Where each partition is read from, filled once the journal is open.
     pub(crate) seek: Arc<OnceLock<HashMap<u32, u64>>>,
     /// The run's token in the journal (it owns the partitions under it), once the journal is open.
@@ -271,6 +276,7 @@ impl KafkaRun {
             names,
             generation,
             rebalanced: Default::default(),
+            reread: Default::default(),
             seek: Default::default(),
             owner: Default::default(),
             through: Default::default(),
@@ -385,6 +391,10 @@ impl Source for KafkaSource {
             if run.consumer.context().generation.load(Ordering::SeqCst) != run.generation {
                 // What is not sent yet is read again by whoever has the partition now.
                 run.rebalanced.store(true, Ordering::SeqCst);
+                return Ok(());
+            }
+            if run.reread.load(Ordering::Relaxed) {
+                // What is not sent yet is read again by the next run, from the server's positions.
                 return Ok(());
             }
             if pending.values().all(|p| p.done && p.offsets.is_empty()) {

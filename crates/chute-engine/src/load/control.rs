@@ -4,6 +4,11 @@
 //! trees after a leaf vanished) and closes the journal at the end. When the
 //! server drops it, it is made again on the next use and the lock taken
 //! again with it; if another run holds the lock by then, this run stops.
+//!
+//! A made-again connection may be to another server (a standby promoted
+//! after a failover) that lacks the last commits the first one
+//! acknowledged: positions of shared inputs are moved on only over the
+//! connection the load began with (see [`Control::advance`]).
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -25,6 +30,8 @@ pub(crate) struct Control {
     shared: bool,
     /// The load's stop: no retry starts once it is set.
     stop: Arc<AtomicBool>,
+    /// The connection was made again since the load began.
+    remade: bool,
 }
 
 impl Control {
@@ -34,7 +41,7 @@ impl Control {
         (retry_for, stop): (Duration, Arc<AtomicBool>),
         load_id: Option<String>,
     ) -> Self {
-        Control { client, target, retry_for, load_id, shared: false, stop }
+        Control { client, target, retry_for, load_id, shared: false, stop, remade: false }
     }
 
     /// For a load whose inputs several runs share: it holds no lock of the load's.
@@ -47,6 +54,7 @@ impl Control {
     pub(crate) async fn client(&mut self) -> Result<&Client, LoadError> {
         if self.client.is_closed() {
             self.client = retry::connect_unless_stopped(&self.target, self.retry_for, &self.stop).await?;
+            self.remade = true;
             if let Some(id) = &self.load_id
                 && !self.shared
             {
@@ -72,14 +80,18 @@ impl Control {
         )
     }
 
-    /// Moves the shared inputs this run (`owner`) owns on to where they are committed through.
+    /// Moves the shared inputs this run (`owner`) owns on to where they are
+    /// committed through, over the connection the load began with only: its
+    /// commit then follows the batches' on the server that has them, and a
+    /// server without them (reached after a failover) never gets a position
+    /// past rows it lacks. Without that connection the positions stay where
+    /// they are (a lower bound: the next run reads a little again and skips
+    /// what the journal holds); so does a failure, which says so.
     pub(crate) async fn advance(&mut self, owner: &str, through: &[(u32, u64)]) -> Result<(), LoadError> {
         let Some(id) = self.load_id.clone() else { return Ok(()) };
-        let stop = self.stop.clone();
-        retry::run!(
-            &Policy::reconnect(self.retry_for),
-            |_| async { super::journal::advance(self.client().await?, &id, owner, through).await },
-            stop = &*stop
-        )
+        if self.remade || self.client.is_closed() {
+            return Ok(());
+        }
+        super::journal::advance(&self.client, &id, owner, through).await
     }
 }
