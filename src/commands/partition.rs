@@ -88,6 +88,12 @@ fn table_name(t: &str) -> anyhow::Result<QualifiedName> {
     Ok(QualifiedName::parse(t)?)
 }
 
+/// Says on stderr what a run does besides its steps (a lost connection and
+/// the reconnect).
+pub(super) fn notices() -> chute_engine::exec::Notices {
+    chute_engine::exec::Notices::new(|what| eprintln!("chute: {what}"))
+}
+
 /// Prints each step as it runs (stderr), unless JSON was asked for.
 pub(super) fn step_printer(quiet: bool) -> impl FnMut(usize, &Step, StepEvent) {
     move |i, step, event| {
@@ -245,6 +251,7 @@ async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Re
     let stop = Signals::listen(Second::Wait);
     let mut mgr = PartitionManager::connect(opts, settings).await?;
     mgr.set_cancel(stop.flag());
+    mgr.notices = notices();
     loop {
         let failed = maintain_once(&mut mgr, &named, &a, &stop).await?;
         if let Some(outcome) = stopped(&stop, "maintenance stopped") {
@@ -268,6 +275,7 @@ async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Re
         if mgr.client().is_closed() {
             mgr = PartitionManager::connect(opts, settings).await?;
             mgr.set_cancel(stop.flag());
+            mgr.notices = notices();
         }
     }
 }

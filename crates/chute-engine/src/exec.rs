@@ -155,6 +155,53 @@ async fn run_alone(client: &mut Client, step: &Step, timeout_ms: u128) -> Result
     result
 }
 
+/// Where a run of plan steps says what happens besides its steps (a lost
+/// connection, and that it reconnects), for the binary to print; silent
+/// unless one is set.
+#[derive(Clone, Default)]
+pub struct Notices(Option<std::sync::Arc<Say>>);
+
+/// What prints a notice.
+type Say = dyn Fn(&str) + Send + Sync;
+
+impl Notices {
+    pub fn new(say: impl Fn(&str) + Send + Sync + 'static) -> Notices {
+        Notices(Some(std::sync::Arc::new(say)))
+    }
+
+    pub fn say(&self, what: &str) {
+        if let Some(say) = &self.0 {
+            say(what);
+        }
+    }
+}
+
+impl std::fmt::Debug for Notices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Notices(set)" } else { "Notices(none)" })
+    }
+}
+
+/// Says that the connection was lost (`cause`) and opens a new session on
+/// the host list again, so it reaches whichever server is the primary now,
+/// for as long as `outage` allows; the error is `cause` itself when its
+/// budget was spent already. The caller sets the session up as it does
+/// any new one (`catalog::prepare_session`) and plans again from what the server
+/// reached holds: never from what it did on the server it lost.
+pub async fn reconnect<E>(opts: &crate::ConnectOptions, outage: &mut crate::retry::Outage, cause: E, notices: &Notices) -> Result<Client, E>
+where
+    E: std::fmt::Display + From<crate::pooler::PoolerError> + From<tokio_postgres::Error>,
+{
+    let Some(left) = outage.lost() else { return Err(cause) };
+    notices.say(&format!(
+        "the connection to the server was lost ({cause}); reconnecting for up to {}s, then going on from what the server holds now",
+        left.as_secs().max(1)
+    ));
+    let client = crate::retry::connect(opts, left, |_| {}).await.map_err(crate::pooler::PoolerError::Connect)?;
+    crate::pooler::check(opts, &client).await?;
+    Ok(client)
+}
+
 /// A reporter that reports nothing.
 pub fn quiet(_: usize, _: &Step, _: StepEvent) {}
 
