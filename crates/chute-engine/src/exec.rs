@@ -185,10 +185,17 @@ impl std::fmt::Debug for Notices {
 /// Says that the connection was lost (`cause`) and opens a new session on
 /// the host list again, so it reaches whichever server is the primary now,
 /// for as long as `outage` allows; the error is `cause` itself when its
-/// budget was spent already. The caller sets the session up as it does
+/// budget was spent already. A `stop` flag set (a signal) ends the
+/// reconnecting at once. The caller sets the session up as it does
 /// any new one (`catalog::prepare_session`) and plans again from what the server
 /// reached holds: never from what it did on the server it lost.
-pub async fn reconnect<E>(opts: &crate::ConnectOptions, outage: &mut crate::retry::Outage, cause: E, notices: &Notices) -> Result<Client, E>
+pub async fn reconnect<E>(
+    opts: &crate::ConnectOptions,
+    outage: &mut crate::retry::Outage,
+    cause: E,
+    notices: &Notices,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Client, E>
 where
     E: std::fmt::Display + From<crate::pooler::PoolerError> + From<tokio_postgres::Error>,
 {
@@ -197,7 +204,7 @@ where
         "the connection to the server was lost ({cause}); reconnecting for up to {}s, then going on from what the server holds now",
         left.as_secs().max(1)
     ));
-    let client = crate::retry::connect(opts, left, |_| {}).await.map_err(crate::pooler::PoolerError::Connect)?;
+    let client = crate::retry::connect_unless_stopped(opts, left, stop).await.map_err(crate::pooler::PoolerError::Connect)?;
     crate::pooler::check(opts, &client).await?;
     Ok(client)
 }

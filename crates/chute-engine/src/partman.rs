@@ -100,7 +100,7 @@ impl PartitionManager {
     /// the caller takes it again and plans from the catalog of the server
     /// reached now.
     async fn reconnect(&mut self, outage: &mut crate::retry::Outage, cause: PartmanError) -> Result<(), PartmanError> {
-        let client = exec::reconnect(&self.opts, outage, cause, &self.notices).await?;
+        let client = exec::reconnect(&self.opts, outage, cause, &self.notices, &self.cancel).await?;
         catalog::prepare_session(&client).await?;
         self.client = client;
         Ok(())

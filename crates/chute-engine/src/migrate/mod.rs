@@ -187,7 +187,7 @@ impl Migrator {
     /// reached now, which after a failover may lack the last commits the
     /// old primary acknowledged.
     async fn reconnect(&mut self, outage: &mut crate::retry::Outage, cause: MigrateError) -> Result<(), MigrateError> {
-        let client = exec::reconnect(&self.opts, outage, cause, &self.notices).await?;
+        let client = exec::reconnect(&self.opts, outage, cause, &self.notices, &std::sync::atomic::AtomicBool::new(false)).await?;
         catalog::prepare_session(&client).await?;
         self.client = client;
         Ok(())
