@@ -21,8 +21,7 @@ pub async fn run(conn: &ConnArgs, a: MigrateArgs) -> anyhow::Result<Outcome> {
     exec_settings(&a.lock)?;
     let opts = settings::target(conn)?;
     let table = QualifiedName::parse(&a.table)?;
-    let mut m = Migrator::connect(&opts, exec_settings(&a.lock)?).await?;
-    m.notices = notices();
+    let mut m = Migrator::connect_within(&opts, exec_settings(&a.lock)?, notices()).await?;
     if a.status {
         let s = m.status(&table).await?;
         if a.json {

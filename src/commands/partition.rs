@@ -249,9 +249,8 @@ async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Re
     // pass ends it cleanly (the table being changed finishes, or its lock
     // wait ends), then chute exits 130 or 143.
     let stop = Signals::listen(Second::Wait);
-    let mut mgr = PartitionManager::connect(opts, settings).await?;
+    let mut mgr = PartitionManager::connect_within(opts, settings, notices()).await?;
     mgr.set_cancel(stop.flag());
-    mgr.notices = notices();
     loop {
         let failed = maintain_once(&mut mgr, &named, &a, &stop).await?;
         if let Some(outcome) = stopped(&stop, "maintenance stopped") {
@@ -273,9 +272,8 @@ async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Re
         }
         // A long-running daemon outlives connections: reconnect when needed.
         if mgr.client().is_closed() {
-            mgr = PartitionManager::connect(opts, settings).await?;
+            mgr = PartitionManager::connect_within(opts, settings, notices()).await?;
             mgr.set_cancel(stop.flag());
-            mgr.notices = notices();
         }
     }
 }

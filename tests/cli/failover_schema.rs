@@ -215,3 +215,59 @@ async fn a_failover_mid_maintain_finishes_a_pending_detach_on_the_new_primary() 
     let (status, _) = run_expect(chute().args(["--url", &url, "partition", "status", "m", "--now", NOW]), 0);
     assert!(status.contains("would run 0 steps"), "the new primary has every partition the plan wants:\n{status}\n{stderr}");
 }
+
+/// Commands started while the primary is down and the standby not promoted
+/// yet: `partition maintain` and `migrate` say that no server takes writes
+/// yet, wait (for up to `--retry-for`) and run on the promoted standby.
+#[tokio::test]
+async fn commands_started_mid_failover_wait_for_the_new_primary() {
+    let pair = ReplicatedPair::start(PairSetup::default());
+    let db = pair.fresh_db("fo_started").await;
+    let both = pair.conninfo(&db.name, "target_session_attrs=read-write");
+    run_expect(
+        chute()
+            .args(["--url", &both, "partition", "create", "m", "--columns", "time timestamptz not null, v int", "--key", "time"])
+            .args(["--interval", "1d", "--premake", "2"]),
+        0,
+    );
+    let primary = db.client().await;
+    primary
+        .batch_execute(
+            "CREATE TABLE small (id bigint NOT NULL, time timestamptz NOT NULL, PRIMARY KEY (id, time));
+             INSERT INTO small SELECT i, now() - i * interval '1 minute' FROM generate_series(1, 1000) i",
+        )
+        .await
+        .unwrap();
+    let standby = pair.standby.options(&db.name).with_session_attrs(SessionAttrs::Any);
+    wait_for("the standby to have both tables", Duration::from_secs(60), || async {
+        let c = standby.connect().await.unwrap();
+        c.query_one("SELECT to_regclass('m') IS NOT NULL AND (SELECT count(*) FROM small) = 1000", &[]).await.is_ok_and(|r| r.get(0))
+    })
+    .await;
+    pair.stop_primary_immediately();
+    let start = |args: &[&str]| {
+        let mut child =
+            spawn(chute().args(["--url", &both]).args(args).args(["--retry-for", "60s"]).stdout(Stdio::piped()).stderr(Stdio::piped()));
+        let stderr = Lines::new(child.stderr.take().expect("piped"));
+        (child, stderr)
+    };
+    let (maintain, mut maintain_err) = start(&["partition", "maintain", "m"]);
+    let (migrate, mut migrate_err) = start(&["migrate", "small", "--key", "time", "--interval", "1d"]);
+    for (what, lines) in [("maintain", &mut maintain_err), ("migrate", &mut migrate_err)] {
+        lines.wait_until(&format!("{what} to wait for a server that takes writes"), Duration::from_secs(60), |s| {
+            s.contains("retrying for up to 60s")
+        });
+    }
+    pair.promote_standby().await;
+    for (what, child, lines) in [("maintain", maintain, maintain_err), ("migrate", migrate, migrate_err)] {
+        let out = exit_within(child, Duration::from_secs(120), what);
+        let stderr = lines.rest();
+        assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
+    }
+    let c = pair.standby.options(&db.name).connect().await.unwrap();
+    let r = c
+        .query_one("SELECT (SELECT relkind::text FROM pg_class WHERE oid = 'small'::regclass), (SELECT count(*) FROM small)", &[])
+        .await
+        .unwrap();
+    assert_eq!((r.get::<_, String>(0), r.get::<_, i64>(1)), ("p".to_owned(), 1000));
+}

@@ -209,6 +209,24 @@ where
     Ok(client)
 }
 
+/// Connects for a run of plan steps, retrying for up to `retry_for` while
+/// no host answers or none takes writes yet (a failover under way), and
+/// saying so once; a host list that answers and has no primary is refused
+/// at once (see `connect::target`).
+pub async fn connect_within(
+    opts: &crate::ConnectOptions,
+    retry_for: std::time::Duration,
+    notices: &Notices,
+) -> Result<Client, crate::ConnectError> {
+    let mut said = false;
+    crate::retry::connect(opts, retry_for, |e| {
+        if !std::mem::replace(&mut said, true) {
+            notices.say(&format!("{e}; retrying for up to {}s", retry_for.as_secs().max(1)));
+        }
+    })
+    .await
+}
+
 /// A reporter that reports nothing.
 pub fn quiet(_: usize, _: &Step, _: StepEvent) {}
 

@@ -89,10 +89,20 @@ pub type StepReporter<'a> = &'a mut (dyn FnMut(usize, &Step, StepEvent) + Send);
 
 impl PartitionManager {
     pub async fn connect(opts: &ConnectOptions, settings: ExecSettings) -> Result<Self, PartmanError> {
-        let client = opts.connect().await?;
+        Self::on(opts.connect().await?, opts, settings, exec::Notices::default()).await
+    }
+
+    /// [`PartitionManager::connect`], waiting up to `settings.retry_for`
+    /// for a server that takes writes (a failover under way), said to
+    /// `notices`.
+    pub async fn connect_within(opts: &ConnectOptions, settings: ExecSettings, notices: exec::Notices) -> Result<Self, PartmanError> {
+        Self::on(exec::connect_within(opts, settings.retry_for, &notices).await?, opts, settings, notices).await
+    }
+
+    async fn on(client: Client, opts: &ConnectOptions, settings: ExecSettings, notices: exec::Notices) -> Result<Self, PartmanError> {
         crate::pooler::check(opts, &client).await?;
         catalog::prepare_session(&client).await?;
-        Ok(PartitionManager { client, opts: opts.clone(), settings, notices: exec::Notices::default(), cancel: Arc::default() })
+        Ok(PartitionManager { client, opts: opts.clone(), settings, notices, cancel: Arc::default() })
     }
 
     /// After `cause`, a lost connection: a new one, while `outage` allows

@@ -175,10 +175,19 @@ fn lock_key(table: &QualifiedName) -> String {
 
 impl Migrator {
     pub async fn connect(opts: &ConnectOptions, settings: ExecSettings) -> Result<Self, MigrateError> {
-        let client = opts.connect().await?;
+        Self::on(opts.connect().await?, opts, settings, exec::Notices::default()).await
+    }
+
+    /// [`Migrator::connect`], waiting up to `settings.retry_for` for a
+    /// server that takes writes (a failover under way), said to `notices`.
+    pub async fn connect_within(opts: &ConnectOptions, settings: ExecSettings, notices: exec::Notices) -> Result<Self, MigrateError> {
+        Self::on(exec::connect_within(opts, settings.retry_for, &notices).await?, opts, settings, notices).await
+    }
+
+    async fn on(client: Client, opts: &ConnectOptions, settings: ExecSettings, notices: exec::Notices) -> Result<Self, MigrateError> {
         crate::pooler::check(opts, &client).await?;
         catalog::prepare_session(&client).await?;
-        Ok(Migrator { client, opts: opts.clone(), settings, notices: exec::Notices::default() })
+        Ok(Migrator { client, opts: opts.clone(), settings, notices })
     }
 
     /// After `cause`, a lost connection: a new one, while `outage` allows
