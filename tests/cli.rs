@@ -41,6 +41,8 @@ mod doctor;
 mod exactly_once;
 #[path = "cli/failover.rs"]
 mod failover;
+#[path = "cli/failover_schema.rs"]
+mod failover_schema;
 #[path = "cli/first_use.rs"]
 mod first_use;
 #[path = "cli/gen.rs"]

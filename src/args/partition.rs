@@ -284,7 +284,8 @@ pub struct LockArgs {
     /// retries (and so the longest it can hold up writers).
     #[arg(long, default_value = "1s", value_name = "DURATION")]
     pub lock_timeout: String,
-    /// Give up on a step after retrying this long.
+    /// Give up on a step after retrying this long; after a lost connection
+    /// (a failover), give up reconnecting after this long.
     #[arg(long, default_value = "5min", value_name = "DURATION")]
     pub retry_for: String,
 }

@@ -7,7 +7,7 @@ use chute_core::partman::interval::Span;
 use chute_core::partman::{KeyType, Policy};
 use chute_engine::migrate::{MigrateError, MigrateRequest, Migrator, SplitRequest};
 
-use super::partition::{exec_settings, report_plan, step_printer};
+use super::partition::{exec_settings, notices, report_plan, step_printer};
 use crate::Outcome;
 use crate::args::{ConnArgs, MigrateArgs};
 use crate::settings;
@@ -21,7 +21,7 @@ pub async fn run(conn: &ConnArgs, a: MigrateArgs) -> anyhow::Result<Outcome> {
     exec_settings(&a.lock)?;
     let opts = settings::target(conn)?;
     let table = QualifiedName::parse(&a.table)?;
-    let mut m = Migrator::connect(&opts, exec_settings(&a.lock)?).await?;
+    let mut m = Migrator::connect_within(&opts, exec_settings(&a.lock)?, notices()).await?;
     if a.status {
         let s = m.status(&table).await?;
         if a.json {

@@ -88,6 +88,12 @@ fn table_name(t: &str) -> anyhow::Result<QualifiedName> {
     Ok(QualifiedName::parse(t)?)
 }
 
+/// Says on stderr what a run does besides its steps (a lost connection and
+/// the reconnect).
+pub(super) fn notices() -> chute_engine::exec::Notices {
+    chute_engine::exec::Notices::new(|what| eprintln!("chute: {what}"))
+}
+
 /// Prints each step as it runs (stderr), unless JSON was asked for.
 pub(super) fn step_printer(quiet: bool) -> impl FnMut(usize, &Step, StepEvent) {
     move |i, step, event| {
@@ -243,7 +249,7 @@ async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Re
     // pass ends it cleanly (the table being changed finishes, or its lock
     // wait ends), then chute exits 130 or 143.
     let stop = Signals::listen(Second::Wait);
-    let mut mgr = PartitionManager::connect(opts, settings).await?;
+    let mut mgr = PartitionManager::connect_within(opts, settings, notices()).await?;
     mgr.set_cancel(stop.flag());
     loop {
         let failed = maintain_once(&mut mgr, &named, &a, &stop).await?;
@@ -266,7 +272,7 @@ async fn maintain(opts: &ConnectOptions, a: PartitionMaintainArgs) -> anyhow::Re
         }
         // A long-running daemon outlives connections: reconnect when needed.
         if mgr.client().is_closed() {
-            mgr = PartitionManager::connect(opts, settings).await?;
+            mgr = PartitionManager::connect_within(opts, settings, notices()).await?;
             mgr.set_cancel(stop.flag());
         }
     }

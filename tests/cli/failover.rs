@@ -21,7 +21,7 @@ const COLS: &str = "time timestamptz not null, dev_id int not null, data1 float8
 const ROWS: u64 = 500_000;
 
 /// The seed of this run's failover points: CHUTE_TEST_SEED, else the clock.
-fn seed(test: &str) -> u64 {
+pub(crate) fn seed(test: &str) -> u64 {
     let seed = std::env::var("CHUTE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007)
     });
@@ -30,7 +30,7 @@ fn seed(test: &str) -> u64 {
 }
 
 /// Count, distinct rows and a hash sum of a table's rows.
-async fn fingerprint(c: &tokio_postgres::Client, table: &str) -> (i64, i64, i64) {
+pub(crate) async fn fingerprint(c: &tokio_postgres::Client, table: &str) -> (i64, i64, i64) {
     let r = c
         .query_one(&format!("SELECT count(*), count(DISTINCT t), coalesce(sum(hashtext(t::text)::int8), 0)::int8 FROM {table} t"), &[])
         .await

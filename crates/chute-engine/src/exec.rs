@@ -155,6 +155,78 @@ async fn run_alone(client: &mut Client, step: &Step, timeout_ms: u128) -> Result
     result
 }
 
+/// Where a run of plan steps says what happens besides its steps (a lost
+/// connection, and that it reconnects), for the binary to print; silent
+/// unless one is set.
+#[derive(Clone, Default)]
+pub struct Notices(Option<std::sync::Arc<Say>>);
+
+/// What prints a notice.
+type Say = dyn Fn(&str) + Send + Sync;
+
+impl Notices {
+    pub fn new(say: impl Fn(&str) + Send + Sync + 'static) -> Notices {
+        Notices(Some(std::sync::Arc::new(say)))
+    }
+
+    pub fn say(&self, what: &str) {
+        if let Some(say) = &self.0 {
+            say(what);
+        }
+    }
+}
+
+impl std::fmt::Debug for Notices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Notices(set)" } else { "Notices(none)" })
+    }
+}
+
+/// Says that the connection was lost (`cause`) and opens a new session on
+/// the host list again, so it reaches whichever server is the primary now,
+/// for as long as `outage` allows; the error is `cause` itself when its
+/// budget was spent already. A `stop` flag set (a signal) ends the
+/// reconnecting at once. The caller sets the session up as it does
+/// any new one (`catalog::prepare_session`) and plans again from what the server
+/// reached holds: never from what it did on the server it lost.
+pub async fn reconnect<E>(
+    opts: &crate::ConnectOptions,
+    outage: &mut crate::retry::Outage,
+    cause: E,
+    notices: &Notices,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Client, E>
+where
+    E: std::fmt::Display + From<crate::pooler::PoolerError> + From<tokio_postgres::Error>,
+{
+    let Some(left) = outage.lost() else { return Err(cause) };
+    notices.say(&format!(
+        "the connection to the server was lost ({cause}); reconnecting for up to {}s, then going on from what the server holds now",
+        left.as_secs().max(1)
+    ));
+    let client = crate::retry::connect_unless_stopped(opts, left, stop).await.map_err(crate::pooler::PoolerError::Connect)?;
+    crate::pooler::check(opts, &client).await?;
+    Ok(client)
+}
+
+/// Connects for a run of plan steps, retrying for up to `retry_for` while
+/// no host answers or none takes writes yet (a failover under way), and
+/// saying so once; a host list that answers and has no primary is refused
+/// at once (see `connect::target`).
+pub async fn connect_within(
+    opts: &crate::ConnectOptions,
+    retry_for: std::time::Duration,
+    notices: &Notices,
+) -> Result<Client, crate::ConnectError> {
+    let mut said = false;
+    crate::retry::connect(opts, retry_for, |e| {
+        if !std::mem::replace(&mut said, true) {
+            notices.say(&format!("{e}; retrying for up to {}s", retry_for.as_secs().max(1)));
+        }
+    })
+    .await
+}
+
 /// A reporter that reports nothing.
 pub fn quiet(_: usize, _: &Step, _: StepEvent) {}
 

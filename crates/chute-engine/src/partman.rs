@@ -70,11 +70,16 @@ pub struct CreateRequest {
     pub start: Option<String>,
 }
 
-/// One connection's worth of partition management.
+/// One connection's worth of partition management: a lost connection is
+/// replaced by a new one on the same host list (see [`PartitionManager::maintain`]).
 #[derive(Debug)]
 pub struct PartitionManager {
     client: Client,
+    /// Where the client came from: a reconnect goes through the host list again.
+    opts: ConnectOptions,
     pub settings: ExecSettings,
+    /// Told of a lost connection and the reconnect.
+    pub notices: exec::Notices,
     /// Set by the caller on SIGINT/SIGTERM: a wait for a table's lock ends.
     cancel: Arc<AtomicBool>,
 }
@@ -84,10 +89,31 @@ pub type StepReporter<'a> = &'a mut (dyn FnMut(usize, &Step, StepEvent) + Send);
 
 impl PartitionManager {
     pub async fn connect(opts: &ConnectOptions, settings: ExecSettings) -> Result<Self, PartmanError> {
-        let client = opts.connect().await?;
+        Self::on(opts.connect().await?, opts, settings, exec::Notices::default()).await
+    }
+
+    /// [`PartitionManager::connect`], waiting up to `settings.retry_for`
+    /// for a server that takes writes (a failover under way), said to
+    /// `notices`.
+    pub async fn connect_within(opts: &ConnectOptions, settings: ExecSettings, notices: exec::Notices) -> Result<Self, PartmanError> {
+        Self::on(exec::connect_within(opts, settings.retry_for, &notices).await?, opts, settings, notices).await
+    }
+
+    async fn on(client: Client, opts: &ConnectOptions, settings: ExecSettings, notices: exec::Notices) -> Result<Self, PartmanError> {
         crate::pooler::check(opts, &client).await?;
         catalog::prepare_session(&client).await?;
-        Ok(PartitionManager { client, settings, cancel: Arc::default() })
+        Ok(PartitionManager { client, opts: opts.clone(), settings, notices, cancel: Arc::default() })
+    }
+
+    /// After `cause`, a lost connection: a new one, while `outage` allows
+    /// (else `cause`). The table's advisory lock went with the old session;
+    /// the caller takes it again and plans from the catalog of the server
+    /// reached now.
+    async fn reconnect(&mut self, outage: &mut crate::retry::Outage, cause: PartmanError) -> Result<(), PartmanError> {
+        let client = exec::reconnect(&self.opts, outage, cause, &self.notices, &self.cancel).await?;
+        catalog::prepare_session(&client).await?;
+        self.client = client;
+        Ok(())
     }
 
     /// The flag that, once set, ends a wait for a table's lock (a signal).
@@ -283,8 +309,38 @@ impl PartitionManager {
         Ok((info, policy))
     }
 
-    /// Plans (and unless `dry_run` runs) maintenance of one table, under its lock.
+    /// Plans (and unless `dry_run` runs) maintenance of one table, under its
+    /// lock. A lost connection (a failover among the causes) is replaced for
+    /// up to `retry_for`, and the table planned again from that server's
+    /// catalog: a `DETACH … CONCURRENTLY` the old primary left pending is
+    /// finished there with FINALIZE, partitions it created and the new one
+    /// never received are created again.
     pub async fn maintain(
+        &mut self,
+        table: &QualifiedName,
+        now: i64,
+        dry_run: bool,
+        report: StepReporter<'_>,
+    ) -> Result<Plan, PartmanError> {
+        let mut outage = crate::retry::Outage::new(self.settings.retry_for);
+        loop {
+            let mut progressed = false;
+            let mut counted = |i: usize, step: &Step, e: StepEvent| {
+                progressed |= e == StepEvent::Done;
+                report(i, step, e)
+            };
+            let result = self.maintain_once(table, now, dry_run, &mut counted).await;
+            if progressed {
+                outage.progressed();
+            }
+            match result {
+                Err(e) if crate::retry::Classify::connection_lost(&e) => self.reconnect(&mut outage, e).await?,
+                done => return done,
+            }
+        }
+    }
+
+    async fn maintain_once(
         &mut self,
         table: &QualifiedName,
         now: i64,

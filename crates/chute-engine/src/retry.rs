@@ -471,6 +471,36 @@ pub async fn connect(
     run!(&Policy::reconnect(retry_for), |_| opts.connect(), on_retry = |r| on_retry(r.error))
 }
 
+/// How long a run of plan steps (`chute migrate`, `chute partition
+/// maintain`) that lost its connection goes on reconnecting: `retry_for`
+/// from the first loss, for as long as no step finishes in between. A run
+/// that gets further after each reconnect gets a new budget for each loss,
+/// one that does not stops when the first budget is spent.
+#[derive(Debug, Clone, Copy)]
+pub struct Outage {
+    retry_for: Duration,
+    /// When the connection was first lost since a step last finished.
+    since: Option<Instant>,
+}
+
+impl Outage {
+    pub fn new(retry_for: Duration) -> Outage {
+        Outage { retry_for, since: None }
+    }
+
+    /// The connection was lost: how long is left to reconnect in, or
+    /// `None` when the budget is spent.
+    pub fn lost(&mut self) -> Option<Duration> {
+        let since = *self.since.get_or_insert_with(Instant::now);
+        self.retry_for.checked_sub(since.elapsed()).filter(|left| !left.is_zero())
+    }
+
+    /// A step finished: the next loss starts a new budget.
+    pub fn progressed(&mut self) {
+        self.since = None;
+    }
+}
+
 /// [`connect`] that gives up as soon as `stop` is set (a stopped load
 /// whose server is gone exits at once instead of after `retry_for`).
 pub async fn connect_unless_stopped(

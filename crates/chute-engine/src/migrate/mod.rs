@@ -23,6 +23,7 @@ use tokio_postgres::Client;
 
 use crate::catalog::{self, CatalogError};
 use crate::exec::{self, ExecError, ExecSettings, StepEvent};
+use crate::retry::Classify;
 use crate::schema::{self, LOCK_CLASS, SchemaError};
 use crate::{ConnectError, ConnectOptions};
 
@@ -76,6 +77,19 @@ impl From<tokio_postgres::Error> for MigrateError {
     }
 }
 
+impl Classify for MigrateError {
+    fn fault(&self) -> crate::retry::Fault {
+        match self {
+            MigrateError::Connect(e) => e.fault(),
+            MigrateError::Catalog(e) => e.fault(),
+            MigrateError::Exec(e) => e.fault(),
+            MigrateError::Schema(e) => e.fault(),
+            MigrateError::Sql(e) => e.fault(),
+            _ => crate::retry::Fault::Fatal,
+        }
+    }
+}
+
 /// What `chute migrate TABLE --key … --interval …` is asked to do. The
 /// policy's `parent` is the table; `key_type` is filled in from the catalog.
 #[derive(Debug, Clone)]
@@ -120,11 +134,16 @@ CREATE TABLE IF NOT EXISTS chute.migrations (
 ALTER TABLE chute.migrations ADD COLUMN IF NOT EXISTS max_step_locks int8 NOT NULL DEFAULT 0;
 ALTER TABLE chute.migrations ADD COLUMN IF NOT EXISTS batch_locks int8";
 
-/// One connection's worth of migration.
+/// One connection's worth of migration: a lost connection is replaced by a
+/// new one on the same host list (see [`Migrator::migrate`]).
 #[derive(Debug)]
 pub struct Migrator {
     client: Client,
+    /// Where the client came from: a reconnect goes through the host list again.
+    opts: ConnectOptions,
     pub settings: ExecSettings,
+    /// Told of a lost connection and the reconnect.
+    pub notices: exec::Notices,
 }
 
 /// The progress row of one migration.
@@ -156,10 +175,31 @@ fn lock_key(table: &QualifiedName) -> String {
 
 impl Migrator {
     pub async fn connect(opts: &ConnectOptions, settings: ExecSettings) -> Result<Self, MigrateError> {
-        let client = opts.connect().await?;
+        Self::on(opts.connect().await?, opts, settings, exec::Notices::default()).await
+    }
+
+    /// [`Migrator::connect`], waiting up to `settings.retry_for` for a
+    /// server that takes writes (a failover under way), said to `notices`.
+    pub async fn connect_within(opts: &ConnectOptions, settings: ExecSettings, notices: exec::Notices) -> Result<Self, MigrateError> {
+        Self::on(exec::connect_within(opts, settings.retry_for, &notices).await?, opts, settings, notices).await
+    }
+
+    async fn on(client: Client, opts: &ConnectOptions, settings: ExecSettings, notices: exec::Notices) -> Result<Self, MigrateError> {
         crate::pooler::check(opts, &client).await?;
         catalog::prepare_session(&client).await?;
-        Ok(Migrator { client, settings })
+        Ok(Migrator { client, opts: opts.clone(), settings, notices })
+    }
+
+    /// After `cause`, a lost connection: a new one, while `outage` allows
+    /// (else `cause`). The session's advisory lock went with the old one;
+    /// the caller takes it again and reads its progress from the server
+    /// reached now, which after a failover may lack the last commits the
+    /// old primary acknowledged.
+    async fn reconnect(&mut self, outage: &mut crate::retry::Outage, cause: MigrateError) -> Result<(), MigrateError> {
+        let client = exec::reconnect(&self.opts, outage, cause, &self.notices, &std::sync::atomic::AtomicBool::new(false)).await?;
+        catalog::prepare_session(&client).await?;
+        self.client = client;
+        Ok(())
     }
 
     pub fn client(&self) -> &Client {
@@ -212,8 +252,29 @@ impl Migrator {
     }
 
     /// Checks preconditions and plans (and unless `dry_run` runs) everything
-    /// up to the swap and the policy. Returns the plan.
-    pub async fn migrate(&mut self, mut req: MigrateRequest, now: i64, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
+    /// up to the swap and the policy. Returns the plan. A lost connection
+    /// (a failover among the causes) is replaced for up to `retry_for`, and
+    /// the migration planned again from what that server holds.
+    pub async fn migrate(&mut self, req: MigrateRequest, now: i64, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
+        let mut outage = crate::retry::Outage::new(self.settings.retry_for);
+        loop {
+            let mut progressed = false;
+            let mut counted = |i: usize, step: &Step, e: StepEvent| {
+                progressed |= e == StepEvent::Done;
+                report(i, step, e)
+            };
+            let result = self.migrate_once(req.clone(), now, &mut counted).await;
+            if progressed {
+                outage.progressed();
+            }
+            match result {
+                Err(e) if e.connection_lost() => self.reconnect(&mut outage, e).await?,
+                done => return done,
+            }
+        }
+    }
+
+    async fn migrate_once(&mut self, mut req: MigrateRequest, now: i64, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
         let table = self.resolve(&req.policy.parent).await?;
         req.policy.parent = table.clone();
         self.lock(&table).await?;
@@ -303,6 +364,10 @@ impl Migrator {
                 .await?;
         }
         if let Err(e) = self.run_timed(&table, &plan, &mut *report).await {
+            // Nothing to abort with: the caller reconnects and goes on.
+            if e.connection_lost() {
+                return Err(e);
+            }
             let swapped = self.row(&table).await.ok().flatten().is_some_and(|r| r.get::<_, String>(0) != "prepare");
             if swapped {
                 return Err(e);

@@ -10,11 +10,12 @@ use chute_core::ident::QualifiedName;
 use chute_core::migrate::locks::{self, LockTable};
 use chute_core::migrate::split::{self as msplit, Leaf, SplitColumns};
 use chute_core::migrate::{self, ForeignKey, Names};
-use chute_core::partman::{Plan, Policy, StepKind};
+use chute_core::partman::{Plan, Policy, Step, StepKind};
 
 use super::{MigrateError, Migrator, SplitRequest, StepReporter, facts};
 use crate::catalog;
-use crate::exec;
+use crate::exec::{self, StepEvent};
+use crate::retry::Classify;
 
 /// What every part of one split run needs.
 struct Split {
@@ -47,7 +48,29 @@ impl Migrator {
     /// Moves the old partition's rows into interval partitions (see the
     /// module doc of `chute_core::migrate`). Returns every plan it ran (or,
     /// with `dry_run`, would run; the copy shown as its first batch).
-    pub async fn split(&mut self, mut req: SplitRequest, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
+    /// A lost connection is replaced for up to `retry_for`, and the split
+    /// goes on from where the server reached then says it is: the copy from
+    /// the `copied_to` its progress row holds there.
+    pub async fn split(&mut self, req: SplitRequest, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
+        let mut outage = crate::retry::Outage::new(self.settings.retry_for);
+        loop {
+            let mut progressed = false;
+            let mut counted = |i: usize, step: &Step, e: StepEvent| {
+                progressed |= e == StepEvent::Done;
+                report(i, step, e)
+            };
+            let result = self.split_once(req.clone(), &mut counted).await;
+            if progressed {
+                outage.progressed();
+            }
+            match result {
+                Err(e) if e.connection_lost() => self.reconnect(&mut outage, e).await?,
+                done => return done,
+            }
+        }
+    }
+
+    async fn split_once(&mut self, mut req: SplitRequest, report: StepReporter<'_>) -> Result<Plan, MigrateError> {
         req.table = self.resolve(&req.table).await?;
         let table = req.table.clone();
         self.lock(&table).await?;
