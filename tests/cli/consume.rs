@@ -50,12 +50,12 @@ async fn contents(c: &tokio_postgres::Client, table: &str) -> (i64, i64, String)
     (r.get(0), r.get(1), r.get(2))
 }
 
-async fn count(c: &tokio_postgres::Client, table: &str) -> i64 {
+pub(crate) async fn count(c: &tokio_postgres::Client, table: &str) -> i64 {
     c.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.unwrap().get(0)
 }
 
 /// Waits until `table` holds at least `n` rows.
-async fn until_rows(c: &tokio_postgres::Client, table: &str, n: i64, limit: Duration) {
+pub(crate) async fn until_rows(c: &tokio_postgres::Client, table: &str, n: i64, limit: Duration) {
     if let Err(e) = rows_reached(c, table, n, limit).await {
         panic!("{e}");
     }
@@ -92,14 +92,14 @@ async fn rows_reached(c: &tokio_postgres::Client, table: &str, n: i64, limit: Du
     }
 }
 
-fn consume(url: &str, brokers: &str, table: &str, topic: &str, extra: &[&str]) -> std::process::Command {
+pub(crate) fn consume(url: &str, brokers: &str, table: &str, topic: &str, extra: &[&str]) -> std::process::Command {
     let mut cmd = chute();
     cmd.args(["--url", url, "consume", table, "--brokers", brokers, "--topic", topic]).args(extra);
     cmd
 }
 
 /// `chute consume` started with its output piped, killed if the test ends first.
-fn start(cmd: &mut std::process::Command) -> ChildGuard {
+pub(crate) fn start(cmd: &mut std::process::Command) -> ChildGuard {
     spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()))
 }
 

@@ -5,25 +5,14 @@
 //! hostile producer and a kill -9 lose and double nothing; a stopped
 //! consumer whose server is gone exits at once.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chute_testkit::kafka::{self, Message};
-use chute_testkit::process::{ChildGuard, Lines, exit_within, spawn};
+use chute_testkit::process::{Lines, exit_within};
 use chute_testkit::shared;
 
-use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value};
-
-fn consume(url: &str, brokers: &str, table: &str, topic: &str, extra: &[&str]) -> std::process::Command {
-    let mut cmd = chute();
-    cmd.args(["--url", url, "consume", table, "--brokers", brokers, "--topic", topic]).args(extra);
-    cmd
-}
-
-/// `chute consume` started with its output piped, killed if the test ends first.
-fn start(cmd: &mut std::process::Command) -> ChildGuard {
-    spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()))
-}
+use crate::common::{create_time_partitioned, open_tempdir, run_expect, summary_value};
+use crate::consume::{consume, start, until_rows};
 
 fn send_all(broker: &kafka::Broker, topic: &str, partition: i32, payloads: &[&[u8]]) {
     let p = broker.producer();
@@ -31,23 +20,6 @@ fn send_all(broker: &kafka::Broker, topic: &str, partition: i32, payloads: &[&[u
         p.send(topic, &Message { partition: Some(partition), payload, ..Message::default() });
     }
     p.flush();
-}
-
-async fn count(c: &tokio_postgres::Client, table: &str) -> i64 {
-    c.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.unwrap().get(0)
-}
-
-/// Waits until `table` holds at least `n` rows (polling; the deadline is `limit`).
-async fn until_rows(c: &tokio_postgres::Client, table: &str, n: i64, limit: Duration) {
-    let began = Instant::now();
-    loop {
-        let now = count(c, table).await;
-        if now >= n {
-            return;
-        }
-        assert!(began.elapsed() < limit, "{table}: {now} rows after {limit:?}, waiting for {n}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn rejects_of(dir: &tempfile::TempDir, topic: &str) -> String {

@@ -17,18 +17,11 @@ use chute_testkit::process::{exit_within, spawn};
 use chute_testkit::replicated::{PairSetup, ReplicatedPair};
 
 use crate::common::{chute, create_time_partitioned, summary_value, wait_for};
+use crate::consume_replicated::PRODUCED;
+use crate::failover::{journaled, seed};
 
 const PARTITIONS: u64 = 4;
 const MESSAGES: u64 = 200_000;
-
-/// The seed of this run's failover point: CHUTE_TEST_SEED, else the clock.
-fn seed(test: &str) -> u64 {
-    let seed = std::env::var("CHUTE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007)
-    });
-    eprintln!("{test}: failover seed {seed} (replay with CHUTE_TEST_SEED={seed})");
-    seed
-}
 
 /// Message `i`'s time: within the last two days (hourly partitions: ~48 leaves).
 fn seconds_of(now: i64, i: u64) -> i64 {
@@ -51,22 +44,8 @@ fn produce(broker: &kafka::Broker, topic: &str, now: i64) {
 async fn fingerprints(c: &tokio_postgres::Client, table: &str, now: i64) -> ((i64, i64, i64), (i64, i64, i64)) {
     let sum = "count(*), count(DISTINCT id), coalesce(sum(hashtext(format('%s|%s|%s', id, time, v))::int8), 0)::int8";
     let got = c.query_one(&format!("SELECT {sum} FROM {table}"), &[]).await.unwrap();
-    let want = c
-        .query_one(
-            &format!(
-                "SELECT {sum} FROM (SELECT i AS id, to_timestamp($1::int8 - 3600 - (i * 7919) % (47 * 3600)) AS time, (i * 0.25)::float8 AS v
-                 FROM generate_series(0, $2::int8 - 1) i) produced"
-            ),
-            &[&now, &(MESSAGES as i64)],
-        )
-        .await
-        .unwrap();
+    let want = c.query_one(&format!("SELECT {sum} FROM {PRODUCED}"), &[&now, &(MESSAGES as i64)]).await.unwrap();
     ((got.get(0), got.get(1), got.get(2)), (want.get(0), want.get(1), want.get(2)))
-}
-
-/// Rows the journal of the server `c` is on holds (0 before it exists).
-async fn journaled(c: &tokio_postgres::Client) -> i64 {
-    c.query_one("SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal", &[]).await.map_or(0, |r| r.get(0))
 }
 
 /// Consumes MESSAGES messages through both hosts, fails over when the

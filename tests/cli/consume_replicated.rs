@@ -42,18 +42,15 @@ fn produce(cluster: &kafka::Cluster, now: i64) {
 async fn contents(c: &tokio_postgres::Client, now: i64) -> ((i64, i64, String), (i64, i64, String)) {
     let sum = "count(*), count(DISTINCT id), md5(string_agg(format('%s|%s|%s', id, time, v), ',' ORDER BY id))";
     let table = c.query_one(&format!("SELECT {sum} FROM {TOPIC}"), &[]).await.unwrap();
-    let produced = c
-        .query_one(
-            &format!(
-                "SELECT {sum} FROM (SELECT i AS id, to_timestamp($1::int8 - 3600 - (i * 7919) % (47 * 3600)) AS time, (i * 0.25)::float8 AS v
-                 FROM generate_series(0, $2::int8 - 1) i) produced"
-            ),
-            &[&now, &(MESSAGES as i64)],
-        )
-        .await
-        .unwrap();
+    let produced = c.query_one(&format!("SELECT {sum} FROM {PRODUCED}"), &[&now, &(MESSAGES as i64)]).await.unwrap();
     ((table.get(0), table.get(1), table.get(2)), (produced.get(0), produced.get(1), produced.get(2)))
 }
+
+/// The messages produced (`$2` of them, `$1` the producer's clock in
+/// seconds) as rows, computed by PostgreSQL from the producer's formulas.
+pub(crate) const PRODUCED: &str =
+    "(SELECT i AS id, to_timestamp($1::int8 - 3600 - (i * 7919) % (47 * 3600)) AS time, (i * 0.25)::float8 AS v
+     FROM generate_series(0, $2::int8 - 1) i) produced";
 
 /// The ids missing from the table and those in it more than once (ten of each at most).
 async fn differences(c: &tokio_postgres::Client) -> String {

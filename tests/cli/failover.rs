@@ -39,7 +39,7 @@ pub(crate) async fn fingerprint(c: &tokio_postgres::Client, table: &str) -> (i64
 }
 
 /// Rows the journal of the server `c` is on holds (0 before it exists).
-async fn journaled(c: &tokio_postgres::Client) -> i64 {
+pub(crate) async fn journaled(c: &tokio_postgres::Client) -> i64 {
     c.query_one("SELECT coalesce(sum(rows), 0)::int8 FROM chute.load_journal", &[]).await.map_or(0, |r| r.get(0))
 }
 

@@ -9,7 +9,7 @@ use std::io::Write;
 
 use chute_testkit::shared;
 
-use crate::common::{chute, open_tempdir, run_expect, summary_value, wait_for};
+use crate::common::{chute, create_time_partitioned, open_tempdir, run_expect, summary_value, wait_for};
 use crate::serve::{Server, post};
 
 /// A role that owns `db`, with a DBA's tight settings.
@@ -44,22 +44,7 @@ async fn a_role_with_one_second_timeouts_and_read_only_default_loads_splits_and_
     let e = probe.batch_execute("SELECT pg_sleep(1.5)").await.unwrap_err();
     assert_eq!(e.code(), Some(&tokio_postgres::error::SqlState::QUERY_CANCELED), "{e}");
 
-    run_expect(
-        chute().args([
-            "--url",
-            &url,
-            "partition",
-            "create",
-            "m",
-            "--columns",
-            "time timestamptz not null, dev int not null, v bigint",
-            "--key",
-            "time",
-            "--interval",
-            "1 day",
-        ]),
-        0,
-    );
+    create_time_partitioned(&url, "m", "time timestamptz not null, dev int not null, v bigint", "1 day", &[]);
     // Every row costs a fifth of a millisecond: one COPY of 20,000 rows takes four seconds.
     c.batch_execute(
         "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.0002); RETURN NEW; END $$;

@@ -20,6 +20,7 @@ use chute_serve::prom::wire::WriteRequest;
 use chute_testkit::replicated::{PairSetup, ReplicatedPair};
 
 use crate::common::wait_for;
+use crate::failover::seed;
 use crate::serve::{Server, agent};
 use crate::serve_prometheus::{now_ms, post_snappy, series};
 use prost::Message;
@@ -27,15 +28,6 @@ use prost::Message;
 /// Requests per door, and rows (or samples) per request.
 const REQUESTS: u64 = 40;
 const ROWS: u64 = 500;
-
-/// The seed of this run's failover point: CHUTE_TEST_SEED, else the clock.
-fn seed(test: &str) -> u64 {
-    let seed = std::env::var("CHUTE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007)
-    });
-    eprintln!("{test}: failover seed {seed} (replay with CHUTE_TEST_SEED={seed})");
-    seed
-}
 
 /// One door's requests: its URL, headers and body for request `r`.
 struct Door {
