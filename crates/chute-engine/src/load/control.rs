@@ -50,6 +50,11 @@ impl Control {
         self
     }
 
+    /// Whether the load's inputs are shared (Kafka partitions).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared
+    }
+
     /// The connection, made again (with the load's lock) if the server dropped it.
     pub(crate) async fn client(&mut self) -> Result<&Client, LoadError> {
         if self.client.is_closed() {

@@ -285,6 +285,20 @@ impl Routing {
         *v = Arc::new(list);
     }
 
+    /// A backfilled partition found missing later (the server that attached
+    /// it was lost in a failover, or it was dropped since): its rows no
+    /// longer route to it, they take the tree as it is now.
+    pub(crate) fn forget_virtual(&self, name: &str) {
+        let RouteMode::Tree(t) = &self.mode else { return };
+        let ids: Vec<u32> = {
+            let reg = self.registry.read().expect("leaf registry");
+            t.virtuals.read().expect("virtual leaves").iter().filter(|v| reg[v.id as usize].to_string() == name).map(|v| v.id).collect()
+        };
+        for id in ids {
+            self.close_virtual(id);
+        }
+    }
+
     /// Another context on the same tree version as `ctx`: rows routed later
     /// with it land where rows routed with `ctx` did (a chunk's rows for one
     /// leaf must travel together, see `journal`).

@@ -121,6 +121,9 @@ pub(crate) struct Coordinator {
     vanished: Vec<BatchPart>,
     /// Who answers for rows that cannot be delivered (see `reroute`).
     delivery: Delivery,
+    /// The inputs are shared (Kafka partitions): a row whose acknowledgement
+    /// fails is read again by a later run, from the positions the server holds.
+    rereads_unacknowledged: bool,
     /// Partitions filled before they are attached (see `backfill`).
     backfill: backfill::Backfills,
     /// Ordered writers (upserts): numbers the batches of each leaf (see `write::merge::Turns`).
@@ -174,6 +177,7 @@ impl Coordinator {
         if let Some(every) = p.batching.flush_every {
             backfill.long_idle = every;
         }
+        let rereads_unacknowledged = p.control.is_shared();
         Coordinator {
             tables: p.tables,
             batching: p.batching,
@@ -204,6 +208,7 @@ impl Coordinator {
             in_flight: 0,
             vanished: Vec::new(),
             delivery: p.delivery,
+            rereads_unacknowledged,
             backfill,
             turns: Default::default(),
             creations: creations::Creations::new(p.new_partitions),

@@ -37,12 +37,21 @@ impl Coordinator {
     /// command again loads it into a new partition. In a service's load it
     /// fails its acknowledgement instead (the caller is answered "retry",
     /// and its retry is routed afresh and makes the partition): a refusal
-    /// would answer "rejected" to a row that is fine.
+    /// would answer "rejected" to a row that is fine. So it does for shared
+    /// inputs (Kafka): the positions stop before the row, and the next run
+    /// reads it again (after a failover, the partitions the old server made
+    /// and took with it are vanished leaves, and their rows are fine too).
     pub(crate) async fn reroute_vanished(&mut self) -> Result<(), LoadError> {
         let parts = std::mem::take(&mut self.vanished);
         let mut tables: Vec<u16> = parts.iter().map(|p| p.table).collect();
         tables.sort_unstable();
         tables.dedup();
+        // A backfilled leaf stays routable after its backfill (rows of its
+        // interval go to it before the tree is read again); once it is gone
+        // its rows must follow the tree, or they would come back here for ever.
+        for part in &parts {
+            self.tables[usize::from(part.table)].forget_virtual(&part.target_name);
+        }
         for t in tables {
             let routing = self.tables[usize::from(t)].clone();
             retry::run!(&Policy::reconnect(self.retry_for), |_| async { reread_tree(self.control.client().await?, &routing).await })?;
@@ -83,7 +92,7 @@ impl Coordinator {
                     }
                 }
                 // Its share is dropped unsettled: the acknowledgement fails.
-                Routed::Missing { .. } if self.delivery == Delivery::Callers && ack.is_some() => drop(ack),
+                Routed::Missing { .. } if (self.delivery == Delivery::Callers || self.rereads_unacknowledged) && ack.is_some() => drop(ack),
                 Routed::Missing { .. } => self.reject(Reject {
                     input,
                     line,
