@@ -1,9 +1,10 @@
 //! A DBA's settings on chute's role: `statement_timeout`,
-//! `idle_in_transaction_session_timeout` and `lock_timeout` of one second and
-//! `default_transaction_read_only = on`. chute turns the first two and the
-//! last off in its own sessions (see `connect/own_settings.rs`), so a COPY
-//! that takes longer than a second, a migration's split and a serve run
-//! whose sessions sit idle past a second all succeed.
+//! `idle_in_transaction_session_timeout`, `idle_session_timeout` and
+//! `lock_timeout` of one second and `default_transaction_read_only = on`.
+//! chute turns all but `lock_timeout` off in its own sessions (see
+//! `connect/own_settings.rs`), so a COPY that takes longer than a second, a
+//! migration's split and a serve run whose sessions sit idle past a second
+//! all succeed.
 
 use std::io::Write;
 
@@ -20,6 +21,7 @@ async fn tight_role(c: &tokio_postgres::Client, db: &str, role: &str) -> String 
          ALTER ROLE \"{role}\" SET statement_timeout = '1s';
          ALTER ROLE \"{role}\" SET idle_in_transaction_session_timeout = '1s';
          ALTER ROLE \"{role}\" SET lock_timeout = '1s';
+         ALTER ROLE \"{role}\" SET idle_session_timeout = '1s';
          ALTER ROLE \"{role}\" SET default_transaction_read_only = on"
     ))
     .await
@@ -104,5 +106,5 @@ async fn a_role_with_one_second_timeouts_and_read_only_default_loads_splits_and_
     assert_eq!(one_i64(&c, "SELECT count(*) FROM m").await, 20_002);
     let (code, log) = s.terminate();
     assert_eq!(code, Some(143), "{log}");
-    assert!(!log.contains("statement timeout") && !log.contains("idle-in-transaction"), "{log}");
+    assert!(!log.contains("statement timeout") && !log.contains("idle-in-transaction") && !log.contains("idle-session"), "{log}");
 }
