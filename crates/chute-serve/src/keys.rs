@@ -237,26 +237,27 @@ impl Keys {
         .await
     }
 
-    /// Brings the journal of `lane` up to date with its leaves' storage: a
+    /// Brings the journals of a table's lanes (their load ids start with
+    /// `journals`, whichever process runs them) up to date with its leaves' storage: a
     /// leaf truncated or rewritten since its entries were written keeps
     /// them (TRUNCATE removed their rows on purpose; VACUUM FULL and
     /// CLUSTER kept them), as the entries of its storage now; entries of a
     /// partitioned parent (rows sent through it) that holds no row any more
     /// are forgotten. Without this a lane would refuse to start, as
     /// `chute load` does for a file.
-    pub(crate) async fn repair_journal(&self, config: &ServeConfig, lane: &str) -> Result<(), LaneError> {
+    pub(crate) async fn repair_journal(&self, config: &ServeConfig, journals: &str) -> Result<(), LaneError> {
         self.with_client(config, async |c| {
             c.execute(
                 "UPDATE chute.load_journal j SET relfilenode = c.relfilenode FROM pg_class c
-                 WHERE j.load_id = $1 AND c.oid = j.rel AND c.relkind <> 'p' AND j.relfilenode IS DISTINCT FROM c.relfilenode",
-                &[&lane],
+                 WHERE starts_with(j.load_id, $1) AND c.oid = j.rel AND c.relkind <> 'p' AND j.relfilenode IS DISTINCT FROM c.relfilenode",
+                &[&journals],
             )
             .await?;
             let parents = c
                 .query(
                     "SELECT DISTINCT j.rel::regclass::text FROM chute.load_journal j JOIN pg_class c ON c.oid = j.rel
-                     WHERE j.load_id = $1 AND c.relkind = 'p'",
-                    &[&lane],
+                     WHERE starts_with(j.load_id, $1) AND c.relkind = 'p'",
+                    &[&journals],
                 )
                 .await?;
             for p in parents {
@@ -264,7 +265,8 @@ impl Keys {
                 // (`name` is the server's own quoting of the oid.) A role that may not read it keeps the entries.
                 let Ok(row) = c.query_one(&format!("SELECT EXISTS (SELECT 1 FROM {name})"), &[]).await else { continue };
                 if !row.get::<_, bool>(0) {
-                    c.execute("DELETE FROM chute.load_journal WHERE load_id = $1 AND rel = $2::regclass", &[&lane, &name]).await?;
+                    c.execute("DELETE FROM chute.load_journal WHERE starts_with(load_id, $1) AND rel = $2::regclass", &[&journals, &name])
+                        .await?;
                 }
             }
             Ok(())
@@ -272,16 +274,23 @@ impl Keys {
         .await
     }
 
-    /// Forgets what the lane's journal and keys hold from before `window`:
+    /// Forgets what the lane's keys and the journals of the table's lanes
+    /// (their load ids start with `journals`) hold from before `window`:
     /// a key is exactly once within it (offsets are never reused, so a
     /// forgotten range can never make a new row look committed).
-    pub(crate) async fn prune(&self, config: &ServeConfig, lane: &str, window: std::time::Duration) -> Result<u64, LaneError> {
+    pub(crate) async fn prune(
+        &self,
+        config: &ServeConfig,
+        (lane, journals): (&str, &str),
+        window: std::time::Duration,
+    ) -> Result<u64, LaneError> {
         let secs = window.as_secs_f64();
         self.with_client(config, async |c| {
+            // Every process's journal of the table: one that stopped for good leaves its own behind.
             let journal = c
                 .execute(
-                    "DELETE FROM chute.load_journal WHERE load_id = $1 AND committed_at < now() - make_interval(secs => $2)",
-                    &[&lane, &secs],
+                    "DELETE FROM chute.load_journal WHERE starts_with(load_id, $1) AND committed_at < now() - make_interval(secs => $2)",
+                    &[&journals, &secs],
                 )
                 .await?;
             let keys = c

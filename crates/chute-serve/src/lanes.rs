@@ -276,11 +276,13 @@ impl Lanes {
             Shape::Lines => format!("serve {table}"),
             other => format!("serve {table} {:x}", chute_engine::load::journal::stable_hash(&[&format!("{other:?}")])),
         };
+        // This process's load of the lane; every process's lanes of the table skip what any of them committed.
+        let (load_id, journals) = (format!("{id} @{}", c.instance_id), journals(table));
         // What is older than the idempotency window is forgotten: the lane reads less when it starts.
-        self.keys.prune(c, &id, c.idempotency_window).await?;
+        self.keys.prune(c, (&id, &journals), c.idempotency_window).await?;
         let on_conflict = self.upsert(table, shape).await?;
         let (tx, feed) = Feed::bounded(c.queue_depth);
-        let spec = self.spec(table, shape, &columns, &id, feed.clone(), on_conflict)?;
+        let spec = self.spec(table, shape, &columns, (&load_id, &journals), feed.clone(), on_conflict)?;
         let serial = self.next_serial.fetch_add(1, Ordering::Relaxed);
         let lane = Arc::new(Lane {
             id,
@@ -298,7 +300,7 @@ impl Lanes {
             name: table.to_string(),
             key: (table.clone(), shape.clone()),
             serial,
-            id: lane.id.clone(),
+            journals: journals.clone(),
             config: self.config.clone(),
             metrics: self.metrics.clone(),
             stopping: self.stopping.clone(),
@@ -326,7 +328,7 @@ impl Lanes {
                 if weak.strong_count() == 0 {
                     return;
                 }
-                if let Err(e) = keys.prune(&config, &id, config.idempotency_window).await {
+                if let Err(e) = keys.prune(&config, (&id, &journals), config.idempotency_window).await {
                     eprintln!("chute serve: cannot forget old idempotency keys of {id}: {e}");
                 }
             }
@@ -387,7 +389,7 @@ impl Lanes {
         table: &QualifiedName,
         shape: &Shape,
         columns: &[LaneColumn],
-        id: &str,
+        (id, journals): (&str, &str),
         feed: Feed,
         on_conflict: Option<chute_core::upsert::OnConflict>,
     ) -> Result<LoadSpec, LaneError> {
@@ -401,6 +403,8 @@ impl Lanes {
         let spec = LoadSpec::builder(c.target.clone(), table.clone())
             // Journaled: a keyed request's retry skips what its earlier attempts committed.
             .load_id(Some(id.to_owned()))
+            // A retry sent to this process skips what another process's lane committed of it.
+            .skip_committed_by(Some(journals.to_owned()))
             .wait(true)
             .workers(c.workers)
             .parse_threads(c.parse_threads)
@@ -450,6 +454,15 @@ impl Lanes {
     }
 }
 
+/// What the load ids of every lane of `table`, in any process, start with:
+/// each process's load of a lane is named by the lane and the process's
+/// `--instance-id`. (It may also be how another table's lanes start, whose
+/// name this one's begins: their offsets are never this table's, so skipping
+/// them skips nothing.)
+fn journals(table: &QualifiedName) -> String {
+    format!("serve {table}")
+}
+
 /// Columns asked for twice (by several requests): the first asking decides the type.
 fn dedup(columns: Vec<(String, Wanted)>) -> Vec<(String, Wanted)> {
     let mut seen = std::collections::HashSet::new();
@@ -469,7 +482,8 @@ struct LaneRun {
     name: String,
     key: (QualifiedName, Shape),
     serial: u64,
-    id: String,
+    /// The journals of the table's lanes (see `journals`).
+    journals: String,
     config: Arc<ServeConfig>,
     metrics: Arc<Metrics>,
     stopping: Arc<AtomicBool>,
@@ -498,7 +512,7 @@ impl LaneRun {
             *self.cancel.lock().expect("lane cancel") = stop.clone();
             let spec = spec.with_cancel(stop.clone());
             // A TRUNCATE or VACUUM FULL of a leaf since the journal was written does not stop the lane.
-            if let Err(e) = self.keys.repair_journal(&self.config, &self.id).await {
+            if let Err(e) = self.keys.repair_journal(&self.config, &self.journals).await {
                 eprintln!("chute serve: {}: cannot bring the journal up to date: {e}", self.name);
             }
             self.generation.fetch_add(1, Ordering::SeqCst);
