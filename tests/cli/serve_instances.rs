@@ -64,3 +64,150 @@ async fn three_instances_write_the_same_table_at_once() {
         assert_eq!(code, Some(143), "{log}");
     }
 }
+
+#[tokio::test]
+async fn the_same_key_sent_to_two_instances_at_once_is_written_once_or_refused() {
+    let db = shared().fresh_db("serve_instances_key").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
+    let (a, b) = (Server::start(&url, &[]), Server::start(&url, &[]));
+    let c = db.client().await;
+    let both = |key: &'static str, bodies: [String; 2]| {
+        let [x, y] = bodies;
+        let (wa, wb) = (format!("{}/write?db=public&precision=s", a.base), format!("{}/write?db=public&precision=s", b.base));
+        let ta = std::thread::spawn(move || post(&wa, &[("Idempotency-Key", key)], x.as_bytes()));
+        let tb = std::thread::spawn(move || post(&wb, &[("Idempotency-Key", key)], y.as_bytes()));
+        [ta.join().unwrap(), tb.join().unwrap()]
+    };
+    // The same request on both at once: one copy of its rows, 204 from each.
+    for round in 0..5u64 {
+        let body = lines(round * 10_000, round * 10_000 + 5_000);
+        let key: &'static str = Box::leak(format!("same-{round}").into_boxed_str());
+        let answers = both(key, [body.clone(), body]);
+        assert!(answers.iter().all(|(status, _)| *status == 204), "{answers:?}");
+    }
+    let (n, distinct) = count(&c, "SELECT count(*), count(DISTINCT id) FROM cpu").await;
+    assert_eq!((n, distinct), (25_000, 25_000), "a key sent to two instances at once is written once");
+    // Another request under the same key at once: one is written, the other gets 422 and writes nothing.
+    for round in 0..5u64 {
+        let (x, y) = (round * 10_000 + 100_000, round * 10_000 + 105_000);
+        let key: &'static str = Box::leak(format!("other-{round}").into_boxed_str());
+        let answers = both(key, [lines(x, x + 1_000), lines(y, y + 1_000)]);
+        let mut statuses: Vec<u16> = answers.iter().map(|a| a.0).collect();
+        statuses.sort();
+        assert_eq!(statuses, [204, 422], "{answers:?}");
+        let written: i64 = c
+            .query_one(
+                "SELECT count(*) FROM cpu WHERE id >= $1 AND id < $2",
+                &[&((round * 10_000 + 100_000) as i64), &((round * 10_000 + 110_000) as i64)],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(written, 1_000, "round {round}: the rows of one body only ({answers:?})");
+    }
+}
+
+/// Rows of one request in the chaos test below, and its requests' bodies.
+const ROWS: u64 = 2_000;
+
+fn request(client: u64, n: u64) -> String {
+    let first = (client * 10_000 + n) * ROWS;
+    (first..first + ROWS).map(|id| format!("cpu,host=c{client} id={id}i,v=1 {}\n", 1_700_000_000 + id * 7919 % 432_000)).collect()
+}
+
+/// Waits until `n` more requests than `from` are acknowledged; the count then.
+async fn until_acked(acked: &std::sync::Mutex<Vec<i64>>, from: usize, n: usize, after: &str) -> usize {
+    let began = std::time::Instant::now();
+    loop {
+        let now = acked.lock().unwrap().len();
+        if now >= from + n {
+            return now;
+        }
+        assert!(began.elapsed() < std::time::Duration::from_secs(40), "no {n} requests acknowledged within 40 s after {after}");
+        // Polling pace; the deadline is above.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn clients_retrying_on_another_instance_after_a_kill_write_every_request_once() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    const CLIENTS: u64 = 24;
+    let db = shared().fresh_db("serve_instances_kill").await;
+    let url = db.url();
+    create_time_partitioned(&url, "cpu", CPU, "1 day", &[]);
+    let start = |i: usize, listen: &str| {
+        Server::start(
+            &url,
+            &["--listen", listen, "--instance-id", &format!("i{i}"), "--request-timeout", "20s", "--workers", "1", "--batch-rows", "300"],
+        )
+    };
+    let mut servers: Vec<Option<Server>> = (0..3).map(|i| Some(start(i, "127.0.0.1:0"))).collect();
+    let bases: Vec<String> = servers.iter().map(|s| s.as_ref().unwrap().base.clone()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (acked, retries): (Arc<Mutex<Vec<i64>>>, Arc<AtomicU64>) = Default::default();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let (stop, acked, retries, bases) = (stop.clone(), acked.clone(), retries.clone(), bases.clone());
+            std::thread::spawn(move || {
+                let agent = super::serve::agent();
+                let (mut n, mut at) = (0, client as usize);
+                while !stop.load(Ordering::Relaxed) {
+                    let (body, key) = (request(client, n), format!("c{client}-r{n}"));
+                    let began = std::time::Instant::now();
+                    loop {
+                        // Round robin, and a failed attempt's retry goes to the next instance.
+                        at += 1;
+                        let write = format!("{}/write?db=public&precision=s", bases[at % bases.len()]);
+                        match agent.post(&write).header("Idempotency-Key", &key).send(body.as_bytes()) {
+                            Ok(r) if r.status().as_u16() == 204 => break,
+                            Ok(mut r) if r.status().as_u16() != 503 => {
+                                panic!("{key}: {} {}", r.status(), r.body_mut().read_to_string().unwrap_or_default())
+                            }
+                            _ => {
+                                retries.fetch_add(1, Ordering::Relaxed);
+                                assert!(began.elapsed() < std::time::Duration::from_secs(60), "{key} never acknowledged");
+                                // A client's pause before its retry.
+                                std::thread::sleep(std::time::Duration::from_millis(100));
+                            }
+                        }
+                    }
+                    acked.lock().unwrap().push((client * 10_000 + n) as i64);
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    let mut at = until_acked(&acked, 0, 30, "the start").await;
+    // kill -9 of an instance while requests are in flight on it, some partly
+    // committed (a request's rows span five leaves); then it starts again, where it listened.
+    for i in [1, 0] {
+        let mut killed = servers[i].take().unwrap();
+        killed.child.kill();
+        drop(killed);
+        at = until_acked(&acked, at, 30, &format!("the kill of instance {i}")).await;
+        servers[i] = Some(start(i, bases[i].strip_prefix("http://").unwrap()));
+        at = until_acked(&acked, at, 30, &format!("the restart of instance {i}")).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    // Rows of retries that an attempt on a killed instance had committed.
+    let skipped: f64 = bases.iter().map(|b| super::serve::metric(b, "chute_rows_skipped_total")).sum();
+    let c = db.client().await;
+    let (n, distinct) = count(&c, "SELECT count(*), count(DISTINCT id) FROM cpu").await;
+    assert_eq!(n, distinct, "rows written twice ({} retries)", retries.load(Ordering::Relaxed));
+    let present: i64 = c.query_one("SELECT count(*) FROM cpu WHERE id / $1 = ANY($2)", &[&(ROWS as i64), &acked]).await.unwrap().get(0);
+    assert_eq!(present, acked.len() as i64 * ROWS as i64, "acknowledged rows missing");
+    // Every request was retried until acknowledged: nothing else is there.
+    assert_eq!(n, present);
+    eprintln!(
+        "serve_instances: {} requests of {ROWS} rows acknowledged by 3 instances, two of them killed and restarted; {} retries, {skipped} rows of them skipped",
+        acked.len(),
+        retries.load(Ordering::Relaxed)
+    );
+}

@@ -83,11 +83,15 @@ pub(crate) struct Lane {
     /// Counts the runs of the lane's load; a run reads the journal after
     /// its number is set.
     generation: Arc<AtomicU64>,
+    /// When the current run started (it reads the journal after that).
+    started: Started,
     /// Stops the current run (the lane starts the next one).
     cancel: RunCancel,
     /// Why the lane's load failed, for the requests it held.
     failure: Arc<std::sync::Mutex<Option<String>>>,
 }
+
+type Started = Arc<std::sync::Mutex<tokio::time::Instant>>;
 
 impl Lane {
     /// Sends a chunk of whole records, waiting while the lane's queue is full.
@@ -108,6 +112,22 @@ impl Lane {
     /// Why the lane's load failed, if it did.
     pub(crate) fn failure(&self) -> Option<String> {
         self.failure.lock().expect("lane failure").clone()
+    }
+
+    /// Makes sure the lane's current run started after `since` (so that it
+    /// read the journal after then), ending the one before; `false` if that
+    /// took longer than `wait`. Requests that ask at once share one new run.
+    pub(crate) async fn run_since(&self, since: tokio::time::Instant, wait: Duration) -> bool {
+        let began = std::time::Instant::now();
+        while *self.started.lock().expect("lane start") <= since {
+            if began.elapsed() > wait || self.tx.is_disconnected() {
+                return false;
+            }
+            self.cancel.lock().expect("lane cancel").store(true, Ordering::SeqCst);
+            // Waiting for the next run to start, not a retry.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
     }
 
     /// Ends the current run of the lane's load (what is in flight is
@@ -293,6 +313,7 @@ impl Lanes {
             next_offset: AtomicU64::new(base),
             up: Arc::new(AtomicBool::new(false)),
             generation: Arc::new(AtomicU64::new(0)),
+            started: Arc::new(std::sync::Mutex::new(tokio::time::Instant::now())),
             cancel: Arc::new(std::sync::Mutex::new(Arc::new(AtomicBool::new(false)))),
             failure: Arc::default(),
         });
@@ -308,6 +329,7 @@ impl Lanes {
             lanes: self.lanes.clone(),
             up: lane.up.clone(),
             generation: lane.generation.clone(),
+            started: lane.started.clone(),
             cancel: lane.cancel.clone(),
             failure: lane.failure.clone(),
             feed,
@@ -459,7 +481,7 @@ impl Lanes {
 /// `--instance-id`. (It may also be how another table's lanes start, whose
 /// name this one's begins: their offsets are never this table's, so skipping
 /// them skips nothing.)
-fn journals(table: &QualifiedName) -> String {
+pub(crate) fn journals(table: &QualifiedName) -> String {
     format!("serve {table}")
 }
 
@@ -491,6 +513,7 @@ struct LaneRun {
     lanes: Arc<Mutex<LaneMap>>,
     up: Arc<AtomicBool>,
     generation: Arc<AtomicU64>,
+    started: Started,
     cancel: RunCancel,
     failure: Arc<std::sync::Mutex<Option<String>>>,
     feed: Feed,
@@ -509,6 +532,8 @@ impl LaneRun {
                 feed: self.feed.clone(),
             };
             let stop = Arc::new(AtomicBool::new(false));
+            // Before the run reads the journal (see `Lane::run_since`).
+            *self.started.lock().expect("lane start") = tokio::time::Instant::now();
             *self.cancel.lock().expect("lane cancel") = stop.clone();
             let spec = spec.with_cancel(stop.clone());
             // A TRUNCATE or VACUUM FULL of a leaf since the journal was written does not stop the lane.
