@@ -211,3 +211,62 @@ async fn clients_retrying_on_another_instance_after_a_kill_write_every_request_o
         retries.load(Ordering::Relaxed)
     );
 }
+
+/// Each session of the database: what it waits for, its last statement, the locks it holds or waits for.
+const WAITS: &str = "SELECT pid, wait_event_type || ':' || wait_event, left(query, 120),
+        (SELECT string_agg(l.locktype || ' ' || coalesce(l.relation::regclass::text, l.objid::text, '') || ' ' || l.mode
+                           || CASE WHEN l.granted THEN '' ELSE ' (waiting)' END, ', ')
+         FROM pg_locks l WHERE l.pid = a.pid AND l.locktype IN ('advisory', 'relation'))
+     FROM pg_stat_activity a WHERE datname = current_database() AND pid <> pg_backend_pid()";
+
+// Ignored: about one run in five, one request waits out --request-timeout
+// (503). It is not about instances: with both rounds sent to one instance,
+// on main as well, a lane made for new columns waits for the lock of the
+// lane it replaces (the same load id), and that one's run does not end
+// (its last statement is the journal's open). To be fixed in the lanes;
+// this test shows it (`cargo test ... -- --ignored serve_instances::two`).
+#[ignore = "a lane replaced for new columns sometimes never gets its predecessor's lock, in one process too"]
+#[tokio::test]
+async fn two_instances_making_a_table_and_adding_columns_at_once_converge() {
+    let db = shared().fresh_db("serve_instances_columns").await;
+    let url = db.url();
+    let args = ["--create-tables", "--lock-timeout", "500ms", "--request-timeout", "30s"];
+    let (a, b) = (Server::start(&url, &args), Server::start(&url, &args));
+    // The table does not exist yet: the first requests on both make it at once, and
+    // every request brings a field of its own for one instance or the other to add.
+    for round in 0..2u64 {
+        let clients: Vec<_> = (1..=16u64)
+            .map(|i| {
+                let f = round * 100 + i;
+                let write = format!("{}/write?db=public&precision=s", if i % 2 == 0 { &a.base } else { &b.base });
+                let tag = if i % 4 == 1 { format!(",t{f}=x") } else { String::new() };
+                std::thread::spawn(move || post(&write, &[], format!("m,host=h{f}{tag} f{f}={f}i {}\n", 1_700_000_000 + f).as_bytes()))
+            })
+            .collect();
+        for c in clients {
+            let (status, body) = c.join().unwrap();
+            if status != 204 {
+                // What every session of the database waits for, to see where it hangs.
+                for r in db.client().await.query(WAITS, &[]).await.unwrap() {
+                    eprintln!(
+                        "{:?}",
+                        (r.get::<_, i32>(0), r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2), r.get::<_, Option<String>>(3))
+                    );
+                }
+            }
+            assert_eq!(status, 204, "round {round}: {body}\n{}\n{}", a.log(), b.log());
+        }
+    }
+    let c = db.client().await;
+    for f in (1..=16u64).chain(101..=116) {
+        let n: i64 = c.query_one(&format!("SELECT count(*) FROM m WHERE f{f} = {f} AND host = 'h{f}'"), &[]).await.unwrap().get(0);
+        assert_eq!(n, 1, "field f{f}: no lost column, no lost row");
+    }
+    let (rows, columns) = count(
+        &c,
+        "SELECT (SELECT count(*) FROM m), (SELECT count(*) FROM information_schema.columns WHERE table_name = 'm' AND table_schema = 'public')",
+    )
+    .await;
+    // time, host, 32 fields, 8 tags.
+    assert_eq!((rows, columns), (32, 2 + 32 + 8));
+}
