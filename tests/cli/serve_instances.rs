@@ -219,12 +219,15 @@ const WAITS: &str = "SELECT pid, wait_event_type || ':' || wait_event, left(quer
          FROM pg_locks l WHERE l.pid = a.pid AND l.locktype IN ('advisory', 'relation'))
      FROM pg_stat_activity a WHERE datname = current_database() AND pid <> pg_backend_pid()";
 
-// Ignored: about one run in five, one request waits out --request-timeout
-// (503). It is not about instances: with both rounds sent to one instance,
-// on main as well, a lane made for new columns waits for the lock of the
-// lane it replaces (the same load id), and that one's run does not end
-// (its last statement is the journal's open). To be fixed in the lanes;
-// this test shows it (`cargo test ... -- --ignored serve_instances::two`).
+// Ignored: about one run in five to ten, one request waits out
+// --request-timeout (503). It is not about instances: with both rounds sent
+// to one instance, on main as well, a lane made for new columns waits for
+// the lock of the lane it replaces (the same load id), and that one's load
+// never returns although its `Lane` was dropped (its feed disconnected):
+// prints in `LaneRun::run` showed "lane serial 2 dropped" and never "run of
+// serial 2 ended", its control connection idle after the journal's open. To
+// be fixed in the engine's end of a feed's load; this test shows it
+// (`cargo test --workspace --test cli -- --ignored serve_instances::two`).
 #[ignore = "a lane replaced for new columns sometimes never gets its predecessor's lock, in one process too"]
 #[tokio::test]
 async fn two_instances_making_a_table_and_adding_columns_at_once_converge() {
