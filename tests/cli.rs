@@ -101,6 +101,8 @@ mod serve_failover;
 mod serve_guard;
 #[path = "cli/serve_hostile.rs"]
 mod serve_hostile;
+#[path = "cli/serve_instances.rs"]
+mod serve_instances;
 #[path = "cli/serve_lanes.rs"]
 mod serve_lanes;
 #[path = "cli/serve_limits.rs"]

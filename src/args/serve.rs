@@ -125,6 +125,13 @@ pub struct ServeArgs {
     #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = values::duration)]
     pub idempotency_window: std::time::Duration,
 
+    /// Names this process's lanes in the journal, apart from those of the
+    /// other chute serve processes that write the same tables (default: the
+    /// host's name and the --listen port). Give each instance its own; keep
+    /// it across restarts of an instance.
+    #[arg(long, value_name = "ID")]
+    pub instance_id: Option<String>,
+
     /// Reject rows whose time partition does not exist instead of creating it.
     #[arg(long)]
     pub no_create_partitions: bool,

@@ -61,6 +61,10 @@ pub async fn run(conn: &ConnArgs, a: ServeArgs) -> anyhow::Result<Outcome> {
     config.request_timeout = a.request_timeout;
     config.retry_for = a.retry_for;
     config.idempotency_window = a.idempotency_window;
+    if let Some(id) = &a.instance_id {
+        anyhow::ensure!(!id.trim().is_empty(), "--instance-id: give a name of at least one character");
+        config.instance_id = id.trim().to_owned();
+    }
     config.no_create_partitions = a.no_create_partitions;
     config.new_partitions = chute_engine::load::NewPartitions {
         per_chunk: a.max_new_partitions,

@@ -102,7 +102,8 @@ FROM (SELECT DISTINCT lane, substring(lane FROM
 WHERE r.lane = t.lane AND r.rel IS NULL
   AND EXISTS (SELECT 1 FROM chute.load_journal j JOIN pg_class c ON c.oid = j.rel AND c.relfilenode = j.relfilenode
               CROSS JOIN LATERAL unnest(j.starts, j.ends) AS u(s, e)
-              WHERE j.load_id = r.lane AND u.s < r.end_offset AND u.e > r.start_offset);
+              -- (a lane's load is the lane's name, and since issue 48 that and ' @' and the instance id)
+              WHERE (j.load_id = r.lane OR starts_with(j.load_id, r.lane || ' @')) AND u.s < r.end_offset AND u.e > r.start_offset);
 DELETE FROM chute.serve_requests WHERE rel IS NULL;
 -- Version 7: chute doctor's record of each index (see doctor::indexes):
 -- its scan count has been `scans` since `since`, so that an index is called

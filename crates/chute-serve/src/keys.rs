@@ -8,9 +8,13 @@
 //! before they are sent; a retry sends its rows again at the same offsets,
 //! so whatever an earlier attempt committed is skipped and the rest is
 //! loaded. That holds once the lane's load has read the journal after the
-//! earlier attempt ended: an attempt of another process (the service was
-//! restarted) always is; one of this process in the lane's current run makes
-//! the lane start a new run first. A request whose every row is committed is
+//! earlier attempt ended: one of this process in the lane's current run makes
+//! the lane start a new run first; one of another process (another instance,
+//! or this service before a restart) makes the lane wait for that process's
+//! batches in flight (`settle`) and then start a run after them. A lane's run
+//! skips what the lanes of its table in every process committed (each
+//! process's lane is a load of its own: see `lanes`), and a key is held by
+//! one attempt at a time across processes (`hold`). A request whose every row is committed is
 //! marked done with its answer, which a retry gets again at once.
 //!
 //! A key is bound to its request: its record keeps a digest of the
@@ -83,16 +87,38 @@ pub(crate) struct Keys {
 /// Connections for keys.
 const KEY_CONNECTIONS: usize = 4;
 
-/// A key held by one request at a time: released when dropped.
+/// A key held by one request at a time, in every process: released when dropped.
 pub(crate) struct Held {
     keys: std::sync::Arc<Keys>,
     id: (String, String),
+    /// The connection whose session holds the key's advisory lock (see `hold`).
+    lock: Option<(std::sync::Arc<Client>, i64)>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
+        let runtime = tokio::runtime::Handle::try_current();
+        if let Some((client, lock)) = self.lock.take()
+            && let Ok(runtime) = runtime
+        {
+            // Let go in this process once let go for the others.
+            let (keys, id) = (self.keys.clone(), self.id.clone());
+            runtime.spawn(async move {
+                let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&lock]).await;
+                keys.busy.lock().expect("busy keys").remove(&id);
+            });
+            return;
+        }
         self.keys.busy.lock().expect("busy keys").remove(&self.id);
     }
+}
+
+/// Why a key could not be held.
+pub(crate) enum Busy {
+    /// Another request (of this process or another) still held it at the deadline.
+    Held,
+    /// The key's lock could not be taken (the server is away).
+    Lane(LaneError),
 }
 
 impl Keys {
@@ -106,16 +132,75 @@ impl Keys {
         }
     }
 
-    /// Waits until no other request of this process handles `key`, then holds it.
-    pub(crate) async fn hold(self: &std::sync::Arc<Self>, key: &str) -> Held {
+    /// Waits until no other request handles `key`, in this process or in
+    /// another `chute serve` writing into the same database, then holds it
+    /// (until `deadline`). Across processes a key is a session advisory lock
+    /// on a connection for keys: the process that holds it lets go once its
+    /// attempt is over (see `submit`), and a process that dies lets go with
+    /// its session, so a retry sent to another instance waits for the first
+    /// one's attempt, or its death, and never runs beside it.
+    pub(crate) async fn hold(
+        self: &std::sync::Arc<Self>,
+        config: &ServeConfig,
+        key: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<Held, Busy> {
         let id = (String::new(), key.to_owned());
         loop {
             if self.busy.lock().expect("busy keys").insert(id.clone()) {
-                return Held { keys: self.clone(), id };
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Busy::Held);
             }
             // Waiting for the other request to finish, not a retry.
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+        let mut held = Held { keys: self.clone(), id, lock: None };
+        let lock = chute_engine::load::journal::stable_hash(&["chute serve key", key]) as i64;
+        loop {
+            // A server away is waited for until the deadline, as for the key's record.
+            let (client, got) = super::patiently(deadline, || self.try_lock(config, lock)).await.map_err(Busy::Lane)?;
+            if got {
+                held.lock = Some((client, lock));
+                return Ok(held);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Busy::Held);
+            }
+            // Waiting for another instance's attempt to end, not a retry.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Tries to take advisory lock `lock` on one of the connections for keys: the connection, and whether it did.
+    async fn try_lock(&self, config: &ServeConfig, lock: i64) -> Result<(std::sync::Arc<Client>, bool), LaneError> {
+        let client = self.client(config).await?;
+        let got = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&lock])
+            .await
+            .map_err(super::catalog::sql_error("taking an idempotency key's lock".into()))?
+            .get(0);
+        Ok((client, got))
+    }
+
+    /// Waits for the batches in flight of every lane of a table (their load
+    /// ids start with `journals`), in any process: after another instance's
+    /// attempt at a key ended (it died: its key's lock went with its
+    /// session), a batch of it may still be committing. Each batch holds its
+    /// load's row of `chute.loads` until it commits (see the engine's
+    /// `claim::fence`); a lane run that starts after this reads a journal
+    /// that holds all of them.
+    pub(crate) async fn settle(&self, config: &ServeConfig, journals: &str) -> Result<(), LaneError> {
+        self.with_client(config, async |c| {
+            c.query_one(
+                "SELECT count(*) FROM (SELECT 1 FROM chute.loads WHERE starts_with(load_id, $1) FOR NO KEY UPDATE) l",
+                &[&journals],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Runs `f` on the service's connection for keys, made (again) when
@@ -126,7 +211,13 @@ impl Keys {
         config: &ServeConfig,
         f: impl AsyncFnOnce(&Client) -> Result<T, tokio_postgres::Error>,
     ) -> Result<T, LaneError> {
-        let client = {
+        let client = self.client(config).await?;
+        f(&client).await.map_err(super::catalog::sql_error("recording an idempotency key".into()))
+    }
+
+    /// One of the service's connections for keys, made (again) when there is none or it closed.
+    async fn client(&self, config: &ServeConfig) -> Result<std::sync::Arc<Client>, LaneError> {
+        Ok({
             let at = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.clients.len();
             let mut c = self.clients[at].lock().await;
             if c.as_ref().is_none_or(|c| c.is_closed()) {
@@ -145,8 +236,7 @@ impl Keys {
                 *c = Some(std::sync::Arc::new(client));
             }
             c.as_ref().expect("connected").clone()
-        };
-        f(&client).await.map_err(super::catalog::sql_error("recording an idempotency key".into()))
+        })
     }
 
     /// A fresh block of offsets for a lane's run: 2^40 of them, never used before.
@@ -237,26 +327,27 @@ impl Keys {
         .await
     }
 
-    /// Brings the journal of `lane` up to date with its leaves' storage: a
+    /// Brings the journals of a table's lanes (their load ids start with
+    /// `journals`, whichever process runs them) up to date with its leaves' storage: a
     /// leaf truncated or rewritten since its entries were written keeps
     /// them (TRUNCATE removed their rows on purpose; VACUUM FULL and
     /// CLUSTER kept them), as the entries of its storage now; entries of a
     /// partitioned parent (rows sent through it) that holds no row any more
     /// are forgotten. Without this a lane would refuse to start, as
     /// `chute load` does for a file.
-    pub(crate) async fn repair_journal(&self, config: &ServeConfig, lane: &str) -> Result<(), LaneError> {
+    pub(crate) async fn repair_journal(&self, config: &ServeConfig, journals: &str) -> Result<(), LaneError> {
         self.with_client(config, async |c| {
             c.execute(
                 "UPDATE chute.load_journal j SET relfilenode = c.relfilenode FROM pg_class c
-                 WHERE j.load_id = $1 AND c.oid = j.rel AND c.relkind <> 'p' AND j.relfilenode IS DISTINCT FROM c.relfilenode",
-                &[&lane],
+                 WHERE starts_with(j.load_id, $1) AND c.oid = j.rel AND c.relkind <> 'p' AND j.relfilenode IS DISTINCT FROM c.relfilenode",
+                &[&journals],
             )
             .await?;
             let parents = c
                 .query(
                     "SELECT DISTINCT j.rel::regclass::text FROM chute.load_journal j JOIN pg_class c ON c.oid = j.rel
-                     WHERE j.load_id = $1 AND c.relkind = 'p'",
-                    &[&lane],
+                     WHERE starts_with(j.load_id, $1) AND c.relkind = 'p'",
+                    &[&journals],
                 )
                 .await?;
             for p in parents {
@@ -264,7 +355,8 @@ impl Keys {
                 // (`name` is the server's own quoting of the oid.) A role that may not read it keeps the entries.
                 let Ok(row) = c.query_one(&format!("SELECT EXISTS (SELECT 1 FROM {name})"), &[]).await else { continue };
                 if !row.get::<_, bool>(0) {
-                    c.execute("DELETE FROM chute.load_journal WHERE load_id = $1 AND rel = $2::regclass", &[&lane, &name]).await?;
+                    c.execute("DELETE FROM chute.load_journal WHERE starts_with(load_id, $1) AND rel = $2::regclass", &[&journals, &name])
+                        .await?;
                 }
             }
             Ok(())
@@ -272,16 +364,23 @@ impl Keys {
         .await
     }
 
-    /// Forgets what the lane's journal and keys hold from before `window`:
+    /// Forgets what the lane's keys and the journals of the table's lanes
+    /// (their load ids start with `journals`) hold from before `window`:
     /// a key is exactly once within it (offsets are never reused, so a
     /// forgotten range can never make a new row look committed).
-    pub(crate) async fn prune(&self, config: &ServeConfig, lane: &str, window: std::time::Duration) -> Result<u64, LaneError> {
+    pub(crate) async fn prune(
+        &self,
+        config: &ServeConfig,
+        (lane, journals): (&str, &str),
+        window: std::time::Duration,
+    ) -> Result<u64, LaneError> {
         let secs = window.as_secs_f64();
         self.with_client(config, async |c| {
+            // Every process's journal of the table: one that stopped for good leaves its own behind.
             let journal = c
                 .execute(
-                    "DELETE FROM chute.load_journal WHERE load_id = $1 AND committed_at < now() - make_interval(secs => $2)",
-                    &[&lane, &secs],
+                    "DELETE FROM chute.load_journal WHERE starts_with(load_id, $1) AND committed_at < now() - make_interval(secs => $2)",
+                    &[&journals, &secs],
                 )
                 .await?;
             let keys = c

@@ -83,11 +83,15 @@ pub(crate) struct Lane {
     /// Counts the runs of the lane's load; a run reads the journal after
     /// its number is set.
     generation: Arc<AtomicU64>,
+    /// When the current run started (it reads the journal after that).
+    started: Started,
     /// Stops the current run (the lane starts the next one).
     cancel: RunCancel,
     /// Why the lane's load failed, for the requests it held.
     failure: Arc<std::sync::Mutex<Option<String>>>,
 }
+
+type Started = Arc<std::sync::Mutex<tokio::time::Instant>>;
 
 impl Lane {
     /// Sends a chunk of whole records, waiting while the lane's queue is full.
@@ -108,6 +112,22 @@ impl Lane {
     /// Why the lane's load failed, if it did.
     pub(crate) fn failure(&self) -> Option<String> {
         self.failure.lock().expect("lane failure").clone()
+    }
+
+    /// Makes sure the lane's current run started after `since` (so that it
+    /// read the journal after then), ending the one before; `false` if that
+    /// took longer than `wait`. Requests that ask at once share one new run.
+    pub(crate) async fn run_since(&self, since: tokio::time::Instant, wait: Duration) -> bool {
+        let began = std::time::Instant::now();
+        while *self.started.lock().expect("lane start") <= since {
+            if began.elapsed() > wait || self.tx.is_disconnected() {
+                return false;
+            }
+            self.cancel.lock().expect("lane cancel").store(true, Ordering::SeqCst);
+            // Waiting for the next run to start, not a retry.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
     }
 
     /// Ends the current run of the lane's load (what is in flight is
@@ -276,11 +296,13 @@ impl Lanes {
             Shape::Lines => format!("serve {table}"),
             other => format!("serve {table} {:x}", chute_engine::load::journal::stable_hash(&[&format!("{other:?}")])),
         };
+        // This process's load of the lane; every process's lanes of the table skip what any of them committed.
+        let (load_id, journals) = (format!("{id} @{}", c.instance_id), journals(table));
         // What is older than the idempotency window is forgotten: the lane reads less when it starts.
-        self.keys.prune(c, &id, c.idempotency_window).await?;
+        self.keys.prune(c, (&id, &journals), c.idempotency_window).await?;
         let on_conflict = self.upsert(table, shape).await?;
         let (tx, feed) = Feed::bounded(c.queue_depth);
-        let spec = self.spec(table, shape, &columns, &id, feed.clone(), on_conflict)?;
+        let spec = self.spec(table, shape, &columns, (&load_id, &journals), feed.clone(), on_conflict)?;
         let serial = self.next_serial.fetch_add(1, Ordering::Relaxed);
         let lane = Arc::new(Lane {
             id,
@@ -291,6 +313,7 @@ impl Lanes {
             next_offset: AtomicU64::new(base),
             up: Arc::new(AtomicBool::new(false)),
             generation: Arc::new(AtomicU64::new(0)),
+            started: Arc::new(std::sync::Mutex::new(tokio::time::Instant::now())),
             cancel: Arc::new(std::sync::Mutex::new(Arc::new(AtomicBool::new(false)))),
             failure: Arc::default(),
         });
@@ -298,7 +321,7 @@ impl Lanes {
             name: table.to_string(),
             key: (table.clone(), shape.clone()),
             serial,
-            id: lane.id.clone(),
+            journals: journals.clone(),
             config: self.config.clone(),
             metrics: self.metrics.clone(),
             stopping: self.stopping.clone(),
@@ -306,6 +329,7 @@ impl Lanes {
             lanes: self.lanes.clone(),
             up: lane.up.clone(),
             generation: lane.generation.clone(),
+            started: lane.started.clone(),
             cancel: lane.cancel.clone(),
             failure: lane.failure.clone(),
             feed,
@@ -326,7 +350,7 @@ impl Lanes {
                 if weak.strong_count() == 0 {
                     return;
                 }
-                if let Err(e) = keys.prune(&config, &id, config.idempotency_window).await {
+                if let Err(e) = keys.prune(&config, (&id, &journals), config.idempotency_window).await {
                     eprintln!("chute serve: cannot forget old idempotency keys of {id}: {e}");
                 }
             }
@@ -387,7 +411,7 @@ impl Lanes {
         table: &QualifiedName,
         shape: &Shape,
         columns: &[LaneColumn],
-        id: &str,
+        (id, journals): (&str, &str),
         feed: Feed,
         on_conflict: Option<chute_core::upsert::OnConflict>,
     ) -> Result<LoadSpec, LaneError> {
@@ -401,6 +425,8 @@ impl Lanes {
         let spec = LoadSpec::builder(c.target.clone(), table.clone())
             // Journaled: a keyed request's retry skips what its earlier attempts committed.
             .load_id(Some(id.to_owned()))
+            // A retry sent to this process skips what another process's lane committed of it.
+            .skip_committed_by(Some(journals.to_owned()))
             .wait(true)
             .workers(c.workers)
             .parse_threads(c.parse_threads)
@@ -450,6 +476,15 @@ impl Lanes {
     }
 }
 
+/// What the load ids of every lane of `table`, in any process, start with:
+/// each process's load of a lane is named by the lane and the process's
+/// `--instance-id`. (It may also be how another table's lanes start, whose
+/// name this one's begins: their offsets are never this table's, so skipping
+/// them skips nothing.)
+pub(crate) fn journals(table: &QualifiedName) -> String {
+    format!("serve {table}")
+}
+
 /// Columns asked for twice (by several requests): the first asking decides the type.
 fn dedup(columns: Vec<(String, Wanted)>) -> Vec<(String, Wanted)> {
     let mut seen = std::collections::HashSet::new();
@@ -469,7 +504,8 @@ struct LaneRun {
     name: String,
     key: (QualifiedName, Shape),
     serial: u64,
-    id: String,
+    /// The journals of the table's lanes (see `journals`).
+    journals: String,
     config: Arc<ServeConfig>,
     metrics: Arc<Metrics>,
     stopping: Arc<AtomicBool>,
@@ -477,6 +513,7 @@ struct LaneRun {
     lanes: Arc<Mutex<LaneMap>>,
     up: Arc<AtomicBool>,
     generation: Arc<AtomicU64>,
+    started: Started,
     cancel: RunCancel,
     failure: Arc<std::sync::Mutex<Option<String>>>,
     feed: Feed,
@@ -495,10 +532,12 @@ impl LaneRun {
                 feed: self.feed.clone(),
             };
             let stop = Arc::new(AtomicBool::new(false));
+            // Before the run reads the journal (see `Lane::run_since`).
+            *self.started.lock().expect("lane start") = tokio::time::Instant::now();
             *self.cancel.lock().expect("lane cancel") = stop.clone();
             let spec = spec.with_cancel(stop.clone());
             // A TRUNCATE or VACUUM FULL of a leaf since the journal was written does not stop the lane.
-            if let Err(e) = self.keys.repair_journal(&self.config, &self.id).await {
+            if let Err(e) = self.keys.repair_journal(&self.config, &self.journals).await {
                 eprintln!("chute serve: {}: cannot bring the journal up to date: {e}", self.name);
             }
             self.generation.fetch_add(1, Ordering::SeqCst);

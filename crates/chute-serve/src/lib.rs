@@ -81,6 +81,9 @@ pub struct ServeConfig {
     pub new_partitions: chute_engine::load::NewPartitions,
     /// How long an `Idempotency-Key` is remembered (and the lanes' journal kept).
     pub idempotency_window: Duration,
+    /// Names this service's lanes in the journal, apart from those of other
+    /// `chute serve` processes writing the same tables (see `lanes`).
+    pub instance_id: String,
     /// Bearer tokens accepted; empty: no authentication.
     pub tokens: Vec<String>,
     /// HTTPS with this certificate chain and private key (PEM files).
@@ -103,6 +106,25 @@ pub struct ServeConfig {
     pub shutdown_timeout: Duration,
     /// Prometheus remote write and read (`prom`), when on.
     pub prometheus: Option<prom::PromConfig>,
+}
+
+/// The instance id of a service that was given none: the host's name and
+/// the port it listens on, which no other process on the host has while it
+/// runs, and which a restart of it on the same address keeps (its lanes
+/// then take over their own journal instead of leaving it behind); with
+/// port 0 (any free port), the process id instead.
+pub fn default_instance_id(listen: SocketAddr) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    match listen.port() {
+        // Any free port: this process's own id.
+        0 => format!("{host}:pid{}", std::process::id()),
+        port => format!("{host}:{port}"),
+    }
 }
 
 impl ServeConfig {
@@ -129,6 +151,7 @@ impl ServeConfig {
                 max_future: Some(Duration::from_secs(86_400)),
             },
             idempotency_window: Duration::from_secs(24 * 3600),
+            instance_id: default_instance_id(listen),
             tokens: Vec::new(),
             tls: None,
             create_tables: false,

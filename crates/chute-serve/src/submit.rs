@@ -136,7 +136,17 @@ pub(crate) async fn submit_and_answer(
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let keys = s.lanes.keys.clone();
     let held = match &key {
-        Some(k) => Some(keys.hold(k.key).await),
+        Some(k) => match keys.hold(&s.config, k.key, deadline).await {
+            Ok(held) => Some(held),
+            Err(super::keys::Busy::Held) => {
+                return unknown(&format!(
+                    "Idempotency-Key {:?} is still being handled by an earlier attempt (on this chute serve or another one), \
+                     which did not end within {:?} (--request-timeout): retry with the same Idempotency-Key",
+                    k.key, s.config.request_timeout
+                ));
+            }
+            Err(super::keys::Busy::Lane(e)) => return key_error(&e),
+        },
         None => None,
     };
     let keying = std::time::Instant::now();
@@ -187,24 +197,34 @@ pub(crate) async fn submit_and_answer(
             }
         }
     };
-    let done = tokio::select! {
+    let outcome = tokio::select! {
         d = tokio::time::timeout_at(deadline, rx.recv_async()) => match d {
-            Ok(Ok(c)) => c,
-            Ok(Err(_)) => return unknown("the service is stopping: retry with the same Idempotency-Key"),
-            Err(_) => {
-                return unknown(&format!(
-                    "the rows were not committed within {:?} (--request-timeout): PostgreSQL may be unreachable; \
-                     retry with the same Idempotency-Key",
-                    s.config.request_timeout
-                ));
-            }
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(_)) => Err("the service is stopping: retry with the same Idempotency-Key".to_owned()),
+            Err(_) => Err(format!(
+                "the rows were not committed within {:?} (--request-timeout): PostgreSQL may be unreachable; \
+                 retry with the same Idempotency-Key",
+                s.config.request_timeout
+            )),
         },
-        _ = stage.wait_for(|st| *st == Stage::Stopped) => {
-            return unknown("the service is stopping (--shutdown-timeout passed before the rows were committed): \
-                            retry with the same Idempotency-Key");
-        }
-        why = failed => {
-            return unknown(&format!("the table's load failed ({why}): retry with the same Idempotency-Key"));
+        _ = stage.wait_for(|st| *st == Stage::Stopped) => Err(
+            "the service is stopping (--shutdown-timeout passed before the rows were committed): \
+             retry with the same Idempotency-Key".to_owned()
+        ),
+        why = failed => Err(format!("the table's load failed ({why}): retry with the same Idempotency-Key")),
+    };
+    let done = match outcome {
+        Ok(done) => done,
+        Err(message) => {
+            if let Some(held) = held {
+                // The key is let go once every chunk of this attempt is committed, rejected
+                // or dropped: a retry, here or on another instance, never runs beside it.
+                tokio::spawn(async move {
+                    let _held = held;
+                    let _ = rx.recv_async().await;
+                });
+            }
+            return unknown(&message);
         }
     };
     s.metrics.stage("commit", waiting.elapsed().as_secs_f64());
@@ -299,6 +319,16 @@ async fn plan_keyed(s: &Shared, parts: &[Part], k: &Keyed<'_>, deadline: tokio::
                 if owner == keys.owner && generation == p.lane.generation() && !p.lane.restart(s.config.request_timeout).await {
                     return Err(unknown("the table's load is restarting: retry with the same Idempotency-Key"));
                 }
+                // Another process's attempt (it ended: this request holds the key): once
+                // its last batches are in, a run of this lane that reads the journal after
+                // them skips what it committed.
+                if owner != keys.owner {
+                    keys.settle(&s.config, &super::lanes::journals(&p.lane.table)).await.map_err(unreachable)?;
+                    let since = tokio::time::Instant::now();
+                    if !p.lane.run_since(since, s.config.request_timeout).await {
+                        return Err(unknown("the table's load is restarting: retry with the same Idempotency-Key"));
+                    }
+                }
                 super::patiently(deadline, || keys.attempt(&s.config, &p.lane.id, k.key, p.lane.generation()))
                     .await
                     .map_err(unreachable)?;
@@ -307,6 +337,14 @@ async fn plan_keyed(s: &Shared, parts: &[Part], k: &Keyed<'_>, deadline: tokio::
         });
     }
     Ok(plans)
+}
+
+/// The answer to a request whose key could not be held (nothing moved).
+fn key_error(e: &super::catalog::LaneError) -> Response {
+    match e.answer() {
+        super::catalog::Answer::Retry => unknown(&format!("cannot record the Idempotency-Key: {e}")),
+        _ => super::lane_error(e),
+    }
 }
 
 fn reused(key: &str) -> Response {

@@ -135,6 +135,9 @@ pub(crate) struct Entry<'a> {
     /// takes over from whichever run had them; `None`: the load is one
     /// run's at a time.
     pub shared: Option<&'a [u32]>,
+    /// Rows committed by loads whose ids start with this are skipped too
+    /// (see `LoadBuilder::skip_committed_by`).
+    pub also: Option<&'a str>,
 }
 
 /// Registers the load (or finds its earlier runs), makes `owner` (this run)
@@ -150,7 +153,7 @@ pub(crate) struct Entry<'a> {
 /// than guessed at. A partitioned parent (`--via-parent`) has no storage of
 /// its own: an empty parent with committed entries counts as truncated.
 pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed, LoadError> {
-    let Entry { load_id, table, inputs, n_inputs, owner, shared } = *entry;
+    let Entry { load_id, table, inputs, n_inputs, owner, shared, also } = *entry;
     let missing =
         crate::privilege::journal_missing(client).await.map_err(|e| LoadError::sql("reading the role's privileges on schema chute", e))?;
     if let Some(missing) = missing {
@@ -194,38 +197,7 @@ pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed
         )
         .await
         .map_err(|e| LoadError::sql("pruning chute.load_journal", e))?;
-    let rows = client
-        .query(
-            "SELECT j.target, j.input, j.starts, j.ends, j.rows, j.relfilenode::int8, c.relfilenode::int8, c.relkind::text,
-                    c.oid::regclass::text
-             FROM chute.load_journal j JOIN pg_class c ON c.oid = j.rel
-             WHERE j.load_id = $1",
-            &[&load_id],
-        )
-        .await
-        .map_err(|e| LoadError::sql("reading chute.load_journal", e))?;
-    let mut raw: HashMap<String, Vec<Vec<(u64, u64)>>> = HashMap::new();
-    let mut rewritten: Vec<String> = Vec::new();
-    let mut parents: HashMap<String, String> = HashMap::new();
-    let mut total = 0;
-    for r in rows {
-        let target: String = r.get(0);
-        let input: i32 = r.get(1);
-        let starts: Vec<i64> = r.get(2);
-        let ends: Vec<i64> = r.get(3);
-        let (then, now): (Option<i64>, i64) = (r.get(5), r.get(6));
-        let name = target.strip_suffix(TEXT_SUFFIX).unwrap_or(&target).to_owned();
-        if r.get::<_, String>(7) == "p" {
-            parents.entry(name.clone()).or_insert_with(|| r.get(8));
-        } else if then != Some(now) && !rewritten.contains(&name) {
-            rewritten.push(name.clone());
-        }
-        total += r.get::<_, i64>(4);
-        let per_input = raw.entry(target).or_insert_with(|| vec![Vec::new(); n_inputs]);
-        if let Some(v) = per_input.get_mut(input as usize) {
-            v.extend(starts.iter().zip(&ends).map(|(a, b)| (*a as u64, *b as u64)));
-        }
-    }
+    let Entries { raw, mut rewritten, parents, total } = entries(client, load_id, also, n_inputs).await?;
     for (name, sql_name) in &parents {
         // `sql_name` is the server's own quoting of the oid (regclass output).
         let holds: bool = client
@@ -248,6 +220,64 @@ pub(crate) async fn open(client: &Client, entry: &Entry<'_>) -> Result<Committed
         .map_err(|e| LoadError::sql("updating chute.loads", e))?;
     let by_target = raw.into_iter().map(|(k, v)| (k, v.into_iter().map(RangeSet::from_ranges).collect())).collect();
     Ok(Committed { by_target, rows: total, positions, before })
+}
+
+/// What `open` reads of the journal: ranges by target and input, the
+/// targets whose storage changed since, the partitioned parents among
+/// them (by the server's own quoting), and the rows committed.
+struct Entries {
+    raw: HashMap<String, Vec<Vec<(u64, u64)>>>,
+    rewritten: Vec<String>,
+    parents: HashMap<String, String>,
+    total: i64,
+}
+
+/// Reads the entries of `load_id`, and those of the loads whose ids start with `also`.
+async fn entries(client: &Client, load_id: &str, also: Option<&str>, n_inputs: usize) -> Result<Entries, LoadError> {
+    let rows = client
+        .query(
+            "SELECT j.target, j.input, j.starts, j.ends, j.rows, j.relfilenode::int8, c.relfilenode::int8, c.relkind::text,
+                    c.oid::regclass::text, j.load_id = $1
+             FROM chute.load_journal j JOIN pg_class c ON c.oid = j.rel
+             WHERE j.load_id = $1 OR starts_with(j.load_id, $2)",
+            &[&load_id, &also],
+        )
+        .await
+        .map_err(|e| LoadError::sql("reading chute.load_journal", e))?;
+    let mut raw: HashMap<String, Vec<Vec<(u64, u64)>>> = HashMap::new();
+    let mut rewritten: Vec<String> = Vec::new();
+    let mut parents: HashMap<String, String> = HashMap::new();
+    let mut total = 0;
+    for r in rows {
+        let target: String = r.get(0);
+        let input: i32 = r.get(1);
+        let starts: Vec<i64> = r.get(2);
+        let ends: Vec<i64> = r.get(3);
+        let (then, now): (Option<i64>, i64) = (r.get(5), r.get(6));
+        let name = target.strip_suffix(TEXT_SUFFIX).unwrap_or(&target).to_owned();
+        if !r.get::<_, bool>(9) {
+            // Another load's entry: what it says of the storage as it is now
+            // (its own runs keep it up to date, see `also`), its rows not counted.
+            if r.get::<_, String>(7) == "p" || then == Some(now) {
+                let per_input = raw.entry(target).or_insert_with(|| vec![Vec::new(); n_inputs]);
+                if let Some(v) = per_input.get_mut(input as usize) {
+                    v.extend(starts.iter().zip(&ends).map(|(a, b)| (*a as u64, *b as u64)));
+                }
+            }
+            continue;
+        }
+        if r.get::<_, String>(7) == "p" {
+            parents.entry(name.clone()).or_insert_with(|| r.get(8));
+        } else if then != Some(now) && !rewritten.contains(&name) {
+            rewritten.push(name.clone());
+        }
+        total += r.get::<_, i64>(4);
+        let per_input = raw.entry(target).or_insert_with(|| vec![Vec::new(); n_inputs]);
+        if let Some(v) = per_input.get_mut(input as usize) {
+            v.extend(starts.iter().zip(&ends).map(|(a, b)| (*a as u64, *b as u64)));
+        }
+    }
+    Ok(Entries { raw, rewritten, parents, total })
 }
 
 /// What the shared inputs of a load are read from now, beyond their names

@@ -254,8 +254,15 @@ async fn open_journals(
 ) -> Result<(usize, Option<super::journal::Before>), LoadError> {
     let inputs = names.join(", ");
     let shared = shared_inputs.map(|s| s.inputs.as_slice());
-    let entry =
-        super::journal::Entry { load_id: id, table: &prepared.summary_table, inputs: &inputs, n_inputs: names.len().max(1), owner, shared };
+    let entry = super::journal::Entry {
+        load_id: id,
+        table: &prepared.summary_table,
+        inputs: &inputs,
+        n_inputs: names.len().max(1),
+        owner,
+        shared,
+        also: spec.skip_committed_by.as_deref(),
+    };
     if shared.is_some() && distributed.is_some() {
         return Err(LoadError::Setup(format!("{} is distributed over data nodes: a Kafka topic cannot be consumed into it", spec.table)));
     }

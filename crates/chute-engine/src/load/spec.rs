@@ -73,6 +73,11 @@ pub struct Settings {
     /// the inputs' identity; stdin and a feed have none, so without it such
     /// a load is not journaled).
     pub(crate) load_id: Option<String>,
+    /// A journaled load also skips the rows that loads whose ids start
+    /// with this committed (`chute serve`'s lanes of one table in several
+    /// processes: their offsets never overlap, so whatever any of them
+    /// committed at an offset is the row at that offset).
+    pub(crate) skip_committed_by: Option<String>,
     /// When another run of the same load is running: wait for it to finish
     /// (true) or refuse (false).
     pub(crate) wait: bool,
@@ -245,6 +250,7 @@ impl Default for Settings {
             tsbs_interval: None,
             tsbs_schema: None,
             load_id: None,
+            skip_committed_by: None,
             wait: false,
             cancel: Default::default(),
             retry_for: Duration::from_secs(300),
@@ -325,6 +331,8 @@ impl LoadBuilder {
         tsbs_schema: Option<String>;
         /// The load's name in the journal (default: derived from the inputs).
         load_id: Option<String>;
+        /// Also skip the rows that loads whose ids start with this committed (default: only this load's own).
+        skip_committed_by: Option<String>;
         /// Wait for another run of the same load to finish instead of refusing.
         wait: bool;
         /// How long to keep retrying a lost connection or a restarted server (default 5 min).
