@@ -24,12 +24,14 @@
 
 pub(crate) mod labels;
 mod matchers;
+pub mod otlp;
 mod read;
 pub(crate) mod store;
 pub mod wire;
 mod write;
 pub mod xor;
 
+pub(crate) use otlp::metrics as otlp_metrics;
 pub(crate) use read::read;
 pub(crate) use write::write;
 
