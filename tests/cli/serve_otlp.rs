@@ -262,3 +262,51 @@ async fn otlp_json_is_taken_and_hostile_bodies_are_refused_whole_or_in_part() {
     let t2 = t + 2000;
     assert_eq!(new, [&format!("g1{{job=svc}} {t2} 1.5"), &format!("g2{{job=svc}} {t2} -2")]);
 }
+
+#[tokio::test]
+async fn while_postgres_is_down_an_export_is_answered_503_with_retry_after_and_its_retry_is_stored_once() {
+    let cluster = chute_testkit::TestCluster::start();
+    let db = cluster.fresh_db("otlp_down").await;
+    let s = Server::start(&db.url(), &["--prometheus", "--request-timeout", "3s"]);
+    let t = super::serve_prometheus::now_ms() / 1000 * 1000;
+    let first = request(vec![gauge("up", vec![point(t, 1.0)])]).encode_to_vec();
+    assert_eq!(post_proto(&s.base, "application/x-protobuf", &first).0, 200, "{}", s.log());
+    cluster.cluster.stop(chute_engine::local::StopMode::Fast).unwrap();
+    let delta = Metric {
+        name: "jobs".into(),
+        sum: Some(Sum { data_points: vec![point(t, 3.0)], aggregation_temporality: 1, is_monotonic: true }),
+        ..Metric::default()
+    };
+    let second = request(vec![gauge("up", vec![point(t + 15_000, 1.0)]), delta, gauge("temp", vec![point(t, 20.5)])]).encode_to_vec();
+    let send = || {
+        let mut r = super::serve::agent()
+            .post(format!("{}/v1/metrics", s.base))
+            .header("Content-Type", "application/x-protobuf")
+            .send(&second[..])
+            .unwrap();
+        let retry_after = r.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        (r.status().as_u16(), retry_after, r.body_mut().read_to_vec().unwrap_or_default())
+    };
+    let (status, retry_after, body) = send();
+    assert_eq!(status, 503, "exporters retry a 503: {}\n{}", String::from_utf8_lossy(&body), s.log());
+    assert!(retry_after.is_some_and(|v| v.parse::<u64>().is_ok()), "no Retry-After");
+    // Back up: the same export, sent again as an exporter retries it, is stored once.
+    cluster.cluster.start().unwrap();
+    let began = std::time::Instant::now();
+    while send().0 != 200 {
+        assert!(began.elapsed() < std::time::Duration::from_secs(60), "never stored after PostgreSQL came back:\n{}", s.log());
+        // An exporter's pause before it sends again (its own backoff).
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (status, _, body) = send();
+    assert_eq!(status, 200);
+    let partial = ExportMetricsServiceResponse::decode(&body[..]).unwrap().partial_success.expect("the answer again, partial_success too");
+    assert_eq!(partial.rejected_data_points, 1);
+    let c = db.client().await;
+    assert_eq!(
+        samples(&c).await,
+        [format!("temp{{job=svc}} {t} 20.5"), format!("up{{job=svc}} {t} 1"), format!("up{{job=svc}} {} 1", t + 15_000)]
+    );
+    let n: i64 = c.query_one("SELECT count(*) FROM prometheus.samples", &[]).await.unwrap().get(0);
+    assert_eq!(n, 3, "each sample once");
+}

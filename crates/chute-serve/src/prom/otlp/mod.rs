@@ -20,6 +20,7 @@
 
 pub mod json;
 mod num;
+pub mod size;
 pub mod translate;
 pub mod wire;
 
@@ -80,31 +81,33 @@ async fn export(s: &Shared, headers: &HeaderMap, body: axum::body::Body) -> Resu
     let mut reserved = s.memory.reservation();
     let raw = super::super::body::read(s, headers, body, &mut reserved).await?;
     let raw = super::super::body::decode(headers, raw, s.config.body.max, &mut reserved)?;
-    // The decoded messages take a few times the body's bytes.
-    reserved.need(reserved.bytes() + raw.len() * 4)?;
+    // What decoding will take is reserved first, and too many points refused unread.
     let request = match kind {
-        Kind::Protobuf => ExportMetricsServiceRequest::decode(&raw[..])
-            .map_err(|e| bad(&format!("the body is not a protobuf ExportMetricsServiceRequest: {e}")))?,
-        Kind::Json => json::decode(&raw).map_err(|e| bad(&e))?,
+        Kind::Protobuf => {
+            let e = size::protobuf(&raw).map_err(|e| bad(&format!("the body is not a protobuf ExportMetricsServiceRequest: {e}")))?;
+            too_many(e.points)?;
+            reserved.need(reserved.bytes() + e.bytes)?;
+            ExportMetricsServiceRequest::decode(&raw[..])
+                .map_err(|e| bad(&format!("the body is not a protobuf ExportMetricsServiceRequest: {e}")))?
+        }
+        Kind::Json => {
+            reserved.need(reserved.bytes() + size::json(&raw))?;
+            json::decode(&raw).map_err(|e| bad(&e))?
+        }
     };
     if let Some(why) = translate::nul(&request) {
         s.metrics.prom_refused();
         return Err(bad(&why));
     }
-    let points = translate::points(&request);
-    if points > translate::MAX_POINTS {
-        return Err(super::super::error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request too large",
-            &format!(
-                "nothing was written: the request has {points} data points, more than the {} chute takes in one: export more often or in smaller batches",
-                translate::MAX_POINTS
-            ),
-        ));
-    }
+    too_many(translate::points(&request))?;
     let metadata = metadata(&request);
     let t = translate::translate(&request);
+    // From here the request holds its body and the translated series (the decoded messages go).
+    let translated: usize =
+        t.series.iter().map(|s| 64 + s.samples.len() * 16 + s.labels.iter().map(|(k, v)| 48 + k.len() + v.len()).sum::<usize>()).sum();
+    reserved.need(reserved.bytes() + translated)?;
     drop(request);
+    let _ = reserved.resize(raw.len() + translated);
     let mut batch = Batch::default();
     let (mut sorted, mut key) = (Vec::new(), Vec::new());
     for (n, series) in t.series.iter().enumerate() {
@@ -135,6 +138,21 @@ async fn export(s: &Shared, headers: &HeaderMap, body: axum::body::Body) -> Resu
         return Ok(answer);
     }
     Ok(answered(kind, rejected, &reasons))
+}
+
+/// 413 for a request of more than [`translate::MAX_POINTS`] data points.
+fn too_many(points: u64) -> Result<(), Response> {
+    if points <= translate::MAX_POINTS {
+        return Ok(());
+    }
+    Err(super::super::error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "request too large",
+        &format!(
+            "nothing was written: the request has {points} data points, more than the {} chute takes in one: export more often or in smaller batches",
+            translate::MAX_POINTS
+        ),
+    ))
 }
 
 /// The 200 answer: an `ExportMetricsServiceResponse` in the request's type.
