@@ -310,3 +310,76 @@ async fn while_postgres_is_down_an_export_is_answered_503_with_retry_after_and_i
     let n: i64 = c.query_one("SELECT count(*) FROM prometheus.samples", &[]).await.unwrap().get(0);
     assert_eq!(n, 3, "each sample once");
 }
+
+/// An instant PromQL query of `p` at `t` (ms): each series as `{labels} value`, sorted.
+fn promql(p: &chute_testkit::prometheus::Prometheus, q: &str, t: i64) -> Vec<String> {
+    let enc: String = q
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    let path = format!("/api/v1/query?query={enc}&time={}.{:03}", t / 1000, t % 1000);
+    let (status, body) = p.get(&path).unwrap_or_else(|| panic!("prometheus did not answer {path}"));
+    assert_eq!(status, 200, "{q}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let mut out: Vec<String> = v["data"]["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"))
+        .iter()
+        .map(|s| format!("{} {}", s["metric"], s["value"][1].as_str().unwrap()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_real_prometheus_reads_otlp_metrics_back_through_remote_read_and_runs_promql_over_them() {
+    use chute_serve::prom::otlp::wire::{Histogram, HistogramDataPoint};
+    use chute_testkit::prometheus::{Prometheus, free_port};
+    let db = shared().fresh_db("otlp_promql").await;
+    let s = Server::start(&db.url(), &["--prometheus"]);
+    let t = super::serve_prometheus::now_ms() - 10_000;
+    let ns = t as u64 * 1_000_000;
+    let counter = Metric {
+        name: "orders".into(),
+        unit: "{order}".into(),
+        sum: Some(Sum {
+            data_points: vec![NumberDataPoint { attributes: vec![kv("region", "eu")], ..point(t, 42.0) }],
+            aggregation_temporality: 2,
+            is_monotonic: true,
+        }),
+        ..Metric::default()
+    };
+    let histogram = Metric {
+        name: "queue.wait".into(),
+        unit: "s".into(),
+        histogram: Some(Histogram {
+            data_points: vec![HistogramDataPoint {
+                time_unix_nano: ns,
+                count: 3,
+                sum: Some(0.9),
+                bucket_counts: vec![1, 2, 0],
+                explicit_bounds: vec![0.1, 1.0],
+                ..HistogramDataPoint::default()
+            }],
+            aggregation_temporality: 2,
+        }),
+        ..Metric::default()
+    };
+    let mut req = request(vec![counter, histogram]);
+    req.resource_metrics[0].resource.as_mut().unwrap().attributes.push(kv("host.name", "web-1"));
+    let (status, body) = post_proto(&s.base, "application/x-protobuf", &req.encode_to_vec());
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let listen = s.base.trim_start_matches("http://").to_owned();
+    let reader = Prometheus::start(
+        free_port(),
+        &format!("global:\n  scrape_interval: 1s\nremote_read:\n  - url: http://{listen}/api/v1/read\n    read_recent: true\n"),
+    );
+    assert_eq!(promql(&reader, "orders_total", t), [r#"{"__name__":"orders_total","job":"svc","region":"eu"} 42"#]);
+    let q = promql(&reader, "histogram_quantile(0.5, queue_wait_seconds_bucket)", t);
+    assert_eq!(q.len(), 1, "{q:?}");
+    // Rank 1.5 of 3 falls in (0.1, 1], which holds 2: Prometheus interpolates linearly.
+    let want = 0.1 + (1.0 - 0.1) * (0.5 / 2.0);
+    assert_eq!(q[0].rsplit(' ').next().unwrap().parse::<f64>().unwrap(), want, "{q:?}");
+    assert_eq!(promql(&reader, "queue_wait_seconds_sum / queue_wait_seconds_count", t), [r#"{"job":"svc"} 0.3"#]);
+    assert_eq!(promql(&reader, "target_info", t), [r#"{"__name__":"target_info","host_name":"web-1","job":"svc"} 1"#]);
+}
