@@ -100,7 +100,7 @@ async fn export(s: &Shared, headers: &HeaderMap, body: axum::body::Body) -> Resu
         return Err(bad(&why));
     }
     too_many(translate::points(&request))?;
-    let metadata = metadata(&request);
+    let metadata = changed(&prom, metadata(&request));
     let t = translate::translate(&request);
     // From here the request holds its body and the translated series (the decoded messages go).
     let translated: usize =
@@ -120,6 +120,7 @@ async fn export(s: &Shared, headers: &HeaderMap, body: axum::body::Body) -> Resu
     s.metrics.prom_received(batch.samples.len() as u64, t.rejected);
     drop(t.series);
     let (answer, total) = store(s, &prom, batch, &metadata, b"opentelemetry otlp metrics", raw, reserved).await?;
+    remember(&prom, &metadata);
     let (mut rejected, mut reasons) = (t.rejected, t.reasons);
     if answer.status().is_success() {
         s.metrics.prom_committed(total as u64);
@@ -165,6 +166,28 @@ fn answered(kind: Kind, rejected: u64, reasons: &[String]) -> Response {
     match kind {
         Kind::Protobuf => ([(header::CONTENT_TYPE, "application/x-protobuf")], r.encode_to_vec()).into_response(),
         Kind::Json => ([(header::CONTENT_TYPE, "application/json")], json::encode(&r)).into_response(),
+    }
+}
+
+/// The most families whose metadata is remembered; past it, all are forgotten.
+const REMEMBERED: usize = 100_000;
+
+/// The metadata that differs from what was last stored.
+fn changed(prom: &super::Prom, all: Vec<MetricMetadata>) -> Vec<MetricMetadata> {
+    let known = prom.otlp_metadata.lock().expect("metadata");
+    all.into_iter()
+        .filter(|m| known.get(&m.metric_family_name).is_none_or(|(t, h, u)| (*t, h, u) != (m.r#type, &m.help, &m.unit)))
+        .collect()
+}
+
+/// Remembers metadata stored.
+fn remember(prom: &super::Prom, stored: &[MetricMetadata]) {
+    let mut known = prom.otlp_metadata.lock().expect("metadata");
+    if known.len() + stored.len() > REMEMBERED {
+        known.clear();
+    }
+    for m in stored {
+        known.insert(m.metric_family_name.clone(), (m.r#type, m.help.clone(), m.unit.clone()));
     }
 }
 
