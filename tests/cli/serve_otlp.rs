@@ -313,10 +313,7 @@ async fn while_postgres_is_down_an_export_is_answered_503_with_retry_after_and_i
 
 /// An instant PromQL query of `p` at `t` (ms): each series as `{labels} value`, sorted.
 fn promql(p: &chute_testkit::prometheus::Prometheus, q: &str, t: i64) -> Vec<String> {
-    let enc: String = q
-        .bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect();
+    let enc = super::serve_prometheus_real::encode(q);
     let path = format!("/api/v1/query?query={enc}&time={}.{:03}", t / 1000, t % 1000);
     let (status, body) = p.get(&path).unwrap_or_else(|| panic!("prometheus did not answer {path}"));
     assert_eq!(status, 200, "{q}: {body}");
