@@ -240,5 +240,13 @@ mod tests {
         let one = json(br#"{"a":"{{\"{"}"#);
         let two = json(br#"{"a":{}}"#);
         assert!(two > one && one > 0);
+        // A body like the SDKs' (a point with two attributes): about a dozen times its size, as the book says.
+        let point = r#"{"attributes":[{"key":"region","value":{"stringValue":"eu"}},{"key":"code","value":{"intValue":"200"}}],"timeUnixNano":"1700000000000000000","asDouble":12.5},"#;
+        let body = format!(
+            r#"{{"resourceMetrics":[{{"scopeMetrics":[{{"metrics":[{{"name":"m","gauge":{{"dataPoints":[{}]}}}}]}}]}}]}}"#,
+            point.repeat(1000)
+        );
+        let ratio = json(body.as_bytes()) as f64 / body.len() as f64;
+        assert!((6.0..16.0).contains(&ratio), "{ratio}");
     }
 }
