@@ -109,6 +109,8 @@ mod serve_lanes;
 mod serve_limits;
 #[path = "cli/serve_once.rs"]
 mod serve_once;
+#[path = "cli/serve_otlp.rs"]
+mod serve_otlp;
 #[path = "cli/serve_prometheus.rs"]
 mod serve_prometheus;
 #[path = "cli/serve_prometheus_holes.rs"]

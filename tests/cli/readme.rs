@@ -506,6 +506,7 @@ pages! {
     book_migrate => "docs/migrate.md",
     book_serve => "docs/serve.md",
     book_prometheus => "docs/prometheus.md",
+    book_opentelemetry => "docs/opentelemetry.md",
     book_consume => "docs/consume.md",
     book_gen => "docs/gen.md",
     book_bench => "docs/bench.md",

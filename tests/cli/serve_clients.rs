@@ -12,7 +12,7 @@ use super::serve::{Server, post};
 use crate::common::{column, open_tempdir};
 
 /// The Python of the venv that holds the clients (made by scripts/ensure-deps).
-fn python() -> PathBuf {
+pub fn python() -> PathBuf {
     let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pyclients/bin/python");
     if !py.exists() {
         let status =

@@ -60,7 +60,7 @@ remote_read:
     )
 }
 
-fn encode(q: &str) -> String {
+pub fn encode(q: &str) -> String {
     q.bytes()
         .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()

@@ -264,6 +264,7 @@ pub async fn serve(
         .route("/query", get(query::query).post(query::query))
         .route("/api/v1/write", post(prom::write))
         .route("/api/v1/read", post(prom::read))
+        .route("/v1/metrics", post(prom::otlp_metrics))
         .route("/ping", get(query::ping).head(query::ping))
         .route("/api/v2/ping", get(query::ping).head(query::ping))
         .route("/health", get(query::health))

@@ -4,7 +4,7 @@
 //! acknowledged, and the time of a remote read of one series.
 //!
 //! ```text
-//! prom-client write --base http://127.0.0.1:9201 --series 10000 --hours 24 --shards 4 --batch 2000 [--seed N]
+//! prom-client write --base http://127.0.0.1:9201 --series 10000 --hours 24 --shards 4 --batch 2000 [--seed N] [--otlp]
 //! prom-client read  --base http://127.0.0.1:9201 --series 10000 --hours 24 --index 42
 //! ```
 //!
@@ -17,11 +17,19 @@
 //! one after another, each waiting for its 204. Requests are encoded and
 //! snappy-compressed on the fly, by the shard's thread (`--seed` shifts
 //! the values: other bodies, for a warm-up). Prints one JSON object.
+//!
+//! `--otlp` sends the same samples as OpenTelemetry's OTLP/HTTP protobuf
+//! (`POST /v1/metrics`, each waiting for its 200): a request of `--batch`
+//! points, one resource a host (`service.name` node, `service.instance.id`
+//! the instance: `job` and `instance` once translated) and one monotonic
+//! cumulative sum a series with `env` and `region` as attributes, so that
+//! chute stores the same series and samples as remote write does.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use chute_serve::prom::otlp::wire as otlp;
 use chute_serve::prom::wire::{Label, LabelMatcher, Query, ReadRequest, ReadResponse, Sample, TimeSeries, WriteRequest};
 use prost::Message;
 
@@ -69,6 +77,9 @@ fn main() {
     let agent: ureq::Agent =
         ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(300))).build().into();
     match args.get(1).map(String::as_str) {
+        Some("write") if args.iter().any(|a| a == "--otlp") => {
+            write_otlp(&agent, &base, series, steps, num("--shards", 4), num("--batch", 2000), num("--seed", 0))
+        }
         Some("write") => write(&agent, &base, series, steps, num("--shards", 4), num("--batch", 2000), num("--seed", 0)),
         Some("read") => read(&agent, &base, steps, num("--index", 0)),
         _ => {
@@ -124,6 +135,91 @@ fn write(agent: &ureq::Agent, base: &str, series: u64, steps: u64, shards: u64, 
     let n = sent.load(Ordering::Relaxed);
     println!(
         "{{\"samples\": {n}, \"requests\": {}, \"seconds\": {secs:.2}, \"samples_per_s\": {:.0}, \"shards\": {shards}, \"batch\": {batch}}}",
+        requests.load(Ordering::Relaxed),
+        n as f64 / secs
+    );
+}
+
+fn attr(k: &str, v: &str) -> otlp::KeyValue {
+    otlp::KeyValue { key: k.into(), value: Some(otlp::AnyValue { string_value: Some(v.into()), ..otlp::AnyValue::default() }) }
+}
+
+/// Series `i`'s sample at `t` as an OTLP metric, and its host's resource attributes.
+fn otlp_point(i: u64, l: &[Label], t: i64, v: f64) -> (String, otlp::Metric) {
+    let point = otlp::NumberDataPoint {
+        attributes: vec![attr("env", &l[1].value), attr("region", &l[4].value)],
+        time_unix_nano: t as u64 * 1_000_000,
+        as_double: Some(v),
+        ..otlp::NumberDataPoint::default()
+    };
+    let sum = otlp::Sum { data_points: vec![point], aggregation_temporality: otlp::CUMULATIVE, is_monotonic: true };
+    (l[2].value.clone(), otlp::Metric { name: format!("node_metric_{}", i % 50), sum: Some(sum), ..otlp::Metric::default() })
+}
+
+/// The samples of `write`, sent as OTLP/HTTP protobuf.
+fn write_otlp(agent: &ureq::Agent, base: &str, series: u64, steps: u64, shards: u64, batch: u64, seed: u64) {
+    let url = format!("{base}/v1/metrics");
+    let (sent, requests) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let began = Instant::now();
+    let threads: Vec<_> = (0..shards)
+        .map(|shard| {
+            let (agent, url, sent, requests) = (agent.clone(), url.clone(), sent.clone(), requests.clone());
+            std::thread::spawn(move || {
+                let mine: Vec<(u64, Vec<Label>)> = (shard..series).step_by(shards as usize).map(|i| (i, labels(i))).collect();
+                let mut points: Vec<(String, otlp::Metric)> = Vec::new();
+                let flush = |points: &mut Vec<(String, otlp::Metric)>| {
+                    if points.is_empty() {
+                        return;
+                    }
+                    // One resource a host, its points' metrics in one scope (consecutive points share hosts).
+                    let mut req = otlp::ExportMetricsServiceRequest::default();
+                    for (host, m) in points.drain(..) {
+                        let same = req.resource_metrics.last().is_some_and(|r: &otlp::ResourceMetrics| {
+                            r.resource
+                                .as_ref()
+                                .is_some_and(|r| r.attributes[1].value.as_ref().and_then(|v| v.string_value.as_ref()) == Some(&host))
+                        });
+                        if !same {
+                            let resource =
+                                otlp::Resource { attributes: vec![attr("service.name", "node"), attr("service.instance.id", &host)] };
+                            req.resource_metrics.push(otlp::ResourceMetrics {
+                                resource: Some(resource),
+                                scope_metrics: vec![otlp::ScopeMetrics::default()],
+                            });
+                        }
+                        req.resource_metrics.last_mut().expect("a resource").scope_metrics[0].metrics.push(m);
+                    }
+                    let n: usize = req.resource_metrics.iter().map(|r| r.scope_metrics[0].metrics.len()).sum();
+                    let mut resp = agent
+                        .post(&url)
+                        .header("Content-Type", "application/x-protobuf")
+                        .send(&req.encode_to_vec()[..])
+                        .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+                    let (status, answer) = (resp.status().as_u16(), resp.body_mut().read_to_vec().unwrap_or_default());
+                    assert!(status == 200 && answer.is_empty(), "{status}: {}", String::from_utf8_lossy(&answer));
+                    sent.fetch_add(n as u64, Ordering::Relaxed);
+                    requests.fetch_add(1, Ordering::Relaxed);
+                };
+                for step in 0..steps {
+                    let t = START_MS + step as i64 * STEP_MS;
+                    for (i, l) in &mine {
+                        points.push(otlp_point(*i, l, t, value(*i, step, seed)));
+                        if points.len() as u64 == batch {
+                            flush(&mut points);
+                        }
+                    }
+                }
+                flush(&mut points);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a shard panicked");
+    }
+    let secs = began.elapsed().as_secs_f64();
+    let n = sent.load(Ordering::Relaxed);
+    println!(
+        "{{\"samples\": {n}, \"requests\": {}, \"seconds\": {secs:.2}, \"samples_per_s\": {:.0}, \"shards\": {shards}, \"batch\": {batch}, \"otlp\": true}}",
         requests.load(Ordering::Relaxed),
         n as f64 / secs
     );

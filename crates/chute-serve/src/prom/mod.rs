@@ -24,12 +24,14 @@
 
 pub(crate) mod labels;
 mod matchers;
+pub mod otlp;
 mod read;
 pub(crate) mod store;
 pub mod wire;
 mod write;
 pub mod xor;
 
+pub(crate) use otlp::metrics as otlp_metrics;
 pub(crate) use read::read;
 pub(crate) use write::write;
 
@@ -67,6 +69,9 @@ pub(crate) struct Prom {
     pub writers: store::Conns,
     /// Connections for remote read.
     pub readers: store::Conns,
+    /// The OTLP metric metadata last stored, by family: an export carries
+    /// its metrics' metadata every time, and only what changed is stored.
+    pub otlp_metadata: std::sync::Mutex<std::collections::HashMap<String, (i32, String, String)>>,
     /// The samples table's policy as last read, and when.
     policy: std::sync::Mutex<Option<(std::time::Instant, Option<Arc<chute_core::partman::Policy>>)>>,
 }
@@ -84,6 +89,7 @@ impl Prom {
             cache: store::SeriesCache::new(c.cache_bytes),
             writers: store::Conns::new(2),
             readers: store::Conns::new(2),
+            otlp_metadata: std::sync::Mutex::new(std::collections::HashMap::new()),
             policy: std::sync::Mutex::new(None),
         })
     }

@@ -89,11 +89,11 @@ pub(super) async fn snappy_body(
 /// `keys`, ending at `key_ends`) and its samples (in `samples`, ending at
 /// `sample_ends`).
 #[derive(Default)]
-struct Batch {
+pub(super) struct Batch {
     keys: Vec<u8>,
     key_ends: Vec<usize>,
     metrics: Vec<(usize, usize)>,
-    samples: Vec<(i64, u64)>,
+    pub(super) samples: Vec<(i64, u64)>,
     sample_ends: Vec<usize>,
 }
 
@@ -102,7 +102,35 @@ impl Batch {
         &self.keys[if i == 0 { 0 } else { self.key_ends[i - 1] }..self.key_ends[i]]
     }
 
-    fn bytes(&self) -> usize {
+    /// Adds a series, checked (`labels::canonical` and the samples' times),
+    /// using `sorted` and `key` as scratch; or says why it is refused (after
+    /// a colon, or after the metric's name in brackets).
+    pub(super) fn add<'a>(
+        &mut self,
+        labels: &[(&'a str, &'a str)],
+        samples: &[(i64, u64)],
+        sorted: &mut Vec<(&'a str, &'a str)>,
+        key: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let metric = super::labels::canonical(labels, sorted, key).map_err(|why| format!(": {why}"))?;
+        if let Some((t, _)) = samples.iter().find(|(t, _)| !(MIN_MS..=MAX_MS).contains(t)) {
+            return Err(format!(" ({metric}): sample time {t} ms is outside what PostgreSQL's timestamptz holds"));
+        }
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let at = self.keys.len();
+        self.keys.extend_from_slice(key);
+        self.key_ends.push(self.keys.len());
+        // Where the metric name's value sits in the key.
+        let start = at + memchr::memmem::find(key, b"__name__\xff").map_or(0, |i| i + 9);
+        self.metrics.push((start, start + metric.len()));
+        self.samples.extend_from_slice(samples);
+        self.sample_ends.push(self.samples.len());
+        Ok(())
+    }
+
+    pub(super) fn bytes(&self) -> usize {
         self.keys.capacity() + self.key_ends.capacity() * 24 + self.samples.capacity() * 16 + self.sample_ends.capacity() * 8
     }
 }
@@ -118,25 +146,7 @@ fn check(body: &[u8], metadata: &mut Vec<MetricMetadata>) -> Result<(Batch, wire
         &mut scratch,
         |series| {
             n += 1;
-            let metric = super::labels::canonical(&series.labels, &mut sorted, &mut key)
-                .map_err(|why| wire::WireError(format!("series {n}: {why}")))?;
-            if let Some((t, _)) = series.samples.iter().find(|(t, _)| !(MIN_MS..=MAX_MS).contains(t)) {
-                return Err(wire::WireError(format!(
-                    "series {n} ({metric}): sample time {t} ms is outside what PostgreSQL's timestamptz holds"
-                )));
-            }
-            if series.samples.is_empty() {
-                return Ok(());
-            }
-            let at = b.keys.len();
-            b.keys.extend_from_slice(&key);
-            b.key_ends.push(b.keys.len());
-            // Where the metric name's value sits in the key.
-            let start = at + memchr::memmem::find(&key, b"__name__\xff").map_or(0, |i| i + 9);
-            b.metrics.push((start, start + metric.len()));
-            b.samples.extend_from_slice(&series.samples);
-            b.sample_ends.push(b.samples.len());
-            Ok(())
+            b.add(&series.labels, &series.samples, &mut sorted, &mut key).map_err(|why| wire::WireError(format!("series {n}{why}")))
         },
         |m| metadata.push(m),
     )
@@ -174,6 +184,32 @@ async fn write_request(s: &Shared, headers: &HeaderMap, body: axum::body::Body) 
     };
     s.metrics.prom_received(counts.samples, counts.exemplars + counts.histograms);
     drop(body);
+    let (answer, total) = store(s, &prom, batch, &metadata, b"prometheus remote write", raw, reserved).await?;
+    if total == 0 {
+        return Ok(written(answer, 0));
+    }
+    if answer.status().is_success() {
+        s.metrics.prom_committed(total as u64);
+        return Ok(written(answer, total as u64));
+    } else if answer.status() == StatusCode::BAD_REQUEST {
+        return Ok(partial(s, answer, total as u64).await);
+    }
+    Ok(answer)
+}
+
+/// Stores a checked request's samples (the series made first, and the
+/// metadata kept) and answers once they are committed: the answer of
+/// `submit_and_answer` (204 when there was nothing to store) and the
+/// samples the request had. `what` and `raw` key the request.
+pub(super) async fn store(
+    s: &Shared,
+    prom: &Arc<super::Prom>,
+    batch: Batch,
+    metadata: &[MetricMetadata],
+    what: &[u8],
+    raw: bytes::Bytes,
+    mut reserved: super::super::memory::Reservation,
+) -> Result<(Response, usize), Response> {
     reserved.need(reserved.bytes() + batch.bytes() + batch.samples.len() * 24)?;
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     let config = &s.config;
@@ -183,18 +219,18 @@ async fn write_request(s: &Shared, headers: &HeaderMap, body: axum::body::Body) 
         Some(policy) => past_retention(batch, &policy, chute_engine::clock::now_micros()),
         None => (batch, Old::default()),
     };
-    let ids = series_ids(s, &prom, &batch, deadline).await?;
+    let ids = series_ids(s, prom, &batch, deadline).await?;
     if !metadata.is_empty() {
         let stored = super::super::patiently(deadline, || async {
             let c = prom.writers.get(config).await?;
-            super::store::store_metadata(&c, &prom.tables, &metadata).await
+            super::store::store_metadata(&c, &prom.tables, metadata).await
         })
         .await;
         stored.map_err(|e| super::super::lane_error(&e))?;
     }
     let total = batch.samples.len() + old.count;
     if total == 0 {
-        return Ok(written(StatusCode::NO_CONTENT.into_response(), 0));
+        return Ok((StatusCode::NO_CONTENT.into_response(), 0));
     }
     let (data, cuts) = rows(&batch, &ids);
     drop(batch);
@@ -203,7 +239,7 @@ async fn write_request(s: &Shared, headers: &HeaderMap, body: axum::body::Body) 
     // The samples refused here are part of the key: a retry that refuses others (the
     // retention moved on meanwhile) sends other rows, so it is another request.
     let refused: Vec<u8> = old.refused.iter().flat_map(|n| n.to_le_bytes()).collect();
-    let digest = super::super::keys::digest(&[b"prometheus remote write", prom.tables.schema.as_bytes(), &raw, &refused]);
+    let digest = super::super::keys::digest(&[what, prom.tables.schema.as_bytes(), &raw, &refused]);
     drop(raw);
     let key = format!("prometheus {digest}");
     let keyed = Keyed { key: &key, digest };
@@ -217,14 +253,7 @@ async fn write_request(s: &Shared, headers: &HeaderMap, body: axum::body::Body) 
     };
     let kept = old.kept;
     let line_of = |n: u64| kept.as_ref().and_then(|k| k.get(n.saturating_sub(1) as usize).copied()).unwrap_or(n);
-    let answer = submit_and_answer(s, parts, old.rejects, line_of, total, Some(keyed), reserved).await;
-    if answer.status().is_success() {
-        s.metrics.prom_committed(total as u64);
-        return Ok(written(answer, total as u64));
-    } else if answer.status() == StatusCode::BAD_REQUEST {
-        return Ok(partial(s, answer, total as u64).await);
-    }
-    Ok(answer)
+    Ok((submit_and_answer(s, parts, old.rejects, line_of, total, Some(keyed), reserved).await, total))
 }
 
 /// Adds remote write's count of what was written to an answer (the
