@@ -19,6 +19,17 @@
 //! through a phase (the copy or the flatten take tens of seconds here) makes
 //! waits far longer than 5 s.
 //!
+//! The workload has 3 connections, not 40: what a statement locks must fit
+//! in the lock table with the migration's share, or the application fails
+//! by itself. After the split a read of a customer's orders (no pruning on
+//! `created_at`) locks each of the 367 leaves and its three indexes, 1,468
+//! locks; the default lock table holds 64 x 122 = 7,808, the migration takes
+//! at most a quarter (1,952), so 3 such reads at once fit and 4 do not. With
+//! 40 connections on CI's starved cores, reads piled up and the server
+//! refused reads, updates and inserts alike with 53200 (stop 54's run):
+//! the application's own doing, not chute's. Operations that find every
+//! connection busy wait (simulate says so); none may fail.
+//!
 //! The history is small (20,000 orders, about 55 a day): what costs locks
 //! is the number of leaves, 367 here as with any row count, and the test
 //! must stay fast on two shared cores. `scripts/bench-simulate` runs the
@@ -97,7 +108,7 @@ async fn a_year_of_daily_history_is_split_under_the_workload_on_default_lock_set
     let (stdout, stderr) = run_expect(
         chute()
             .args(["--url", &url, "simulate", "--during-migrate", "--migrate-after", "2s", "--duration", "2s", "--lock-timeout", "2s"])
-            .args(["--writes-per-s", "1000", "--reads-per-s", "1000", "--update-after", "300ms", "--connections", "40"])
+            .args(["--writes-per-s", "1000", "--reads-per-s", "1000", "--update-after", "300ms", "--connections", "3"])
             .args(["--out", out.to_str().unwrap(), "--json"]),
         0,
     );
